@@ -1,0 +1,78 @@
+// Liveness analysis (see liveness.h).
+#include "analysis/liveness.h"
+
+#include <algorithm>
+
+#include "ops/op.h"
+#include "support/error.h"
+
+namespace mutwo::analysis {
+
+Liveness analyze_liveness(const ir::Graph& g) {
+  const auto& nodes = g.nodes();
+  const size_t nv = g.num_values();
+  Liveness L;
+  L.def.assign(nv, -1);
+  L.last_use.assign(nv, -1);
+  L.storage.resize(nv);
+  L.storage_end.assign(nv, -1);
+  for (size_t v = 0; v < nv; ++v) L.storage[v] = static_cast<ir::ValueId>(v);
+
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const ir::Node& node = nodes[n];
+    bool view = ops::op(node.op).has(ops::kView);
+    for (ir::ValueId v : node.outputs) {
+      L.def[static_cast<size_t>(v)] = static_cast<int32_t>(n);
+      L.last_use[static_cast<size_t>(v)] = static_cast<int32_t>(n);
+    }
+    if (view) L.storage[static_cast<size_t>(node.outputs[0])] = L.storage[static_cast<size_t>(node.inputs[0])];
+    for (ir::ValueId v : node.inputs)
+      if (v != ir::kNoValue) L.last_use[static_cast<size_t>(v)] = static_cast<int32_t>(n);
+  }
+  for (const ir::Value& val : g.values())
+    if (ir::is_persistent(val.role)) L.last_use[static_cast<size_t>(val.id)] = kForever;
+  for (ir::ValueId v : g.outputs) L.last_use[static_cast<size_t>(v)] = kForever;
+
+  L.release_after.resize(nodes.size());
+  for (size_t v = 0; v < nv; ++v) {
+    int32_t last = L.last_use[v];
+    if (last >= 0 && last != kForever) L.release_after[static_cast<size_t>(last)].push_back(static_cast<ir::ValueId>(v));
+    auto root = static_cast<size_t>(L.storage[v]);
+    L.storage_end[root] = std::max(L.storage_end[root], last);
+  }
+
+  // Walk the schedule: a storage is allocated by the node defining its owner
+  // and freed after storage_end.
+  std::vector<int64_t> freed_after(nodes.size(), 0);
+  for (size_t v = 0; v < nv; ++v) {
+    if (L.storage[v] != static_cast<ir::ValueId>(v)) continue;
+    int64_t bytes = g.type(static_cast<ir::ValueId>(v)).bytes();
+    if (L.def[v] < 0) {
+      MUTWO_ASSERT(ir::is_persistent(g.value(static_cast<ir::ValueId>(v)).role) || L.last_use[v] < 0,
+                   "%{} is used but made by no node", g.value(static_cast<ir::ValueId>(v)).name);
+      if (ir::is_persistent(g.value(static_cast<ir::ValueId>(v)).role)) L.persistent_bytes += bytes;
+      continue;
+    }
+    if (L.storage_end[v] != kForever) freed_after[static_cast<size_t>(L.storage_end[v])] += bytes;
+  }
+  L.live_before.resize(nodes.size());
+  L.live_during.resize(nodes.size());
+  L.live_after.resize(nodes.size());
+  int64_t live = L.persistent_bytes;
+  L.peak_bytes = live;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    L.live_before[n] = live;
+    for (ir::ValueId v : nodes[n].outputs)
+      if (L.owns_storage(v)) live += g.type(v).bytes();
+    L.live_during[n] = live;
+    if (live > L.peak_bytes || L.peak_node < 0) {
+      L.peak_bytes = std::max(L.peak_bytes, live);
+      L.peak_node = static_cast<int32_t>(n);
+    }
+    live -= freed_after[n];
+    L.live_after[n] = live;
+  }
+  return L;
+}
+
+}  // namespace mutwo::analysis

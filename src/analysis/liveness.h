@@ -1,0 +1,42 @@
+// Liveness: where each value is defined, last used and freed, and how many
+// bytes are live around every node. The one definition of "last use" in
+// mutwo: the executor frees by it, the profiler reports it and the simulator
+// predicts memory from it.
+//
+// Storage model: a value of a `view` op shares the storage of its input 0; a
+// storage is freed after the last use of any value aliasing it. Persistent
+// values (inputs, parameters, optimizer state, buffers) are never freed; graph
+// outputs are held until the end of the step.
+#pragma once
+
+#include <climits>
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace mutwo::analysis {
+
+inline constexpr int32_t kForever = INT32_MAX;
+
+struct Liveness {
+  // Per value.
+  std::vector<int32_t> def;          // producing node; -1 for values without a producer
+  std::vector<int32_t> last_use;     // last node reading the value itself; def if none; kForever if held
+  std::vector<ir::ValueId> storage;  // the value owning the storage this one uses (itself unless a view)
+  std::vector<int32_t> storage_end;  // for storage owners: the node after which the storage is freed
+  // Per node.
+  std::vector<std::vector<ir::ValueId>> release_after;  // values whose own last use is this node
+  std::vector<int64_t> live_before;  // bytes live just before the node runs
+  std::vector<int64_t> live_during;  // live_before + the new storages it makes (workspace excluded)
+  std::vector<int64_t> live_after;   // after the node and its releases
+  int64_t persistent_bytes = 0;      // live across steps
+  int64_t peak_bytes = 0;            // max of live_during (persistent_bytes if no nodes)
+  int32_t peak_node = -1;
+
+  bool owns_storage(ir::ValueId v) const { return storage[static_cast<size_t>(v)] == v; }
+};
+
+Liveness analyze_liveness(const ir::Graph& g);
+
+}  // namespace mutwo::analysis

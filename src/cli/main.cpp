@@ -1,0 +1,195 @@
+// The `mutwo` command: the only place that reads argv. Every subcommand follows
+// one convention: human-readable output by default, and with --json the last
+// line of stdout is one JSON object (bytes in *_bytes keys, times in *_ms keys).
+// Bad input exits with code 2 and one line on stderr.
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "autodiff/autodiff.h"
+#include "ir/text.h"
+#include "models/model.h"
+#include "runtime/executor.h"
+#include "runtime/memory.h"
+#include "support/error.h"
+#include "support/units.h"
+
+namespace mutwo::cli {
+
+namespace {
+
+using nlohmann::json;
+
+// Options shared by every command that builds a training step.
+struct StepOptions {
+  std::string model = "mlp";
+  int64_t batch = 64;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  std::optional<double> dropout;
+  std::optional<int64_t> classes;
+
+  void add_to(CLI::App& app) {
+    std::string names;
+    for (const auto& m : models::model_list()) names += (names.empty() ? "" : ", ") + m.name;
+    app.add_option("--model", model, "model to build: " + names)->capture_default_str();
+    app.add_option("--batch", batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--optimizer", optimizer, "sgd (momentum 0.9), adam or adamw")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
+    app.add_option("--lr", lr, "learning rate")->capture_default_str()->check(CLI::NonNegativeNumber);
+    app.add_option("--dropout", dropout, "dropout probability (model default if unset)")->check(CLI::Range(0.0, 0.999));
+    app.add_option("--classes", classes, "number of classes (model default if unset)")->check(CLI::Range(2, 1 << 30));
+  }
+
+  ir::Graph build() const {
+    models::ModelOptions mo;
+    mo.name = model;
+    mo.batch = batch;
+    mo.dropout = dropout;
+    mo.classes = classes;
+    models::Model m = models::build_model(mo);
+    autodiff::OptimizerConfig oc;
+    oc.kind = optimizer == "sgd" ? autodiff::Optimizer::sgd
+              : optimizer == "adam" ? autodiff::Optimizer::adam
+                                    : autodiff::Optimizer::adamw;
+    oc.lr = lr;
+    if (oc.kind == autodiff::Optimizer::adamw) oc.weight_decay = 0.01;
+    return autodiff::build_training_step(std::move(m.graph), m.loss, oc);
+  }
+};
+
+c10::Device parse_device(const std::string& s) {
+  MUTWO_CHECK(s == "cpu" || s.rfind("cuda", 0) == 0, "unknown device '{}'; use cpu or cuda (cuda:N)", s);
+  c10::Device d = s == "cpu" ? c10::Device(c10::DeviceType::CPU) : c10::Device(s);
+  if (d.is_cuda()) {
+    std::string why;
+    MUTWO_CHECK(runtime::cuda_available(&why), "--device {}: {}", s, why);
+  }
+  return d;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+struct RunCommand {
+  StepOptions step;
+  int64_t steps = 10;
+  std::string device = "cpu";
+  uint64_t seed = 0;
+  bool json_out = false;
+
+  void add_to(CLI::App& app) {
+    step.add_to(app);
+    app.add_option("--steps", steps, "training steps to run")->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+    app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
+    app.add_flag("--json", json_out, "end with one JSON line");
+  }
+
+  int run() const {
+    c10::Device dev = parse_device(device);
+    if (dev.is_cpu()) runtime::track_cpu_memory();
+    ir::Graph g = step.build();
+    runtime::Executor ex(g, {dev, seed});
+    ex.initialize();
+    std::vector<double> losses, times;
+    int64_t peak = 0;
+    fmt::print("mutwo run: {} batch {} on {}, {} nodes, {} steps\n", step.model, step.batch, dev.str(),
+               g.nodes().size(), steps);
+    for (int64_t s = 0; s < steps; ++s) {
+      runtime::StepResult r = ex.step();
+      losses.push_back(r.outputs.at(0));
+      times.push_back(r.ms);
+      peak = std::max(peak, r.peak_bytes);
+      fmt::print("step {:>4}  loss {:.6f}  {:.2f} ms  peak {}\n", s + 1, r.outputs[0], r.ms, format_bytes(r.peak_bytes));
+      std::fflush(stdout);
+    }
+    const auto& L = ex.liveness();
+    fmt::print("peak memory {} (liveness predicts {} before kernel workspace), median step {:.2f} ms\n",
+               format_bytes(peak), format_bytes(L.peak_bytes), median(times));
+    if (json_out) {
+      json j{{"command", "run"},         {"model", step.model},           {"batch", step.batch},
+             {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps},
+             {"losses", losses},         {"step_ms_all", times},          {"step_ms", median(times)},
+             {"peak_bytes", peak},       {"predicted_peak_bytes", L.peak_bytes},
+             {"persistent_bytes", L.persistent_bytes}, {"nodes", g.nodes().size()}};
+      std::cout << j.dump() << std::endl;
+    }
+    return 0;
+  }
+};
+
+struct ShowCommand {
+  StepOptions step;
+  bool forward_only = false;
+  void add_to(CLI::App& app) {
+    step.add_to(app);
+    app.add_flag("--forward", forward_only, "print only the forward graph (before autodiff)");
+  }
+  int run() const {
+    if (forward_only) {
+      models::ModelOptions mo;
+      mo.name = step.model;
+      mo.batch = step.batch;
+      mo.dropout = step.dropout;
+      mo.classes = step.classes;
+      fmt::print("{}", ir::print(models::build_model(mo).graph));
+    } else {
+      fmt::print("{}", ir::print(step.build()));
+    }
+    return 0;
+  }
+};
+
+int main_impl(int argc, char** argv) {
+  CLI::App app{"mutwo: fit a deep-learning training step into a GPU memory budget (the mu-TWO approach)"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "mutwo 0.1");
+  RunCommand run;
+  ShowCommand show;
+  run.add_to(*app.add_subcommand("run", "train a model for a few steps; print losses, peak memory, step time"));
+  show.add_to(*app.add_subcommand("show", "print the training-step graph in the IR's text form"));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "mutwo: error: {}; see mutwo --help\n", e.what());
+    return 2;
+  }
+  if (app.got_subcommand("run")) return run.run();
+  if (app.got_subcommand("show")) return show.run();
+  return 2;
+}
+
+}  // namespace
+}  // namespace mutwo::cli
+
+int main(int argc, char** argv) {
+  try {
+    return mutwo::cli::main_impl(argc, argv);
+  } catch (const mutwo::UserError& e) {
+    fmt::print(stderr, "mutwo: error: {}\n", e.what());
+    return 2;
+  } catch (const c10::Error& e) {
+    fmt::print(stderr, "mutwo: ATen error: {}\n", e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "mutwo: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,95 @@
+// Structural and type verification of a graph (see verify.h).
+#include "ir/verify.h"
+
+#include "ir/text.h"
+#include "support/error.h"
+
+namespace mutwo::ir {
+
+namespace {
+
+int phase_rank(Phase p) {
+  switch (p) {
+    case Phase::forward: return 0;
+    case Phase::loss: return 1;
+    case Phase::backward:
+    case Phase::recompute: return 2;
+    case Phase::optimizer: return 3;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void verify(const Graph& g, const OpChecker& check) {
+  const auto& nodes = g.nodes();
+  std::vector<int32_t> producer(g.num_values(), -1);
+  auto where = [&](size_t n) { return fmt::format("verifier: node {} `{}`", n, print_node(g, nodes[n])); };
+
+  int last_phase = 0;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const Node& node = nodes[n];
+    for (ValueId v : node.inputs) {
+      if (v == kNoValue) continue;
+      MUTWO_CHECK(v >= 0 && static_cast<size_t>(v) < g.num_values(), "{}: input id {} does not exist", where(n), v);
+      const Value& val = g.value(v);
+      if (producer[static_cast<size_t>(v)] < 0 && !is_persistent(val.role))
+        MUTWO_FAIL("{}: %{} is used before it is defined (it has role {} and is made by no earlier node)", where(n),
+                   val.name, to_string(val.role));
+    }
+    for (ValueId v : node.outputs) {
+      MUTWO_CHECK(v >= 0 && static_cast<size_t>(v) < g.num_values(), "{}: output id {} does not exist", where(n), v);
+      const Value& val = g.value(v);
+      MUTWO_CHECK(producer[static_cast<size_t>(v)] < 0, "{}: %{} already has a producer, node {}", where(n), val.name,
+                  producer[static_cast<size_t>(v)]);
+      MUTWO_CHECK(!is_persistent(val.role), "{}: %{} has role {}, which no node may produce (it lives across steps)",
+                  where(n), val.name, to_string(val.role));
+      if (val.role == Role::gradient)
+        MUTWO_CHECK(node.phase == Phase::backward, "{}: gradient %{} is made in phase {}, not in the backward pass",
+                    where(n), val.name, to_string(node.phase));
+      if (val.role == Role::activation)
+        MUTWO_CHECK(node.phase == Phase::forward || node.phase == Phase::loss,
+                    "{}: activation %{} is made in phase {}; activations are made in the forward pass", where(n),
+                    val.name, to_string(node.phase));
+      producer[static_cast<size_t>(v)] = static_cast<int32_t>(n);
+    }
+    int rank = phase_rank(node.phase);
+    MUTWO_CHECK(rank >= last_phase, "{}: phase {} comes after a later phase; the order must be fwd, loss, bwd, optim",
+                where(n), to_string(node.phase));
+    last_phase = rank;
+
+    OpCheck expect;
+    try {
+      expect = check(g, node);
+    } catch (const UserError& e) {
+      MUTWO_FAIL("{}: {}", where(n), e.what());
+    }
+    MUTWO_CHECK(expect.outputs.size() == node.outputs.size(), "{}: op {} makes {} outputs, the node has {}", where(n),
+                node.op, expect.outputs.size(), node.outputs.size());
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      const Value& val = g.value(node.outputs[i]);
+      MUTWO_CHECK(val.type == expect.outputs[i], "{}: %{} is declared {} but {} makes {}", where(n), val.name,
+                  to_string(val.type), node.op, to_string(expect.outputs[i]));
+    }
+    for (int idx : expect.mutated_inputs) {
+      if (static_cast<size_t>(idx) >= node.inputs.size() || node.inputs[static_cast<size_t>(idx)] == kNoValue) continue;
+      ValueId v = node.inputs[static_cast<size_t>(idx)];
+      MUTWO_CHECK(is_persistent(g.value(v).role) && g.value(v).role != Role::input,
+                  "{}: op {} writes into %{}, which is not a parameter, optimizer state or buffer", where(n), node.op,
+                  g.value(v).name);
+    }
+  }
+  // Activations: made in the forward pass and used again in the backward pass.
+  UseIndex uses(g);
+  for (const Value& val : g.values()) {
+    if (val.role != Role::activation) continue;
+    bool used_in_backward = false;
+    for (int32_t u : uses.users[static_cast<size_t>(val.id)])
+      used_in_backward |= phase_rank(nodes[static_cast<size_t>(u)].phase) >= 2;
+    MUTWO_CHECK(used_in_backward, "verifier: %{} has role activation but no backward node uses it", val.name);
+  }
+  for (ValueId v : g.outputs)
+    MUTWO_CHECK(v >= 0 && static_cast<size_t>(v) < g.num_values(), "verifier: graph output id {} does not exist", v);
+}
+
+}  // namespace mutwo::ir

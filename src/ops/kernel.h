@@ -1,0 +1,36 @@
+// What a kernel sees: ATen tensors for its inputs and slots for its outputs.
+// Included only by the op family files and the runtime.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include "ir/graph.h"
+
+namespace mutwo::ops {
+
+struct KernelCall {
+  const ir::Node& node;
+  const at::Tensor* const* in;  // one per node input; an undefined tensor for an absent optional
+  at::Tensor* const* out;       // one per node output, to be assigned
+  at::TensorOptions options;    // device of the step (for ops without inputs)
+  int64_t step = 1;             // 1-based optimizer step (bias correction, first momentum step)
+  at::Generator generator;      // the executor's, for random ops
+
+  const at::Tensor& input(size_t i) const { return *in[i]; }
+  at::Tensor& output(size_t i) const { return *out[i]; }
+};
+
+inline at::ScalarType to_aten(ir::DType t) {
+  switch (t) {
+    case ir::DType::f32: return at::kFloat;
+    case ir::DType::f64: return at::kDouble;
+    case ir::DType::f16: return at::kHalf;
+    case ir::DType::bf16: return at::kBFloat16;
+    case ir::DType::i64: return at::kLong;
+    case ir::DType::i32: return at::kInt;
+    case ir::DType::boolean: return at::kBool;
+  }
+  return at::kFloat;
+}
+
+}  // namespace mutwo::ops

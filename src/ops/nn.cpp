@@ -1,0 +1,158 @@
+// Neural-network ops: linear (and its two backward matmuls), log_softmax and
+// nll_loss (cross-entropy as two ops), each with the ATen backward kernel that
+// PyTorch's autograd uses.
+#include "ops/builder.h"
+#include "ops/infer.h"
+#include "ops/kernel.h"
+
+namespace mutwo::ops {
+
+namespace {
+
+using ir::Shape;
+using ir::TensorType;
+using ir::ValueId;
+using Types = std::vector<TensorType>;
+using Grads = std::vector<ValueId>;
+
+// linear(x, w, b?): x (..., in), w (out, in), b (out) -> (..., out).
+Types linear_infer(const InferArgs& a) {
+  const TensorType& x = a.input(0);
+  const TensorType& w = a.input(1);
+  infer::require_float(x, "linear input");
+  infer::require_rank(w, 2, "linear weight");
+  infer::require_same_dtype(x, w, "linear input and weight");
+  MUTWO_CHECK(x.rank() >= 1 && x.shape.back() == w.shape[1],
+              "linear: input has {} features (shape {}) but the weight {} expects {}",
+              x.rank() ? x.shape.back() : 0, ir::shape_string(x.shape), ir::shape_string(w.shape), w.shape[1]);
+  if (a.has(2)) {
+    infer::require_shape(a.input(2), {w.shape[0]}, "linear bias");
+    infer::require_same_dtype(x, a.input(2), "linear input and bias");
+  }
+  Shape out = x.shape;
+  out.back() = w.shape[0];
+  return {TensorType{out, x.dtype}};
+}
+double linear_flops(const FlopArgs& a) {
+  return 2.0 * static_cast<double>(a.out[0]->numel()) * static_cast<double>(a.in[1]->shape[1]);
+}
+Grads linear_grad(GradArgs& a) {
+  // d/dx = g @ w;  d/dw = g^T @ x (over all leading dims);  d/db = g, summed to (out) by autodiff.
+  ValueId gx = a.b.op("linear_backward_input", {a.g(), a.in(1)}, {}, a.grad_name(0));
+  ValueId gw = a.b.op("linear_backward_weight", {a.g(), a.in(0)}, {}, a.grad_name(1));
+  return {gx, gw, a.node.inputs.size() > 2 && a.in(2) != ir::kNoValue ? a.g() : ir::kNoValue};
+}
+void linear_kernel(KernelCall& k) {
+  c10::optional<at::Tensor> bias;
+  if (k.node.inputs.size() > 2 && k.input(2).defined()) bias = k.input(2);
+  k.output(0) = at::linear(k.input(0), k.input(1), bias);
+}
+
+// linear_backward_input(g, w): g (..., out), w (out, in) -> (..., in).
+Types linear_backward_input_infer(const InferArgs& a) {
+  const TensorType& g = a.input(0);
+  const TensorType& w = a.input(1);
+  infer::require_rank(w, 2, "linear weight");
+  MUTWO_CHECK(g.rank() >= 1 && g.shape.back() == w.shape[0], "linear_backward_input: gradient {} does not match weight {}",
+              ir::to_string(g), ir::to_string(w));
+  Shape out = g.shape;
+  out.back() = w.shape[1];
+  return {TensorType{out, g.dtype}};
+}
+double linear_backward_input_flops(const FlopArgs& a) {
+  return 2.0 * static_cast<double>(a.in[0]->numel()) * static_cast<double>(a.in[1]->shape[1]);
+}
+void linear_backward_input_kernel(KernelCall& k) { k.output(0) = at::matmul(k.input(0), k.input(1)); }
+
+// linear_backward_weight(g, x): g (..., out), x (..., in) -> (out, in).
+Types linear_backward_weight_infer(const InferArgs& a) {
+  const TensorType& g = a.input(0);
+  const TensorType& x = a.input(1);
+  MUTWO_CHECK(g.rank() == x.rank() && g.rank() >= 1 &&
+                  std::equal(g.shape.begin(), g.shape.end() - 1, x.shape.begin()),
+              "linear_backward_weight: gradient {} and input {} differ in their leading dimensions", ir::to_string(g),
+              ir::to_string(x));
+  return {TensorType{{g.shape.back(), x.shape.back()}, g.dtype}};
+}
+double linear_backward_weight_flops(const FlopArgs& a) {
+  return 2.0 * static_cast<double>(a.in[0]->numel()) * static_cast<double>(a.in[1]->shape.back());
+}
+void linear_backward_weight_kernel(KernelCall& k) {
+  const at::Tensor& g = k.input(0);
+  const at::Tensor& x = k.input(1);
+  k.output(0) = at::mm(g.reshape({-1, g.size(-1)}).t(), x.reshape({-1, x.size(-1)}));
+}
+
+// log_softmax {dim} and its backward from the output (as PyTorch saves it).
+Types log_softmax_infer(const InferArgs& a) {
+  infer::require_float(a.input(0), "log_softmax input");
+  infer::dim(a.node.attrs.i("dim"), a.input(0).rank(), "log_softmax");
+  return {a.input(0)};
+}
+Grads log_softmax_grad(GradArgs& a) {
+  return {a.b.op("log_softmax_backward", {a.g(), a.out(0)}, a.node.attrs, a.grad_name(0))};
+}
+void log_softmax_kernel(KernelCall& k) { k.output(0) = at::_log_softmax(k.input(0), k.node.attrs.i("dim"), false); }
+Types log_softmax_backward_infer(const InferArgs& a) {
+  infer::require_shape(a.input(1), a.input(0).shape, "log_softmax output");
+  return log_softmax_infer(a);
+}
+void log_softmax_backward_kernel(KernelCall& k) {
+  k.output(0) = at::_log_softmax_backward_data(k.input(0), k.input(1), k.node.attrs.i("dim"), k.input(1).scalar_type());
+}
+double softmax_flops(const FlopArgs& a) { return 5.0 * static_cast<double>(a.out[0]->numel()); }
+
+// nll_loss(logp (N,C), target (N) i64) {reduction: 0 none, 1 mean, 2 sum; ignore_index}
+// -> (loss, total_weight). total_weight is what nll_loss_backward needs.
+int64_t reduction(const ir::Node& n) { return n.attrs.i_or("reduction", 1); }
+int64_t ignore_index(const ir::Node& n) { return n.attrs.i_or("ignore_index", -100); }
+Types nll_loss_infer(const InferArgs& a) {
+  const TensorType& logp = a.input(0);
+  infer::require_float(logp, "nll_loss input");
+  infer::require_rank(logp, 2, "nll_loss input (N, classes)");
+  infer::require_dtype(a.input(1), ir::DType::i64, "nll_loss target");
+  infer::require_shape(a.input(1), {logp.shape[0]}, "nll_loss target");
+  int64_t r = reduction(a.node);
+  MUTWO_CHECK(r >= 0 && r <= 2, "nll_loss: reduction must be 0 (none), 1 (mean) or 2 (sum), got {}", r);
+  Shape loss = r == 0 ? Shape{logp.shape[0]} : Shape{};
+  return {TensorType{loss, logp.dtype}, TensorType{{}, logp.dtype}};
+}
+Grads nll_loss_grad(GradArgs& a) {
+  ValueId g = a.b.op("nll_loss_backward", {a.g(0), a.in(0), a.in(1), a.out(1)}, a.node.attrs, a.grad_name(0));
+  return {g, ir::kNoValue};
+}
+void nll_loss_kernel(KernelCall& k) {
+  auto [loss, total_weight] =
+      at::nll_loss_forward(k.input(0), k.input(1), c10::nullopt, reduction(k.node), ignore_index(k.node));
+  k.output(0) = loss;
+  k.output(1) = total_weight;
+}
+Types nll_loss_backward_infer(const InferArgs& a) {
+  std::vector<const TensorType*> fwd_in{a.in[1], a.in[2]};
+  InferArgs fwd{a.node, fwd_in};
+  Types t = nll_loss_infer(fwd);
+  infer::require_shape(a.input(0), t[0].shape, "nll_loss gradient");
+  return {a.input(1)};
+}
+void nll_loss_backward_kernel(KernelCall& k) {
+  k.output(0) = at::nll_loss_backward(k.input(0), k.input(1), k.input(2), c10::nullopt, reduction(k.node),
+                                      ignore_index(k.node), k.input(3));
+}
+
+}  // namespace
+
+void add_nn_ops(std::vector<OpDef>& t) {
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, kernel
+  t.push_back({"linear", kHeavy, 2, 3, linear_infer, linear_grad, linear_flops, linear_kernel});
+  t.push_back({"linear_backward_input", kHeavy, 2, 2, linear_backward_input_infer, nullptr,
+               linear_backward_input_flops, linear_backward_input_kernel});
+  t.push_back({"linear_backward_weight", kHeavy, 2, 2, linear_backward_weight_infer, nullptr,
+               linear_backward_weight_flops, linear_backward_weight_kernel});
+  t.push_back({"log_softmax", 0, 1, 1, log_softmax_infer, log_softmax_grad, softmax_flops, log_softmax_kernel});
+  t.push_back({"log_softmax_backward", 0, 2, 2, log_softmax_backward_infer, nullptr, softmax_flops,
+               log_softmax_backward_kernel});
+  t.push_back({"nll_loss", kReduction, 2, 2, nll_loss_infer, nll_loss_grad, nullptr, nll_loss_kernel});
+  t.push_back({"nll_loss_backward", 0, 4, 4, nll_loss_backward_infer, nullptr, nullptr, nll_loss_backward_kernel});
+}
+
+}  // namespace mutwo::ops

@@ -1,0 +1,98 @@
+// The op table: one row per op, holding everything about it in one place:
+// name, tags, arity, shape inference, derivative, FLOP estimate and ATen kernel.
+// This header is ATen-free; kernels are declared opaquely and defined (with
+// the rest of each row) in the op family files (elementwise.cpp, nn.cpp, ...).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+#include "ir/verify.h"
+
+namespace mutwo::ops {
+
+// What a planner or pass may do with an op (PyTorch's tags.yaml, ours).
+enum Tag : uint32_t {
+  kPointwise = 1u << 0,  // elementwise: cheap to recompute
+  kRandom = 1u << 1,     // draws random numbers: never recomputed
+  kView = 1u << 2,       // output 0 aliases input 0's storage
+  kReduction = 1u << 3,  // reduces over dimensions
+  kHeavy = 1u << 4,      // matmul/conv class: expensive per byte
+  kInplace = 1u << 5,    // writes into some inputs (optimizer steps); see OpDef::mutates
+};
+
+class Builder;
+
+// Shape inference input: the node (for attributes) and its input types
+// (nullptr for an absent optional input). Throws UserError with a message that
+// says what is wrong and what would be accepted.
+struct InferArgs {
+  const ir::Node& node;
+  std::vector<const ir::TensorType*> in;
+  const ir::TensorType& input(size_t i) const { return *in[i]; }
+  bool has(size_t i) const { return i < in.size() && in[i] != nullptr; }
+};
+using InferFn = std::vector<ir::TensorType> (*)(const InferArgs&);
+
+// Derivative input: the forward node, the gradients of its outputs (kNoValue
+// where none flows), and a builder positioned in the backward pass. Returns one
+// gradient per input (kNoValue where none). A gradient may have a broadcast
+// shape; the autodiff driver reduces it to the input's shape in one place.
+struct GradArgs {
+  const ir::Node& node;
+  std::vector<ir::ValueId> grad_out;
+  Builder& b;
+  ir::ValueId in(size_t i) const { return node.inputs[i]; }
+  ir::ValueId out(size_t i) const { return node.outputs[i]; }
+  ir::ValueId g(size_t i = 0) const { return grad_out[i]; }
+  std::string grad_name(size_t i) const;  // "<input i's name>.grad"
+};
+using GradFn = std::vector<ir::ValueId> (*)(GradArgs&);
+
+// FLOP estimate from the node and its resolved types.
+struct FlopArgs {
+  const ir::Node& node;
+  std::vector<const ir::TensorType*> in;
+  std::vector<const ir::TensorType*> out;
+};
+using FlopsFn = double (*)(const FlopArgs&);
+
+struct KernelCall;  // kernel.h: ATen tensors in and out
+using KernelFn = void (*)(KernelCall&);
+
+struct OpDef {
+  std::string_view name;
+  uint32_t tags = 0;
+  int min_inputs = 0;
+  int max_inputs = 0;
+  InferFn infer = nullptr;
+  GradFn grad = nullptr;    // nullptr: no input is differentiable through this op
+  FlopsFn flops = nullptr;  // nullptr: numel of the outputs
+  KernelFn kernel = nullptr;
+  std::vector<int> mutates = {};  // input positions written in place (with kInplace)
+
+  bool has(Tag t) const { return (tags & t) != 0; }
+};
+
+// The table. Lookup throws UserError for an unknown name (listing near names).
+const OpDef& op(std::string_view name);
+const OpDef* find_op(std::string_view name);
+const std::vector<OpDef>& all_ops();
+
+// Checks arity and infers output types for a node as it stands in a graph.
+ir::OpCheck check(const ir::Graph& g, const ir::Node& n);
+double flops(const ir::Graph& g, const ir::Node& n);
+// ir::verify with the op table as the type oracle.
+void verify(const ir::Graph& g);
+
+// Row lists of the op families, collected once by the table (no static
+// registration: the order of the table is the order of these calls).
+void add_elementwise_ops(std::vector<OpDef>& t);
+void add_shape_ops(std::vector<OpDef>& t);
+void add_nn_ops(std::vector<OpDef>& t);
+void add_optim_ops(std::vector<OpDef>& t);
+
+}  // namespace mutwo::ops

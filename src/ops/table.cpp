@@ -1,0 +1,84 @@
+// The op table itself: collects the rows of every op family once, and answers
+// lookups, shape checks and FLOP estimates for nodes.
+#include <algorithm>
+#include <unordered_map>
+
+#include "ops/builder.h"
+#include "ops/op.h"
+#include "support/error.h"
+
+namespace mutwo::ops {
+
+namespace {
+
+struct Table {
+  std::vector<OpDef> rows;
+  std::unordered_map<std::string_view, size_t> index;
+  Table() {
+    add_elementwise_ops(rows);
+    add_shape_ops(rows);
+    add_nn_ops(rows);
+    add_optim_ops(rows);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      MUTWO_ASSERT(rows[i].infer && rows[i].kernel, "op {} lacks shape inference or a kernel", rows[i].name);
+      MUTWO_ASSERT(index.emplace(rows[i].name, i).second, "op {} is in the table twice", rows[i].name);
+    }
+  }
+};
+
+const Table& table() {
+  static const Table t;  // built on first use, not by static registration
+  return t;
+}
+
+std::vector<const ir::TensorType*> input_types(const ir::Graph& g, const ir::Node& n) {
+  std::vector<const ir::TensorType*> in;
+  in.reserve(n.inputs.size());
+  for (ir::ValueId v : n.inputs) in.push_back(v == ir::kNoValue ? nullptr : &g.type(v));
+  return in;
+}
+
+}  // namespace
+
+std::string GradArgs::grad_name(size_t i) const { return b.graph().value(node.inputs[i]).name + ".grad"; }
+
+const std::vector<OpDef>& all_ops() { return table().rows; }
+
+const OpDef* find_op(std::string_view name) {
+  const auto& t = table();
+  auto it = t.index.find(name);
+  return it == t.index.end() ? nullptr : &t.rows[it->second];
+}
+
+const OpDef& op(std::string_view name) {
+  if (const OpDef* d = find_op(name)) return *d;
+  std::vector<std::string_view> names;
+  for (const auto& r : all_ops()) names.push_back(r.name);
+  std::sort(names.begin(), names.end());
+  MUTWO_FAIL("unknown op '{}'; known ops: {}", name, fmt::join(names, ", "));
+}
+
+ir::OpCheck check(const ir::Graph& g, const ir::Node& n) {
+  const OpDef& d = op(n.op);
+  auto count = static_cast<int>(n.inputs.size());
+  MUTWO_CHECK(count >= d.min_inputs && count <= d.max_inputs, "op {} takes {} inputs, got {}", d.name,
+              d.min_inputs == d.max_inputs ? fmt::format("{}", d.min_inputs)
+                                           : fmt::format("{} to {}", d.min_inputs, d.max_inputs),
+              count);
+  InferArgs args{n, input_types(g, n)};
+  return ir::OpCheck{d.infer(args), d.mutates};
+}
+
+double flops(const ir::Graph& g, const ir::Node& n) {
+  const OpDef& d = op(n.op);
+  FlopArgs args{n, input_types(g, n), {}};
+  for (ir::ValueId v : n.outputs) args.out.push_back(&g.type(v));
+  if (d.flops) return d.flops(args);
+  double total = 0;
+  for (const auto* t : args.out) total += static_cast<double>(t->numel());
+  return total;
+}
+
+void verify(const ir::Graph& g) { ir::verify(g, check); }
+
+}  // namespace mutwo::ops

@@ -1,0 +1,75 @@
+// The executor: runs a training-step graph node by node on ATen tensors,
+// dropping each value right after its last use (analysis/liveness.h), and
+// measures peak memory and step time.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "analysis/liveness.h"
+#include "ir/graph.h"
+
+namespace mutwo::runtime {
+
+struct ExecutorOptions {
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
+  uint64_t seed = 0;  // initial values and dropout masks
+};
+
+struct StepResult {
+  std::vector<double> outputs;  // the graph outputs (the loss), as numbers
+  int64_t peak_bytes = 0;       // measured, all tensors on the device
+  int64_t start_bytes = 0;      // measured when the step began (persistent state)
+  double ms = 0;                // wall time of the step, device synchronised
+};
+
+// Called around every node, for profiling. The executor does not synchronise
+// the device for observers; they do it themselves if they time kernels.
+class NodeObserver {
+ public:
+  virtual ~NodeObserver() = default;
+  virtual void before(size_t node) {}
+  virtual void after(size_t node) {}
+};
+
+class Executor {
+ public:
+  Executor(const ir::Graph& g, ExecutorOptions options);
+  ~Executor();
+
+  // Fills every persistent value from its Init, on the CPU with a generator
+  // seeded by options.seed, then moves it to the device (so CPU and CUDA start
+  // from the same numbers).
+  void initialize();
+  StepResult step();
+
+  const ir::Graph& graph() const { return graph_; }
+  const analysis::Liveness& liveness() const { return liveness_; }
+  const c10::Device& device() const { return options_.device; }
+  int64_t steps_done() const { return step_; }
+
+  // Persistent values (parameters, inputs, state): read or replace.
+  at::Tensor& value(ir::ValueId v);
+  void set_observer(NodeObserver* o) { observer_ = o; }
+
+ private:
+  struct Instr;
+  static void check_aliasing(const Instr& ins);
+  ir::Graph graph_;
+  ExecutorOptions options_;
+  analysis::Liveness liveness_;
+  std::vector<at::Tensor> slots_;  // one per value; fixed size, so pointers into it are stable
+  std::vector<Instr> program_;
+  at::Generator generator_;
+  at::Tensor absent_;
+  int64_t step_ = 0;
+  NodeObserver* observer_ = nullptr;
+};
+
+// A tensor filled as `init` says, for a value of type `t` (on the CPU).
+at::Tensor make_initial(const ir::TensorType& t, const ir::Init& init, at::Generator& gen);
+
+}  // namespace mutwo::runtime

@@ -1,0 +1,142 @@
+// The counting CPU allocator and the CUDA allocator statistics (see memory.h).
+#include "runtime/memory.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
+#ifdef MUTWO_WITH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+#include "support/error.h"
+
+namespace mutwo::runtime {
+
+namespace {
+
+// Wraps the default CPU allocator and counts live bytes. The data pointer is
+// also the context pointer (oneDNN's raw_allocate requires it), so sizes and
+// the wrapped allocation live in a side table keyed by the pointer.
+class CountingAllocator final : public c10::Allocator {
+ public:
+  explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
+
+#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 3 || TORCH_VERSION_MAJOR >= 3
+  c10::DataPtr allocate(size_t n) override { return allocate_impl(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#else
+  c10::DataPtr allocate(size_t n) const override { return allocate_impl(n); }
+#endif
+  c10::DeleterFnPtr raw_deleter() const override { return &release; }
+
+  MemoryStats stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stats_;
+  }
+  void reset_peak() {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.peak = stats_.current;
+  }
+
+  static CountingAllocator* instance;
+
+ private:
+  c10::DataPtr allocate_impl(size_t n) const {
+    c10::DataPtr inner = base_->allocate(n);
+    void* p = inner.get();
+    if (n == 0 || p == nullptr) return inner;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.current += static_cast<int64_t>(n);
+      stats_.peak = std::max(stats_.peak, stats_.current);
+      table_.emplace(p, Entry{n, std::move(inner)});
+    }
+    return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  static void release(void* p) {
+    c10::DataPtr inner;
+    {
+      std::lock_guard<std::mutex> lock(instance->mu_);
+      auto it = instance->table_.find(p);
+      MUTWO_ASSERT(it != instance->table_.end(), "counting allocator: unknown pointer");
+      instance->stats_.current -= static_cast<int64_t>(it->second.bytes);
+      inner = std::move(it->second.inner);
+      instance->table_.erase(it);
+    }
+    // `inner` frees the memory through the wrapped allocator here, outside the lock.
+  }
+
+  struct Entry {
+    size_t bytes;
+    c10::DataPtr inner;
+  };
+  c10::Allocator* base_;
+  mutable std::mutex mu_;
+  mutable MemoryStats stats_;
+  mutable std::unordered_map<void*, Entry> table_;
+};
+
+CountingAllocator* CountingAllocator::instance = nullptr;
+
+}  // namespace
+
+void track_cpu_memory() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    CountingAllocator::instance = new CountingAllocator(c10::GetCPUAllocator());  // lives for the process
+    c10::SetAllocator(c10::DeviceType::CPU, CountingAllocator::instance);
+  });
+}
+
+MemoryStats memory_stats(const c10::Device& device) {
+  if (device.is_cpu()) {
+    MUTWO_ASSERT(CountingAllocator::instance, "track_cpu_memory() was not called");
+    return CountingAllocator::instance->stats();
+  }
+#ifdef MUTWO_WITH_CUDA
+  auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
+  const auto& a = s.allocated_bytes[0];  // StatType::AGGREGATE
+  return {a.current, a.peak};
+#else
+  MUTWO_FAIL("this mutwo was built without CUDA");
+#endif
+}
+
+void reset_peak(const c10::Device& device) {
+  if (device.is_cpu()) {
+    MUTWO_ASSERT(CountingAllocator::instance, "track_cpu_memory() was not called");
+    CountingAllocator::instance->reset_peak();
+    return;
+  }
+#ifdef MUTWO_WITH_CUDA
+  c10::cuda::CUDACachingAllocator::resetPeakStats(device.index() < 0 ? 0 : device.index());
+#endif
+}
+
+void synchronize(const c10::Device& device) {
+#ifdef MUTWO_WITH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
+#endif
+}
+
+bool cuda_available(std::string* why_not) {
+#ifdef MUTWO_WITH_CUDA
+  if (at::hasCUDA()) return true;
+  if (why_not) *why_not = "this mutwo was built with CUDA but no CUDA device is visible";
+  return false;
+#else
+  if (why_not)
+    *why_not = "this mutwo was built against a CPU-only libtorch; rebuild against a CUDA libtorch (README: GPU build)";
+  return false;
+#endif
+}
+
+}  // namespace mutwo::runtime

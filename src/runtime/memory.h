@@ -1,0 +1,31 @@
+// Measured memory: on CPU a counting allocator installed through c10's
+// allocator hook; on CUDA the caching allocator's own statistics. Both report
+// bytes allocated to tensors (current and peak since the last reset).
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+
+namespace mutwo::runtime {
+
+struct MemoryStats {
+  int64_t current = 0;  // bytes allocated now
+  int64_t peak = 0;     // most bytes allocated at once since reset_peak
+};
+
+// Installs the counting CPU allocator (idempotent). CPU tensors allocated
+// before this call are not counted; call it before building any tensor.
+void track_cpu_memory();
+
+MemoryStats memory_stats(const c10::Device& device);
+void reset_peak(const c10::Device& device);
+
+// Waits for the device to finish queued work (a no-op on CPU).
+void synchronize(const c10::Device& device);
+
+// Whether this build and machine can run on CUDA, with a reason if not.
+bool cuda_available(std::string* why_not = nullptr);
+
+}  // namespace mutwo::runtime
