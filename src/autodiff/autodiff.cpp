@@ -1,6 +1,8 @@
 // Reverse-mode differentiation over the op table's derivative rules.
 #include "autodiff/autodiff.h"
 
+#include <algorithm>
+
 #include "ops/builder.h"
 #include "ops/op.h"
 #include "support/error.h"
@@ -46,14 +48,14 @@ std::unordered_map<ValueId, ValueId> append_gradients(ir::Graph& g, ValueId outp
       any |= it != grad.end();
     }
     if (!any) continue;
-    bool inputs_need = false;
-    for (ValueId v : node.inputs) inputs_need |= v != kNoValue && needs[static_cast<size_t>(v)];
-    if (!inputs_need) continue;
+    std::vector<bool> in_needs;
+    for (ValueId v : node.inputs) in_needs.push_back(v != kNoValue && needs[static_cast<size_t>(v)]);
+    if (std::none_of(in_needs.begin(), in_needs.end(), [](bool x) { return x; })) continue;
     const ops::OpDef& def = ops::op(node.op);
     MUTWO_CHECK(def.grad != nullptr, "op {} (scope '{}') has no derivative, but a gradient must flow through it",
                 node.op, node.scope);
     b.scope = node.scope;
-    ops::GradArgs args{node, grad_out, b};
+    ops::GradArgs args{node, grad_out, in_needs, b};
     std::vector<ValueId> in_grads = def.grad(args);
     MUTWO_ASSERT(in_grads.size() == node.inputs.size(), "derivative of {} returned {} gradients for {} inputs",
                  node.op, in_grads.size(), node.inputs.size());

@@ -25,6 +25,25 @@ namespace {
 
 using nlohmann::json;
 
+// Validators with messages a user can act on (CLI11's numeric ranges print 1.8e308).
+const CLI::Validator kPositive(
+    [](std::string& s) -> std::string {
+      char* end = nullptr;
+      long long v = std::strtoll(s.c_str(), &end, 10);
+      if (s.empty() || *end != '\0' || v <= 0) return "must be a positive integer, got '" + s + "'";
+      return {};
+    },
+    "POSITIVE");
+const CLI::Validator kNonNegative(
+    [](std::string& s) -> std::string {
+      char* end = nullptr;
+      double v = std::strtod(s.c_str(), &end);
+      if (s.empty() || *end != '\0' || !(v >= 0)) return "must be a number >= 0, got '" + s + "'";
+      return {};
+    },
+    "NUMBER>=0");
+
+
 // Options shared by every command that builds a training step.
 struct StepOptions {
   std::string model = "mlp";
@@ -38,11 +57,11 @@ struct StepOptions {
     std::string names;
     for (const auto& m : models::model_list()) names += (names.empty() ? "" : ", ") + m.name;
     app.add_option("--model", model, "model to build: " + names)->capture_default_str();
-    app.add_option("--batch", batch, "batch size")->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--batch", batch, "batch size")->capture_default_str()->check(kPositive);
     app.add_option("--optimizer", optimizer, "sgd (momentum 0.9), adam or adamw")
         ->capture_default_str()
         ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-    app.add_option("--lr", lr, "learning rate")->capture_default_str()->check(CLI::NonNegativeNumber);
+    app.add_option("--lr", lr, "learning rate")->capture_default_str()->check(kNonNegative);
     app.add_option("--dropout", dropout, "dropout probability (model default if unset)")->check(CLI::Range(0.0, 0.999));
     app.add_option("--classes", classes, "number of classes (model default if unset)")->check(CLI::Range(2, 1 << 30));
   }
@@ -90,7 +109,7 @@ struct RunCommand {
 
   void add_to(CLI::App& app) {
     step.add_to(app);
-    app.add_option("--steps", steps, "training steps to run")->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--steps", steps, "training steps to run")->capture_default_str()->check(kPositive);
     app.add_option("--device", device, "cpu or cuda")->capture_default_str();
     app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
     app.add_flag("--json", json_out, "end with one JSON line");
@@ -159,6 +178,12 @@ int main_impl(int argc, char** argv) {
   ShowCommand show;
   run.add_to(*app.add_subcommand("run", "train a model for a few steps; print losses, peak memory, step time"));
   show.add_to(*app.add_subcommand("show", "print the training-step graph in the IR's text form"));
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+    fmt::print(stderr, "mutwo: error: unknown command '{}'; commands: {}\n", argv[1], fmt::join(names, ", "));
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -268,7 +268,7 @@ Graph parse(std::string_view text) {
     Lexer lx(line, line_no);
     if (lx.at_end() || lx.peek('#')) continue;
     if (!seen_header) {
-      if (lx.word() != "graph") lx.fail("a graph starts with 'graph NAME'");
+      if (lx.peek('%') || lx.word() != "graph") lx.fail("a graph starts with a line 'graph NAME'");
       g.name = lx.word();
       seen_header = true;
       continue;

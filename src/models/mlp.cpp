@@ -53,7 +53,9 @@ Model build_mlp(const MlpConfig& c) {
   b.phase = ir::Phase::loss;
   ops::Builder::Scope s(b, "loss");
   ValueId logp = b.op("log_softmax", {logits}, {{"dim", int64_t{1}}}, "loss.log_softmax");
-  m.loss = b.call("nll_loss", {logp, labels}, {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}}, "loss")[0];
+  auto outs = b.call("nll_loss", {logp, labels}, {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}}, "loss");
+  m.graph.rename(outs[1], "loss.total_weight");
+  m.loss = outs[0];
   return m;
 }
 

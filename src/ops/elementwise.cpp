@@ -39,7 +39,10 @@ void add_kernel(KernelCall& k) { k.output(0) = at::add(k.input(0), k.input(1)); 
 
 // mul: out = a * b (broadcast).
 Grads mul_grad(GradArgs& a) {
-  return {a.b.op("mul", {a.g(), a.in(1)}, {}, a.grad_name(0)), a.b.op("mul", {a.g(), a.in(0)}, {}, a.grad_name(1))};
+  Grads g(2, ir::kNoValue);
+  if (a.needs(0)) g[0] = a.b.op("mul", {a.g(), a.in(1)}, {}, a.grad_name(0));
+  if (a.needs(1)) g[1] = a.b.op("mul", {a.g(), a.in(0)}, {}, a.grad_name(1));
+  return g;
 }
 void mul_kernel(KernelCall& k) { k.output(0) = at::mul(k.input(0), k.input(1)); }
 
@@ -91,8 +94,10 @@ void dropout_mask_kernel(KernelCall& k) {
   k.output(0) = at::empty(k.input(0).sizes(), k.input(0).options().dtype(at::kBool)).bernoulli_(1.0 - p, k.generator);
 }
 
-// dropout_apply {p}: x * mask / (1-p), the kernel PyTorch uses for dropout's
-// backward; its own derivative is the same op on the gradient.
+// dropout_apply {p}: (x * mask) * (1/(1-p)), the arithmetic of PyTorch's
+// native_dropout_backward, written as one product and one in-place scale so no
+// temporary is made (ATen's CPU kernel makes one of x's size). Its own
+// derivative is the same op on the gradient.
 double dropout_scale(const ir::Node& n) { return 1.0 / (1.0 - n.attrs.f("p")); }
 Types dropout_apply_infer(const InferArgs& a) {
   infer::require_float(a.input(0), "dropout input");
@@ -105,7 +110,7 @@ Grads dropout_apply_grad(GradArgs& a) {
   return {a.b.op("dropout_apply", {a.g(), a.in(1)}, a.node.attrs, a.grad_name(0)), ir::kNoValue};
 }
 void dropout_apply_kernel(KernelCall& k) {
-  k.output(0) = at::native_dropout_backward(k.input(0), k.input(1), dropout_scale(k.node));
+  k.output(0) = at::where(k.input(1), k.input(0), 0.0).mul_(dropout_scale(k.node));
 }
 
 double gelu_flops(const FlopArgs& a) { return 8.0 * static_cast<double>(a.out[0]->numel()); }

@@ -38,9 +38,11 @@ double linear_flops(const FlopArgs& a) {
 }
 Grads linear_grad(GradArgs& a) {
   // d/dx = g @ w;  d/dw = g^T @ x (over all leading dims);  d/db = g, summed to (out) by autodiff.
-  ValueId gx = a.b.op("linear_backward_input", {a.g(), a.in(1)}, {}, a.grad_name(0));
-  ValueId gw = a.b.op("linear_backward_weight", {a.g(), a.in(0)}, {}, a.grad_name(1));
-  return {gx, gw, a.node.inputs.size() > 2 && a.in(2) != ir::kNoValue ? a.g() : ir::kNoValue};
+  Grads g(a.node.inputs.size(), ir::kNoValue);
+  if (a.needs(0)) g[0] = a.b.op("linear_backward_input", {a.g(), a.in(1)}, {}, a.grad_name(0));
+  if (a.needs(1)) g[1] = a.b.op("linear_backward_weight", {a.g(), a.in(0)}, {}, a.grad_name(1));
+  if (a.needs(2)) g[2] = a.g();
+  return g;
 }
 void linear_kernel(KernelCall& k) {
   c10::optional<at::Tensor> bias;
@@ -118,8 +120,8 @@ Types nll_loss_infer(const InferArgs& a) {
   return {TensorType{loss, logp.dtype}, TensorType{{}, logp.dtype}};
 }
 Grads nll_loss_grad(GradArgs& a) {
-  ValueId g = a.b.op("nll_loss_backward", {a.g(0), a.in(0), a.in(1), a.out(1)}, a.node.attrs, a.grad_name(0));
-  return {g, ir::kNoValue};
+  return {a.b.op("nll_loss_backward", {a.g(0), a.in(0), a.in(1), a.out(1)}, a.node.attrs, a.grad_name(0)),
+          ir::kNoValue};
 }
 void nll_loss_kernel(KernelCall& k) {
   auto [loss, total_weight] =

@@ -41,10 +41,13 @@ using InferFn = std::vector<ir::TensorType> (*)(const InferArgs&);
 // where none flows), and a builder positioned in the backward pass. Returns one
 // gradient per input (kNoValue where none). A gradient may have a broadcast
 // shape; the autodiff driver reduces it to the input's shape in one place.
+// Rules emit nodes only for inputs that need a gradient (`needs(i)`).
 struct GradArgs {
   const ir::Node& node;
   std::vector<ir::ValueId> grad_out;
+  std::vector<bool> needs_grad;  // per input: does autodiff want its gradient?
   Builder& b;
+  bool needs(size_t i) const { return i < needs_grad.size() && needs_grad[i]; }
   ir::ValueId in(size_t i) const { return node.inputs[i]; }
   ir::ValueId out(size_t i) const { return node.outputs[i]; }
   ir::ValueId g(size_t i = 0) const { return grad_out[i]; }

@@ -51,7 +51,7 @@ class CountingAllocator final : public c10::Allocator {
   c10::DataPtr allocate_impl(size_t n) const {
     c10::DataPtr inner = base_->allocate(n);
     void* p = inner.get();
-    if (n == 0 || p == nullptr) return inner;
+    if (p == nullptr) return {nullptr, nullptr, &release, c10::Device(c10::DeviceType::CPU)};  // n == 0
     {
       std::lock_guard<std::mutex> lock(mu_);
       stats_.current += static_cast<int64_t>(n);
@@ -62,6 +62,10 @@ class CountingAllocator final : public c10::Allocator {
   }
 
   static void release(void* p) {
+    // raw_allocate(0) hands out nullptr (allocate_impl does not track empty
+    // allocations) and raw_deallocate gives it back here, as oneDNN's gelu
+    // does with an empty scratchpad: like free(nullptr), a no-op.
+    if (p == nullptr) return;
     c10::DataPtr inner;
     {
       std::lock_guard<std::mutex> lock(instance->mu_);

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The CLI's bad inputs: each exits with code 2 and one clear line on stderr;
+# and the good path ends with one JSON line holding losses, peak and step time.
+set -u
+mutwo=${1:?usage: cli_errors.sh path/to/mutwo}
+fails=0
+
+expect_error() {  # expect_error "needle" args...
+  local needle=$1; shift
+  local err code
+  err=$("$mutwo" "$@" 2>&1 >/dev/null); code=$?
+  if [ "$code" -ne 2 ]; then echo "FAIL: mutwo $* exited $code, expected 2 ($err)"; fails=$((fails+1)); return; fi
+  if ! grep -qF -- "$needle" <<<"$err"; then echo "FAIL: mutwo $*: message lacks '$needle': $err"; fails=$((fails+1)); return; fi
+  if [ "$(wc -l <<<"$err")" -ne 1 ]; then echo "FAIL: mutwo $*: message is not one line: $err"; fails=$((fails+1)); return; fi
+  echo "ok: mutwo $* -> $err"
+}
+
+expect_error "unknown model 'nope'" run --model nope --steps 1
+expect_error "--batch" run --batch abc
+expect_error "--batch" run --batch -3
+expect_error "--steps" run --steps 0
+expect_error "unknown device 'tpu'" run --device tpu --steps 1
+expect_error "--optimizer" run --optimizer rmsprop
+expect_error "frobnicate" frobnicate
+expect_error "--dropout" run --dropout 1.5
+if "$mutwo" run --device cuda --steps 1 >/dev/null 2>&1 || [ $? -ne 2 ]; then
+  echo "note: this build has CUDA; skipping the no-CUDA check"
+else
+  expect_error "CUDA" run --device cuda --steps 1
+fi
+
+out=$("$mutwo" run --model mlp --batch 16 --steps 3 --json) || { echo "FAIL: mutwo run failed"; fails=$((fails+1)); }
+last=$(tail -n 1 <<<"$out")
+for key in '"losses":[' '"peak_bytes":' '"step_ms":'; do
+  grep -qF "$key" <<<"$last" || { echo "FAIL: last line lacks $key: $last"; fails=$((fails+1)); }
+done
+
+[ "$fails" -eq 0 ] && echo "cli_errors: all passed" || echo "cli_errors: $fails failed"
+exit $((fails > 0))

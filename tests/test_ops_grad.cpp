@@ -1,0 +1,493 @@
+// Op derivative tests: every differentiable op row against libtorch autograd, finite differences in f64, broadcast reduction, and build-time rejection of bad shapes/dtypes.
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <gtest/gtest.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <functional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "autodiff/autodiff.h"
+#include "ir/graph.h"
+#include "ops/builder.h"
+#include "ops/op.h"
+#include "runtime/executor.h"
+#include "support/error.h"
+
+namespace mutwo {
+namespace {
+
+using ir::ValueId;
+using Tensors = std::vector<at::Tensor>;
+// The op under test, built on the graph inputs that stand for the test tensors.
+using BuildFn = std::function<ValueId(ops::Builder&, const std::vector<ValueId>&)>;
+// The same op on ATen tensors: the forward that libtorch autograd differentiates.
+using AtenFn = std::function<at::Tensor(const Tensors&)>;
+
+// How mutwo's gradient must match autograd's. `exact`: every derivative rule
+// emits the very ATen backward kernel (or view/expand/sum_to) that autograd's
+// derivatives.yaml formula calls, on the same operands, so the numbers must be
+// identical bit for bit. `close` (rtol 1e-6, atol 1e-7) is for a rule that
+// computes the same math through different kernels.
+enum class Match { exact, close };
+
+at::Generator& rng() {
+  static at::Generator g = at::detail::createCPUGenerator(20240611);
+  return g;
+}
+at::Tensor randn(at::IntArrayRef shape, at::ScalarType dt = at::kFloat) {
+  return at::randn(shape, rng(), at::TensorOptions().dtype(dt));
+}
+at::Tensor mask(at::IntArrayRef shape, double keep) {
+  return at::empty(shape, at::TensorOptions().dtype(at::kBool)).bernoulli_(keep, rng());
+}
+at::Tensor labels(int64_t n, int64_t classes) { return at::randint(classes, {n}, rng(), at::kLong); }
+
+ir::TensorType type_of(const at::Tensor& t) {
+  ir::DType d = ir::DType::f32;
+  switch (t.scalar_type()) {
+    case at::kFloat: d = ir::DType::f32; break;
+    case at::kDouble: d = ir::DType::f64; break;
+    case at::kLong: d = ir::DType::i64; break;
+    case at::kBool: d = ir::DType::boolean; break;
+    default: ADD_FAILURE() << "unexpected test dtype " << t.scalar_type();
+  }
+  return ir::TensorType{t.sizes().vec(), d};
+}
+
+// inputs (one per test tensor: floating ones are parameters, the rest plain
+// inputs) -> op -> output; a `seed` input holds d(loss)/d(output), and
+// autodiff appends the gradients with respect to EVERY input, the
+// non-differentiable ones (targets, masks) included, which must get none.
+struct GradGraph {
+  ir::Graph g;
+  std::vector<ValueId> in;
+  ValueId out = ir::kNoValue, seed = ir::kNoValue;
+  std::vector<ValueId> grad;  // per input; kNoValue where autodiff gave none
+};
+
+// `wrt_inputs`: indices of the inputs to differentiate for (empty: all).
+GradGraph build_grad_graph(const Tensors& xs, const BuildFn& build, const std::vector<size_t>& wrt_inputs = {}) {
+  GradGraph r;
+  ops::Builder b(r.g);
+  for (size_t i = 0; i < xs.size(); ++i)
+    r.in.push_back(b.input("in" + std::to_string(i), type_of(xs[i]),
+                           xs[i].is_floating_point() ? ir::Role::parameter : ir::Role::input));
+  r.out = build(b, r.in);
+  r.seed = b.input("seed", r.g.type(r.out), ir::Role::input);
+  std::vector<ValueId> wrt = r.in;
+  if (!wrt_inputs.empty()) {
+    wrt.clear();
+    for (size_t i : wrt_inputs) wrt.push_back(r.in[i]);
+  }
+  auto grads = autodiff::append_gradients(r.g, r.out, r.seed, wrt);
+  r.g.outputs = {r.out};
+  for (ValueId v : r.in) {
+    auto it = grads.find(v);
+    r.grad.push_back(it == grads.end() ? ir::kNoValue : it->second);
+    if (it != grads.end()) r.g.outputs.push_back(it->second);
+  }
+  ops::verify(r.g);
+  return r;
+}
+
+// Runs a graph on the CPU executor and returns its outputs' tensors. The
+// executor frees every value after its last use and resets non-persistent
+// graph outputs at the end of step(), so the outputs are read by a
+// NodeObserver right after the last node, when liveness still holds them all
+// (graph outputs are never released mid-step). Nothing in src/ needs to change.
+class Runner : public runtime::NodeObserver {
+ public:
+  explicit Runner(const GradGraph& gg) : gg_(gg), ex_(gg.g, runtime::ExecutorOptions{}) {
+    ex_.initialize();
+    ex_.set_observer(this);
+  }
+  void set(ValueId v, const at::Tensor& t) { ex_.value(v) = t.clone(); }
+  void feed(const Tensors& xs, const at::Tensor& seed) {
+    for (size_t i = 0; i < xs.size(); ++i) set(gg_.in[i], xs[i]);
+    set(gg_.seed, seed);
+  }
+  // outputs[0] is the op's output, then the gradients in input order.
+  Tensors step() {
+    got_.clear();
+    ex_.step();
+    EXPECT_EQ(got_.size(), ex_.graph().outputs.size());
+    return got_;
+  }
+  at::Tensor grad(const Tensors& outs, size_t input) const {
+    size_t k = 1;
+    for (size_t i = 0; i < input; ++i) k += gg_.grad[i] != ir::kNoValue;
+    return gg_.grad[input] == ir::kNoValue ? at::Tensor() : outs[k];
+  }
+
+ private:
+  void after(size_t node) override {
+    if (node + 1 != ex_.graph().nodes().size()) return;
+    for (ValueId v : ex_.graph().outputs) got_.push_back(ex_.value(v));
+  }
+  const GradGraph& gg_;
+  runtime::Executor ex_;
+  Tensors got_;
+};
+
+// libtorch autograd's d(out)/d(x) . seed for every floating input (undefined for the others).
+Tensors autograd_grads(const Tensors& xs, const AtenFn& f, const at::Tensor& seed, at::Tensor* out) {
+  Tensors leaves, diff;
+  for (const at::Tensor& x : xs) {
+    at::Tensor l = x.detach().clone();
+    if (x.is_floating_point()) diff.push_back(l.requires_grad_(true));
+    leaves.push_back(l);
+  }
+  *out = f(leaves);
+  Tensors g = torch::autograd::grad({*out}, diff, {seed});
+  Tensors r;
+  size_t k = 0;
+  for (const at::Tensor& x : xs) r.push_back(x.is_floating_point() ? g[k++] : at::Tensor());
+  return r;
+}
+
+::testing::AssertionResult same(const at::Tensor& mine, const at::Tensor& ref, Match m) {
+  if (!mine.defined()) return ::testing::AssertionFailure() << "mutwo produced no tensor";
+  if (mine.sizes() != ref.sizes() || mine.scalar_type() != ref.scalar_type())
+    return ::testing::AssertionFailure() << "mutwo " << mine.sizes() << " " << mine.scalar_type() << " vs autograd "
+                                         << ref.sizes() << " " << ref.scalar_type();
+  bool ok = m == Match::exact ? at::equal(mine, ref) : at::allclose(mine, ref, 1e-6, 1e-7);
+  if (ok) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << (m == Match::exact ? "not bit-exact" : "not close")
+                                       << ", max |diff| = " << (mine - ref).abs().max().item<double>();
+}
+
+// The whole check of one op instance against autograd; returns the graph for extra checks.
+GradGraph check_grads(const std::string& what, const Tensors& xs, const BuildFn& build, const AtenFn& f,
+                      Match m = Match::exact) {
+  SCOPED_TRACE(what);
+  GradGraph gg = build_grad_graph(xs, build);
+  const ir::TensorType& ot = gg.g.type(gg.out);
+  at::Tensor seed = randn(ot.shape, xs[0].scalar_type());
+  Runner run(gg);
+  run.feed(xs, seed);
+  Tensors outs = run.step();
+  at::Tensor ref_out;
+  Tensors ref = autograd_grads(xs, f, seed, &ref_out);
+  EXPECT_TRUE(same(outs[0], ref_out.detach(), Match::exact)) << "forward output";
+  for (size_t i = 0; i < xs.size(); ++i) {
+    SCOPED_TRACE("input " + std::to_string(i));
+    if (!xs[i].is_floating_point()) {
+      EXPECT_EQ(gg.grad[i], ir::kNoValue) << "a non-differentiable input got a gradient";
+      continue;
+    }
+    if (gg.grad[i] == ir::kNoValue) {
+      ADD_FAILURE() << "no gradient for a floating input";
+      continue;
+    }
+    EXPECT_EQ(ir::to_string(gg.g.type(gg.grad[i])), ir::to_string(type_of(xs[i]))) << "gradient type";
+    EXPECT_TRUE(same(run.grad(outs, i), ref[i], m));
+  }
+  return gg;
+}
+
+// Central differences of L = sum(seed * out) through mutwo's own forward, in
+// f64, against mutwo's gradient (every floating input, every element).
+void check_finite_differences(const std::string& what, Tensors xs, const BuildFn& build) {
+  SCOPED_TRACE(what);
+  for (at::Tensor& x : xs)
+    if (x.is_floating_point()) x = x.to(at::kDouble);
+  GradGraph gg = build_grad_graph(xs, build);
+  at::Tensor seed = randn(gg.g.type(gg.out).shape, at::kDouble);
+  Runner run(gg);
+  run.feed(xs, seed);
+  Tensors outs = run.step();
+  const double eps = 1e-6;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (!xs[i].is_floating_point()) continue;
+    auto loss_at = [&](int64_t j, double delta) {
+      at::Tensor x = xs[i].clone();
+      x.view(-1)[j].add_(delta);
+      run.set(gg.in[i], x);
+      return (run.step()[0] * seed).sum().item<double>();
+    };
+    at::Tensor fd = at::empty_like(xs[i]);
+    for (int64_t j = 0; j < xs[i].numel(); ++j)
+      fd.view(-1)[j] = (loss_at(j, eps) - loss_at(j, -eps)) / (2 * eps);
+    run.set(gg.in[i], xs[i]);
+    at::Tensor g = run.grad(outs, i);
+    ASSERT_TRUE(g.defined()) << "input " << i << " has no gradient";
+    EXPECT_TRUE(at::allclose(g, fd, 1e-6, 1e-8))
+        << "input " << i << ": max |mutwo - fd| = " << (g - fd).abs().max().item<double>() << "\nmutwo\n"
+        << g << "\nfinite differences\n" << fd;
+  }
+}
+
+// Builders and ATen forwards for the ops used more than once.
+BuildFn unary(const std::string& op, ir::Attrs attrs = {}) {
+  return [=](ops::Builder& b, const std::vector<ValueId>& in) { return b.op(op, {in[0]}, attrs); };
+}
+BuildFn binary(const std::string& op) {
+  return [=](ops::Builder& b, const std::vector<ValueId>& in) { return b.op(op, {in[0], in[1]}); };
+}
+BuildFn linear() {
+  return [](ops::Builder& b, const std::vector<ValueId>& in) { return b.op("linear", in); };
+}
+AtenFn aten_linear() {
+  return [](const Tensors& t) {
+    return t.size() > 2 ? at::linear(t[0], t[1], t[2]) : at::linear(t[0], t[1]);
+  };
+}
+int count_ops(const ir::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const ir::Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+ir::Attrs reduce_attrs(const std::vector<int64_t>& dims, bool keepdim) {
+  return {{"dims", dims}, {"keepdim", int64_t{keepdim}}};
+}
+BuildFn log_softmax_nll(int64_t reduction, int64_t ignore) {
+  return [=](ops::Builder& b, const std::vector<ValueId>& in) {
+    ValueId logp = b.op("log_softmax", {in[0]}, {{"dim", int64_t{1}}});
+    return b.call("nll_loss", {logp, in[1]}, {{"reduction", reduction}, {"ignore_index", ignore}})[0];
+  };
+}
+
+// --- OpGrad: mutwo's gradients equal libtorch autograd's --------------------
+
+// A derivative added to the table without a case here fails this test.
+TEST(OpGrad, EveryDifferentiableOpIsCovered) {
+  std::set<std::string> with_grad;
+  for (const ops::OpDef& d : ops::all_ops())
+    if (d.grad != nullptr) with_grad.emplace(d.name);
+  std::set<std::string> covered{"add",     "mul", "relu", "gelu",        "dropout_apply", "reshape",
+                                "sum",     "mean", "linear", "log_softmax", "nll_loss"};
+  EXPECT_EQ(with_grad, covered);
+}
+
+TEST(OpGrad, AddAndMul) {
+  check_grads("add", {randn({3, 4}), randn({3, 4})}, binary("add"), [](const Tensors& t) { return t[0] + t[1]; });
+  check_grads("mul", {randn({3, 4}), randn({3, 4})}, binary("mul"), [](const Tensors& t) { return t[0] * t[1]; });
+  // The same value on both sides: autodiff sums the two contributions (one add node).
+  GradGraph sq = check_grads(
+      "x * x", {randn({5})}, [](ops::Builder& b, const std::vector<ValueId>& in) { return b.op("mul", {in[0], in[0]}); },
+      [](const Tensors& t) { return t[0] * t[0]; });
+  EXPECT_EQ(count_ops(sq.g, "add"), 1);
+}
+
+// Broadcast operands: the gradient is reduced to each operand's own shape by a
+// sum_to node (autograd's engine reduces with at::sum_to: bit-exact).
+TEST(OpGrad, BroadcastGradientsAreReducedToOperandShapes) {
+  GradGraph add = check_grads("add [4,3] + [3]", {randn({4, 3}), randn({3})}, binary("add"),
+                              [](const Tensors& t) { return t[0] + t[1]; });
+  EXPECT_EQ(count_ops(add.g, "sum_to"), 1);
+  EXPECT_EQ(add.g.type(add.grad[1]).shape, ir::Shape{3});
+  GradGraph mul = check_grads("mul [2,1,5] * [3,1]", {randn({2, 1, 5}), randn({3, 1})}, binary("mul"),
+                              [](const Tensors& t) { return t[0] * t[1]; });
+  EXPECT_EQ(count_ops(mul.g, "sum_to"), 2);
+  EXPECT_EQ(mul.g.type(mul.grad[0]).shape, (ir::Shape{2, 1, 5}));
+  EXPECT_EQ(mul.g.type(mul.grad[1]).shape, (ir::Shape{3, 1}));
+}
+
+TEST(OpGrad, Relu) {
+  check_grads("relu", {randn({4, 5})}, unary("relu"), [](const Tensors& t) { return at::relu(t[0]); });
+}
+
+TEST(OpGrad, Gelu) {
+  for (std::string mode : {"none", "tanh"})
+    check_grads("gelu " + mode, {randn({4, 5})}, unary("gelu", {{"approximate", mode}}),
+                [=](const Tensors& t) { return at::gelu(t[0], mode); });
+}
+
+TEST(OpGrad, DropoutApply) {
+  const double p = 0.3;
+  check_grads("dropout_apply", {randn({4, 6}), mask({4, 6}, 1 - p)},
+              [=](ops::Builder& b, const std::vector<ValueId>& in) { return b.op("dropout_apply", in, {{"p", p}}); },
+              [=](const Tensors& t) { return at::native_dropout_backward(t[0], t[1], 1.0 / (1.0 - p)); });
+}
+
+TEST(OpGrad, Reshape) {
+  for (ir::Shape s : {ir::Shape{4, -1}, ir::Shape{24}, ir::Shape{2, 12, 1}})
+    check_grads("reshape to " + ir::shape_string(s), {randn({2, 3, 4})}, unary("reshape", {{"shape", s}}),
+                [=](const Tensors& t) { return t[0].reshape(s); });
+}
+
+TEST(OpGrad, SumAndMean) {
+  struct Variant {
+    std::vector<int64_t> dims;
+    bool keepdim;
+  };
+  for (const Variant& v : {Variant{{}, false}, Variant{{}, true}, Variant{{1}, false}, Variant{{0, 2}, true},
+                           Variant{{-1}, true}, Variant{{2, 0}, false}}) {
+    std::string tag = fmt::format("dims=[{}] keepdim={}", fmt::join(v.dims, ","), v.keepdim);
+    // dims=[] means all dims; autograd's sum()/mean() without dims is the keepdim=false case.
+    std::vector<int64_t> dims = v.dims.empty() ? std::vector<int64_t>{0, 1, 2} : v.dims;
+    bool all = v.dims.empty() && !v.keepdim;
+    check_grads("sum " + tag, {randn({2, 3, 4})}, unary("sum", reduce_attrs(v.dims, v.keepdim)),
+                [=](const Tensors& t) { return all ? at::sum(t[0]) : at::sum(t[0], dims, v.keepdim); });
+    check_grads("mean " + tag, {randn({2, 3, 4})}, unary("mean", reduce_attrs(v.dims, v.keepdim)),
+                [=](const Tensors& t) { return all ? at::mean(t[0]) : at::mean(t[0], dims, v.keepdim); });
+  }
+}
+
+TEST(OpGrad, Linear) {
+  check_grads("linear 2-D, bias", {randn({3, 4}), randn({5, 4}), randn({5})}, linear(), aten_linear());
+  check_grads("linear 2-D, no bias", {randn({3, 4}), randn({5, 4})}, linear(), aten_linear());
+  check_grads("linear 3-D, bias", {randn({2, 3, 4}), randn({5, 4}), randn({5})}, linear(), aten_linear());
+  check_grads("linear 3-D, no bias", {randn({2, 3, 4}), randn({5, 4})}, linear(), aten_linear());
+}
+
+// Rules emit backward nodes only for the inputs asked for (GradArgs::needs).
+TEST(OpGrad, OnlyRequestedGradientsAreBuilt) {
+  Tensors xs{randn({3, 4}), randn({5, 4}), randn({5})};
+  GradGraph gg = build_grad_graph(xs, linear(), {1});
+  ValueId w = gg.in[1];
+  EXPECT_EQ(count_ops(gg.g, "linear_backward_weight"), 1);
+  EXPECT_EQ(count_ops(gg.g, "linear_backward_input"), 0);
+  EXPECT_EQ(count_ops(gg.g, "sum_to"), 0) << "no bias gradient was asked for";
+  EXPECT_EQ(gg.grad, (std::vector<ValueId>{ir::kNoValue, gg.grad[1], ir::kNoValue}));
+  ASSERT_NE(gg.grad[1], ir::kNoValue);
+  EXPECT_EQ(gg.g.value(gg.grad[1]).name, gg.g.value(w).name + ".grad");
+
+  GradGraph m = build_grad_graph({randn({3}), randn({3})}, binary("mul"), {0});
+  EXPECT_EQ(count_ops(m.g, "mul"), 2) << "forward mul and one backward mul";
+}
+
+TEST(OpGrad, LogSoftmax) {
+  for (int64_t dim : {0, 1, -1})
+    check_grads("log_softmax dim " + std::to_string(dim), {randn({2, 3, 4})}, unary("log_softmax", {{"dim", dim}}),
+                [=](const Tensors& t) { return at::_log_softmax(t[0], dim, false); });
+}
+
+TEST(OpGrad, NllLoss) {
+  for (int64_t reduction : {0, 1, 2}) {
+    for (int64_t ignore : {int64_t{-100}, int64_t{2}}) {
+      at::Tensor target = labels(6, 4);
+      target[0] = 2;  // at least one ignored row when ignore_index is 2
+      target[1] = 0;  // and at least one counted
+      at::Tensor logp = at::log_softmax(randn({6, 4}), 1);
+      check_grads(fmt::format("nll_loss reduction {} ignore_index {}", reduction, ignore), {logp, target},
+                  [=](ops::Builder& b, const std::vector<ValueId>& in) {
+                    return b.call("nll_loss", in, {{"reduction", reduction}, {"ignore_index", ignore}})[0];
+                  },
+                  [=](const Tensors& t) {
+                    return std::get<0>(at::nll_loss_forward(t[0], t[1], c10::nullopt, reduction, ignore));
+                  });
+    }
+  }
+}
+
+TEST(OpGrad, CrossEntropyChain) {
+  check_grads("log_softmax + nll_loss", {randn({5, 7}), labels(5, 7)}, log_softmax_nll(1, -100),
+              [](const Tensors& t) {
+                return std::get<0>(at::nll_loss_forward(at::_log_softmax(t[0], 1, false), t[1], c10::nullopt, 1, -100));
+              });
+}
+
+// Asking for the gradient of a non-differentiable input alone yields none.
+TEST(OpGrad, NonDifferentiableInputsGetNoGradient) {
+  GradGraph nll = build_grad_graph({at::log_softmax(randn({4, 3}), 1), labels(4, 3)},
+                                   [](ops::Builder& b, const std::vector<ValueId>& in) {
+                                     return b.call("nll_loss", in, {{"reduction", int64_t{1}}})[0];
+                                   },
+                                   {1});
+  EXPECT_EQ(nll.grad, (std::vector<ValueId>{ir::kNoValue, ir::kNoValue}));
+  GradGraph drop = build_grad_graph({randn({4}), mask({4}, 0.5)},
+                                    [](ops::Builder& b, const std::vector<ValueId>& in) {
+                                      return b.op("dropout_apply", in, {{"p", 0.5}});
+                                    },
+                                    {1});
+  EXPECT_EQ(drop.grad, (std::vector<ValueId>{ir::kNoValue, ir::kNoValue}));
+}
+
+// --- FiniteDiff: mutwo's gradient is the derivative of mutwo's forward (f64) --
+
+TEST(FiniteDiff, Linear) {
+  check_finite_differences("linear 3-D, bias", {randn({2, 3, 4}), randn({5, 4}), randn({5})}, linear());
+  check_finite_differences("linear 2-D, no bias", {randn({3, 4}), randn({2, 4})}, linear());
+}
+
+TEST(FiniteDiff, Gelu) {
+  for (std::string mode : {"none", "tanh"})
+    check_finite_differences("gelu " + mode, {randn({3, 5})}, unary("gelu", {{"approximate", mode}}));
+}
+
+TEST(FiniteDiff, LogSoftmaxNllLoss) {
+  check_finite_differences("log_softmax + nll_loss mean", {randn({4, 5}), labels(4, 5)}, log_softmax_nll(1, -100));
+  check_finite_differences("log_softmax + nll_loss none", {randn({4, 5}), labels(4, 5)}, log_softmax_nll(0, -100));
+}
+
+TEST(FiniteDiff, Mean) {
+  check_finite_differences("mean all", {randn({3, 4})}, unary("mean", reduce_attrs({}, false)));
+  check_finite_differences("mean dims=[1] keepdim", {randn({2, 3, 4})}, unary("mean", reduce_attrs({1}, true)));
+}
+
+TEST(FiniteDiff, BroadcastMulAndAdd) {
+  check_finite_differences("mul [2,1,5] * [3,1]", {randn({2, 1, 5}), randn({3, 1})}, binary("mul"));
+  check_finite_differences("add [4,3] + [3]", {randn({4, 3}), randn({3})}, binary("add"));
+}
+
+// --- BuildErrors: bad shapes and dtypes are rejected when the graph is built --
+
+// Builds `op(inputs){attrs}` in scope "block.0" and returns the UserError's
+// message; the failed node must not be appended.
+std::string build_error(const std::vector<ir::TensorType>& ins, const std::string& op, ir::Attrs attrs = {}) {
+  ir::Graph g;
+  ops::Builder b(g);
+  ops::Builder::Scope s(b, "block.0");
+  std::vector<ValueId> ids;
+  for (size_t i = 0; i < ins.size(); ++i) ids.push_back(b.input("in" + std::to_string(i), ins[i], ir::Role::input));
+  try {
+    b.call(op, ids, std::move(attrs));
+  } catch (const UserError& e) {
+    EXPECT_TRUE(g.nodes().empty()) << "a rejected node was appended";
+    return e.what();
+  }
+  ADD_FAILURE() << op << " was accepted";
+  return "";
+}
+void expect_substrings(const std::string& msg, const std::vector<std::string>& subs) {
+  for (const std::string& s : subs) EXPECT_NE(msg.find(s), std::string::npos) << "'" << s << "' not in: " << msg;
+}
+
+ir::TensorType f32(ir::Shape s) { return {std::move(s), ir::DType::f32}; }
+
+TEST(BuildErrors, LinearFeatureMismatch) {
+  expect_substrings(build_error({f32({2, 3}), f32({4, 5})}, "linear"),
+                    {"cannot build linear(%in0: f32[2,3], %in1: f32[4,5]) in block.0", "input has 3 features",
+                     "expects 5"});
+  expect_substrings(build_error({f32({2, 5}), f32({4, 5}), f32({3})}, "linear"), {"linear bias must have shape [4]"});
+  expect_substrings(build_error({f32({2, 5}), {{4, 5}, ir::DType::f64}}, "linear"), {"element types differ"});
+}
+
+TEST(BuildErrors, AddNotBroadcastable) {
+  expect_substrings(build_error({f32({4, 3}), f32({2})}, "add"), {"cannot build add", "[4,3] and [2] do not broadcast"});
+  expect_substrings(build_error({f32({4, 3})}, "add"), {"op add takes 2 inputs, got 1"});
+}
+
+TEST(BuildErrors, NllLossTargetDtype) {
+  expect_substrings(build_error({f32({4, 3}), f32({4})}, "nll_loss"),
+                    {"cannot build nll_loss", "nll_loss target must have element type i64", "got f32[4]"});
+  expect_substrings(build_error({f32({4, 3}), {{5}, ir::DType::i64}}, "nll_loss"),
+                    {"nll_loss target must have shape [4]"});
+}
+
+TEST(BuildErrors, ReshapeElementCount) {
+  expect_substrings(build_error({f32({2, 3})}, "reshape", {{"shape", ir::Shape{4, 2}}}),
+                    {"cannot build reshape", "[2,3] has 6 elements, [4,2] has 8"});
+  expect_substrings(build_error({f32({2, 3})}, "reshape", {{"shape", ir::Shape{4, -1}}}), {"cannot reshape [2,3]"});
+}
+
+TEST(BuildErrors, DropoutProbability) {
+  expect_substrings(build_error({f32({4})}, "dropout_mask", {{"p", 1.5}}),
+                    {"cannot build dropout_mask", "p must be in [0, 1), got 1.5"});
+}
+
+TEST(BuildErrors, UnknownOpAndBadAttributes) {
+  expect_substrings(build_error({f32({4})}, "relux"), {"unknown op 'relux'", "known ops:", "relu"});
+  expect_substrings(build_error({f32({4})}, "gelu", {{"approximate", std::string("fast")}}),
+                    {"approximate must be \"none\" or \"tanh\", got \"fast\""});
+  expect_substrings(build_error({f32({2, 3})}, "mean", reduce_attrs({2}, false)), {"out of range for rank 2"});
+}
+
+}  // namespace
+}  // namespace mutwo
