@@ -7,6 +7,7 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join
 
 #include <stdexcept>
 #include <string>

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Fresh machine to green: install dependencies, build everything, run every test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+scripts/install-deps.sh
+scripts/build.sh -DMUTWO_BUILD_TESTS=ON
+ctest --test-dir build --output-on-failure
+echo "test.sh: all tests passed in $(( $(date +%s) - start )) s"
