@@ -22,6 +22,9 @@ struct ModelOptions {
   int64_t batch = 64;
   std::optional<double> dropout;   // family default if unset
   std::optional<int64_t> classes;  // family default if unset
+  std::optional<int64_t> image_size;  // ResNet (default 224)
+  std::optional<int64_t> seq;         // BERT (default 128), GPT-2 (1024), transformer-lm (20)
+  std::string data;                   // transformer-lm: a text file trained on as byte tokens
   ir::DType dtype = ir::DType::f32;
 };
 

@@ -97,5 +97,7 @@ void add_elementwise_ops(std::vector<OpDef>& t);
 void add_shape_ops(std::vector<OpDef>& t);
 void add_nn_ops(std::vector<OpDef>& t);
 void add_optim_ops(std::vector<OpDef>& t);
+void add_conv_ops(std::vector<OpDef>& t);       // conv.cpp: conv2d, batch_norm, pooling
+void add_attention_ops(std::vector<OpDef>& t);  // attention.cpp: embedding, layer_norm, softmax, bmm, ...
 
 }  // namespace mutwo::ops

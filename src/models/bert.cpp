@@ -1,0 +1,2 @@
+// (being written) the bert model builders.
+#include "models/model.h"

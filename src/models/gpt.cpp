@@ -1,0 +1,2 @@
+// (being written) the gpt model builders.
+#include "models/model.h"

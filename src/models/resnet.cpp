@@ -1,0 +1,2 @@
+// (being written) the resnet model builders.
+#include "models/model.h"

@@ -1,0 +1,2 @@
+// (being written) tests of the resnet models.
+#include <gtest/gtest.h>

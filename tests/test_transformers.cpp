@@ -1,0 +1,2 @@
+// (being written) tests of the transformers models.
+#include <gtest/gtest.h>
