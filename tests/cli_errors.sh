@@ -35,5 +35,11 @@ for key in '"losses":[' '"peak_bytes":' '"step_ms":'; do
   grep -qF "$key" <<<"$last" || { echo "FAIL: last line lacks $key: $last"; fails=$((fails+1)); }
 done
 
+info=$("$mutwo" info --model mlp --batch 8 --json | tail -n 1)
+grep -qF '"parameters":669706' <<<"$info" || { echo "FAIL: info: $info"; fails=$((fails+1)); }
+grep -qF '"nodes":' <<<"$info" || { echo "FAIL: info lacks nodes: $info"; fails=$((fails+1)); }
+expect_error "--image-size" info --image-size 0
+expect_error "--data" run --data /nonexistent/file.txt
+
 [ "$fails" -eq 0 ] && echo "cli_errors: all passed" || echo "cli_errors: $fails failed"
 exit $((fails > 0))

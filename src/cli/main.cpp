@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <iostream>
 
@@ -52,6 +53,9 @@ struct StepOptions {
   double lr = 0.01;
   std::optional<double> dropout;
   std::optional<int64_t> classes;
+  std::optional<int64_t> image_size;
+  std::optional<int64_t> seq;
+  std::string data;
 
   void add_to(CLI::App& app) {
     std::string names;
@@ -64,15 +68,26 @@ struct StepOptions {
     app.add_option("--lr", lr, "learning rate")->capture_default_str()->check(kNonNegative);
     app.add_option("--dropout", dropout, "dropout probability (model default if unset)")->check(CLI::Range(0.0, 0.999));
     app.add_option("--classes", classes, "number of classes (model default if unset)")->check(CLI::Range(2, 1 << 30));
+    app.add_option("--image-size", image_size, "image height and width (ResNet; default 224)")->check(kPositive);
+    app.add_option("--seq", seq, "sequence length (BERT 128, GPT-2 1024, transformer-lm 20 by default)")
+        ->check(kPositive);
+    app.add_option("--data", data, "text file to train transformer-lm on (byte tokens)")->check(CLI::ExistingFile);
   }
 
-  ir::Graph build() const {
+  models::ModelOptions model_options() const {
     models::ModelOptions mo;
     mo.name = model;
     mo.batch = batch;
     mo.dropout = dropout;
     mo.classes = classes;
-    models::Model m = models::build_model(mo);
+    mo.image_size = image_size;
+    mo.seq = seq;
+    mo.data = data;
+    return mo;
+  }
+
+  ir::Graph build() const {
+    models::Model m = models::build_model(model_options());
     autodiff::OptimizerConfig oc;
     oc.kind = optimizer == "sgd" ? autodiff::Optimizer::sgd
               : optimizer == "adam" ? autodiff::Optimizer::adam
@@ -157,14 +172,50 @@ struct ShowCommand {
   }
   int run() const {
     if (forward_only) {
-      models::ModelOptions mo;
-      mo.name = step.model;
-      mo.batch = step.batch;
-      mo.dropout = step.dropout;
-      mo.classes = step.classes;
-      fmt::print("{}", ir::print(models::build_model(mo).graph));
+      fmt::print("{}", ir::print(models::build_model(step.model_options()).graph));
     } else {
       fmt::print("{}", ir::print(step.build()));
+    }
+    return 0;
+  }
+};
+
+// Sizes of a model's training step, counted from types: no tensor is made.
+struct InfoCommand {
+  StepOptions step;
+  bool json_out = false;
+  void add_to(CLI::App& app) {
+    step.add_to(app);
+    app.add_flag("--json", json_out, "end with one JSON line");
+  }
+  int run() const {
+    ir::Graph g = step.build();
+    int64_t parameters = 0;
+    std::array<int64_t, ir::kNumRoles> bytes{};
+    for (const ir::Value& v : g.values()) {
+      if (v.role == ir::Role::parameter) parameters += v.type.numel();
+      bytes[static_cast<size_t>(v.role)] += v.type.bytes();
+    }
+    std::array<int64_t, 5> phases{};
+    for (const ir::Node& n : g.nodes()) ++phases[static_cast<size_t>(n.phase)];
+    fmt::print("{} batch {}: {} parameters, {} nodes (fwd {}, loss {}, bwd {}, optim {})\n", step.model, step.batch,
+               parameters, g.nodes().size(), phases[0], phases[1], phases[2], phases[3]);
+    for (int r = 0; r < ir::kNumRoles; ++r)
+      fmt::print("  {:<16} {:>12}\n", ir::to_string(static_cast<ir::Role>(r)), format_bytes(bytes[static_cast<size_t>(r)]));
+    fmt::print("  (activation and other bytes are totals over the step, not what is live at once)\n");
+    if (json_out) {
+      json j{{"command", "info"},
+             {"model", step.model},
+             {"batch", step.batch},
+             {"parameters", parameters},
+             {"nodes", g.nodes().size()},
+             {"parameter_bytes", bytes[static_cast<size_t>(ir::Role::parameter)]},
+             {"gradient_bytes", bytes[static_cast<size_t>(ir::Role::gradient)]},
+             {"optimizer_state_bytes", bytes[static_cast<size_t>(ir::Role::optimizer_state)]},
+             {"activation_bytes", bytes[static_cast<size_t>(ir::Role::activation)]},
+             {"buffer_bytes", bytes[static_cast<size_t>(ir::Role::buffer)]},
+             {"input_bytes", bytes[static_cast<size_t>(ir::Role::input)]}};
+      std::cout << j.dump() << std::endl;
     }
     return 0;
   }
@@ -176,8 +227,10 @@ int main_impl(int argc, char** argv) {
   app.set_version_flag("--version", "mutwo 0.1");
   RunCommand run;
   ShowCommand show;
+  InfoCommand info;
   run.add_to(*app.add_subcommand("run", "train a model for a few steps; print losses, peak memory, step time"));
   show.add_to(*app.add_subcommand("show", "print the training-step graph in the IR's text form"));
+  info.add_to(*app.add_subcommand("info", "parameter count, node count and bytes by role of a model's step"));
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
   if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
@@ -198,6 +251,7 @@ int main_impl(int argc, char** argv) {
   }
   if (app.got_subcommand("run")) return run.run();
   if (app.got_subcommand("show")) return show.run();
+  if (app.got_subcommand("info")) return info.run();
   return 2;
 }
 
