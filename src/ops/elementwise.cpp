@@ -107,6 +107,7 @@ Types dropout_apply_infer(const InferArgs& a) {
   return {a.input(0)};
 }
 Grads dropout_apply_grad(GradArgs& a) {
+  if (!a.needs(0)) return {ir::kNoValue, ir::kNoValue};
   return {a.b.op("dropout_apply", {a.g(), a.in(1)}, a.node.attrs, a.grad_name(0)), ir::kNoValue};
 }
 void dropout_apply_kernel(KernelCall& k) {

@@ -120,6 +120,7 @@ Types nll_loss_infer(const InferArgs& a) {
   return {TensorType{loss, logp.dtype}, TensorType{{}, logp.dtype}};
 }
 Grads nll_loss_grad(GradArgs& a) {
+  if (!a.needs(0)) return {ir::kNoValue, ir::kNoValue};
   return {a.b.op("nll_loss_backward", {a.g(0), a.in(0), a.in(1), a.out(1)}, a.node.attrs, a.grad_name(0)),
           ir::kNoValue};
 }
