@@ -105,12 +105,13 @@ void assign_roles(ir::Graph& g) {
       ir::Value& val = g.value(v);
       if (val.role == ir::Role::gradient) continue;
       bool fwd = ph == ir::Phase::forward || ph == ir::Phase::loss;
-      bool used_in_bwd = false;
+      bool used_in_fwd = false, used_in_bwd = false;
       for (int32_t u : uses.users[static_cast<size_t>(v)]) {
         ir::Phase up = nodes[static_cast<size_t>(u)].phase;
         used_in_bwd |= up == ir::Phase::backward || up == ir::Phase::recompute;
+        used_in_fwd |= up == ir::Phase::forward || up == ir::Phase::loss;
       }
-      val.role = fwd && used_in_bwd ? ir::Role::activation : ir::Role::other;
+      val.role = fwd && used_in_fwd && used_in_bwd ? ir::Role::activation : ir::Role::other;
     }
   }
 }

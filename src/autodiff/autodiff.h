@@ -38,8 +38,9 @@ std::vector<std::pair<ir::ValueId, ir::ValueId>> append_backward(ir::Graph& g, i
 void append_optimizer(ir::Graph& g, const std::vector<std::pair<ir::ValueId, ir::ValueId>>& grads,
                       const OptimizerConfig& config);
 
-// Roles from structure: a value made in fwd/loss and used in bwd is an
-// activation, any other made value keeps gradient or becomes other.
+// Roles from structure: a value made in fwd/loss with a use in fwd/loss and a
+// use in bwd is an activation (mu-TWO's candidates); any other made value keeps
+// gradient or becomes other.
 void assign_roles(ir::Graph& g);
 
 // forward graph + loss -> the whole training step, verified.

@@ -13,6 +13,8 @@
 #include <iostream>
 
 #include "autodiff/autodiff.h"
+#include "cli/commands.h"
+#include "cli/common.h"
 #include "ir/text.h"
 #include "models/model.h"
 #include "runtime/executor.h"
@@ -25,95 +27,6 @@ namespace mutwo::cli {
 namespace {
 
 using nlohmann::json;
-
-// Validators with messages a user can act on (CLI11's numeric ranges print 1.8e308).
-const CLI::Validator kPositive(
-    [](std::string& s) -> std::string {
-      char* end = nullptr;
-      long long v = std::strtoll(s.c_str(), &end, 10);
-      if (s.empty() || *end != '\0' || v <= 0) return "must be a positive integer, got '" + s + "'";
-      return {};
-    },
-    "POSITIVE");
-const CLI::Validator kNonNegative(
-    [](std::string& s) -> std::string {
-      char* end = nullptr;
-      double v = std::strtod(s.c_str(), &end);
-      if (s.empty() || *end != '\0' || !(v >= 0)) return "must be a number >= 0, got '" + s + "'";
-      return {};
-    },
-    "NUMBER>=0");
-
-
-// Options shared by every command that builds a training step.
-struct StepOptions {
-  std::string model = "mlp";
-  int64_t batch = 64;
-  std::string optimizer = "sgd";
-  double lr = 0.01;
-  std::optional<double> dropout;
-  std::optional<int64_t> classes;
-  std::optional<int64_t> image_size;
-  std::optional<int64_t> seq;
-  std::string data;
-
-  void add_to(CLI::App& app) {
-    std::string names;
-    for (const auto& m : models::model_list()) names += (names.empty() ? "" : ", ") + m.name;
-    app.add_option("--model", model, "model to build: " + names)->capture_default_str();
-    app.add_option("--batch", batch, "batch size")->capture_default_str()->check(kPositive);
-    app.add_option("--optimizer", optimizer, "sgd (momentum 0.9), adam or adamw")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-    app.add_option("--lr", lr, "learning rate")->capture_default_str()->check(kNonNegative);
-    app.add_option("--dropout", dropout, "dropout probability (model default if unset)")->check(CLI::Range(0.0, 0.999));
-    app.add_option("--classes", classes, "number of classes (model default if unset)")->check(CLI::Range(2, 1 << 30));
-    app.add_option("--image-size", image_size, "image height and width (ResNet; default 224)")->check(kPositive);
-    app.add_option("--seq", seq, "sequence length (BERT 128, GPT-2 1024, transformer-lm 20 by default)")
-        ->check(kPositive);
-    app.add_option("--data", data, "text file to train transformer-lm on (byte tokens)")->check(CLI::ExistingFile);
-  }
-
-  models::ModelOptions model_options() const {
-    models::ModelOptions mo;
-    mo.name = model;
-    mo.batch = batch;
-    mo.dropout = dropout;
-    mo.classes = classes;
-    mo.image_size = image_size;
-    mo.seq = seq;
-    mo.data = data;
-    return mo;
-  }
-
-  ir::Graph build() const {
-    models::Model m = models::build_model(model_options());
-    autodiff::OptimizerConfig oc;
-    oc.kind = optimizer == "sgd" ? autodiff::Optimizer::sgd
-              : optimizer == "adam" ? autodiff::Optimizer::adam
-                                    : autodiff::Optimizer::adamw;
-    oc.lr = lr;
-    if (oc.kind == autodiff::Optimizer::adamw) oc.weight_decay = 0.01;
-    return autodiff::build_training_step(std::move(m.graph), m.loss, oc);
-  }
-};
-
-c10::Device parse_device(const std::string& s) {
-  MUTWO_CHECK(s == "cpu" || s.rfind("cuda", 0) == 0, "unknown device '{}'; use cpu or cuda (cuda:N)", s);
-  c10::Device d = s == "cpu" ? c10::Device(c10::DeviceType::CPU) : c10::Device(s);
-  if (d.is_cuda()) {
-    std::string why;
-    MUTWO_CHECK(runtime::cuda_available(&why), "--device {}: {}", s, why);
-  }
-  return d;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 struct RunCommand {
   StepOptions step;
@@ -228,9 +141,11 @@ int main_impl(int argc, char** argv) {
   RunCommand run;
   ShowCommand show;
   InfoCommand info;
+  ProfileCommand profile;
   run.add_to(*app.add_subcommand("run", "train a model for a few steps; print losses, peak memory, step time"));
   show.add_to(*app.add_subcommand("show", "print the training-step graph in the IR's text form"));
   info.add_to(*app.add_subcommand("info", "parameter count, node count and bytes by role of a model's step"));
+  profile.add_to(*app.add_subcommand("profile", "measure every node of a training step; write profile.json, CSVs, plots, trace"));
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
   if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
@@ -252,6 +167,7 @@ int main_impl(int argc, char** argv) {
   if (app.got_subcommand("run")) return run.run();
   if (app.got_subcommand("show")) return show.run();
   if (app.got_subcommand("info")) return info.run();
+  if (app.got_subcommand("profile")) return profile.run();
   return 2;
 }
 

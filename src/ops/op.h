@@ -98,6 +98,7 @@ void add_shape_ops(std::vector<OpDef>& t);
 void add_nn_ops(std::vector<OpDef>& t);
 void add_optim_ops(std::vector<OpDef>& t);
 void add_conv_ops(std::vector<OpDef>& t);       // conv.cpp: conv2d, batch_norm, pooling
-void add_attention_ops(std::vector<OpDef>& t);  // attention.cpp: embedding, layer_norm, softmax, bmm, ...
+void add_attention_ops(std::vector<OpDef>& t);  // attention.cpp: embedding, layer_norm, softmax, matmul, ...
+void add_layout_ops(std::vector<OpDef>& t);     // layout.cpp: permute, contiguous, split, cat, token helpers
 
 }  // namespace mutwo::ops

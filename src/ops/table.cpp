@@ -21,6 +21,7 @@ struct Table {
     add_optim_ops(rows);
     add_conv_ops(rows);
     add_attention_ops(rows);
+    add_layout_ops(rows);
     for (size_t i = 0; i < rows.size(); ++i) {
       MUTWO_ASSERT(rows[i].infer && rows[i].kernel, "op {} lacks shape inference or a kernel", rows[i].name);
       MUTWO_ASSERT(index.emplace(rows[i].name, i).second, "op {} is in the table twice", rows[i].name);

@@ -115,8 +115,8 @@ StepResult Executor::step() {
     ops::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_};
     ins.kernel(k);
     check_aliasing(ins);
-    if (observer_) observer_->after(n);
     for (at::Tensor* t : ins.release) t->reset();
+    if (observer_) observer_->after(n);
   }
   synchronize(dev);
   auto t1 = std::chrono::steady_clock::now();

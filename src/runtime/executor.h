@@ -26,8 +26,9 @@ struct StepResult {
   double ms = 0;                // wall time of the step, device synchronised
 };
 
-// Called around every node, for profiling. The executor does not synchronise
-// the device for observers; they do it themselves if they time kernels.
+// Called around every node, for profiling: before() ahead of the kernel,
+// after() once the kernel ran and the node's dead values were released. The
+// executor does not synchronise the device for observers.
 class NodeObserver {
  public:
   virtual ~NodeObserver() = default;

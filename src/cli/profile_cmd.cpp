@@ -1,0 +1,128 @@
+// mutwo profile: measures one training step node by node and writes the
+// profile (JSON, CSV), plots and a Chrome trace into --out DIR.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "profile/profiler.h"
+#include "report/report.h"
+#include "runtime/memory.h"
+#include "support/error.h"
+#include "support/units.h"
+
+namespace mutwo::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+double share(int64_t part, int64_t whole) {
+  return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
+}
+
+void print_summary(const profile::Profile& p, const std::string& dir) {
+  const auto& peak = p.nodes.at(static_cast<size_t>(p.peak_node));
+  double gap = p.step_ms > 0 ? 100.0 * (p.node_ms_sum - p.step_ms) / p.step_ms : 0.0;
+  fmt::print("{} batch {} on {}: {} nodes, median step {:.2f} ms (nodes sum to {:.2f} ms, {:+.1f}%)\n", p.model,
+             p.batch, p.device, p.nodes.size(), p.step_ms, p.node_ms_sum, gap);
+  fmt::print("peak {} at node {} ({} -> %{}, {})\n", format_bytes(p.peak_bytes), p.peak_node, peak.op, peak.name,
+             ir::to_string(peak.phase));
+  for (int r = 0; r < ir::kNumRoles; ++r) {
+    int64_t b = p.peak_by_role[static_cast<size_t>(r)];
+    if (b) fmt::print("  {:<16} {:>12}  {:5.1f}%\n", ir::to_string(static_cast<ir::Role>(r)), format_bytes(b), share(b, p.peak_bytes));
+  }
+  if (p.peak_workspace_bytes)
+    fmt::print("  {:<16} {:>12}  {:5.1f}%\n", "workspace", format_bytes(p.peak_workspace_bytes),
+               share(p.peak_workspace_bytes, p.peak_bytes));
+  int n_act = 0;
+  for (const auto& v : p.values) n_act += v.role == ir::Role::activation;
+  fmt::print("{} activations; written to {}\n", n_act, dir);
+}
+
+json summary_json(const profile::Profile& p, const std::string& dir) {
+  return {{"model", p.model},
+          {"batch", p.batch},
+          {"device", p.device},
+          {"peak_bytes", p.peak_bytes},
+          {"peak_node", p.peak_node},
+          {"activation_bytes_at_peak", p.activation_bytes_at_peak()},
+          {"activation_share", p.peak_bytes ? static_cast<double>(p.activation_bytes_at_peak()) / static_cast<double>(p.peak_bytes) : 0.0},
+          {"persistent_bytes", p.persistent_bytes},
+          {"step_ms", p.step_ms},
+          {"node_ms_sum", p.node_ms_sum},
+          {"nodes", p.nodes.size()},
+          {"out_dir", dir}};
+}
+
+profile::Profile profile_one(const ProfileCommand& c, int64_t batch, const std::string& dir) {
+  StepOptions step = c.step;
+  step.batch = batch;
+  ir::Graph g = step.build();
+  profile::ProfileOptions o;
+  o.device = c.device;
+  o.iters = c.iters;
+  o.warmup = c.warmup;
+  o.seed = c.seed;
+  o.progress = !c.quiet;
+  o.model = step.model;
+  o.batch = batch;
+  profile::Profile p = profile::profile_step(g, o);
+  fs::create_directories(dir);
+  profile::write_profile(p, dir + "/profile.json");
+  report::write_nodes_csv(p, dir + "/nodes.csv");
+  report::write_activations_csv(p, dir + "/activations.csv");
+  report::write_trace(p, dir + "/trace.json");
+  report::plot_memory_timeline(p, dir);
+  report::plot_peak_breakdown(p, dir);
+  return p;
+}
+
+}  // namespace
+
+void ProfileCommand::add_to(CLI::App& app) {
+  step.add_to(app);
+  app.add_option("--batches", batches, "profile several batch sizes, e.g. 8,16,32 (instead of --batch)");
+  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  app.add_option("--iters", iters, "measured steps (per-node times are medians)")->capture_default_str()->check(kPositive);
+  app.add_option("--warmup", warmup, "unmeasured steps first")->capture_default_str()->check(CLI::Range(0, 1000));
+  app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
+  app.add_option("--out", out, "directory for profile.json, CSVs, plots and trace.json")->required();
+  app.add_flag("--json", json_out, "end with one JSON line");
+  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+}
+
+int ProfileCommand::run() const {
+  c10::Device dev = parse_device(device);
+  if (dev.is_cpu()) runtime::track_cpu_memory();
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  MUTWO_CHECK(!ec, "cannot create --out directory {}: {}", out, ec.message());
+  if (batches.empty()) {
+    profile::Profile p = profile_one(*this, step.batch, out);
+    print_summary(p, out);
+    if (json_out) std::cout << summary_json(p, out).dump() << std::endl;
+    return 0;
+  }
+  std::vector<profile::Profile> ps;
+  json rows = json::array();
+  for (int64_t b : parse_int_list(batches)) {
+    std::string dir = fmt::format("{}/batch_{}", out, b);
+    ps.push_back(profile_one(*this, b, dir));
+    print_summary(ps.back(), dir);
+    rows.push_back(summary_json(ps.back(), dir));
+  }
+  report::plot_batches(ps, out);
+  if (json_out) {
+    json j = rows.back();
+    j["profiles"] = rows;
+    j["out_dir"] = out;
+    std::cout << j.dump() << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace mutwo::cli

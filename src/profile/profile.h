@@ -1,0 +1,84 @@
+// The Profile: one measured training step as plain data (no ATen), the input
+// of the planners and of every report. Written as profile.json (versioned).
+//
+// Ranks are node indices in the schedule. A value's uses are split by phase:
+// last_fwd is its last use in fwd/loss, first_bwd/last_bwd its first and last
+// use in bwd/recompute (-1 where there is none). idle_ms is the measured time
+// between the end of last_fwd and the start of first_bwd.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace mutwo::profile {
+
+inline constexpr int kProfileVersion = 1;
+
+struct NodeRecord {
+  int32_t rank = 0;
+  std::string name;   // the first output's name, or "<op>@<rank>" for nodes without outputs
+  std::string op;
+  ir::Phase phase = ir::Phase::forward;
+  std::string scope;
+  double ms = 0;                  // median over the measured iterations
+  int64_t live_before = 0;        // measured allocated bytes before the node
+  int64_t live_after = 0;         // ... after the node and its releases
+  int64_t peak_during = 0;        // measured high-water mark while it ran
+  int64_t workspace_bytes = 0;    // peak_during - (live_before + its new storages)
+  int64_t predicted_live_after = 0;  // what the liveness analysis says
+  std::array<int64_t, ir::kNumRoles> live_by_role{};  // predicted live bytes while it runs, by role
+  double flops = 0;
+  std::vector<ir::Role> input_roles, output_roles;
+};
+
+struct ValueRecord {
+  std::string name;
+  int64_t bytes = 0;
+  ir::Role role = ir::Role::other;
+  int32_t def = -1;  // producing rank, -1 for persistent values
+  int32_t last_fwd = -1, first_bwd = -1, last_bwd = -1;
+  double idle_ms = 0;
+  bool random = false;  // made by a random op (never recomputed)
+  bool view = false;    // shares the storage of another value
+};
+
+struct Profile {
+  int version = kProfileVersion;
+  std::string model;
+  int64_t batch = 0;
+  std::string device;
+  int iters = 0, warmup = 0;
+  std::string graph_text;  // the profiled training step in the IR's text form
+  std::vector<NodeRecord> nodes;
+  std::vector<ValueRecord> values;  // indexed like the graph's values
+  int64_t persistent_bytes = 0;
+  int64_t peak_bytes = 0;  // measured
+  int32_t peak_node = -1;
+  std::array<int64_t, ir::kNumRoles> peak_by_role{};  // live storages at the peak node, by role
+  int64_t peak_workspace_bytes = 0;                   // the peak node's own workspace
+  double step_ms = 0;      // median wall time of the whole step
+  double node_ms_sum = 0;  // sum of the nodes' median times
+
+  int64_t activation_bytes_at_peak() const { return peak_by_role[static_cast<size_t>(ir::Role::activation)]; }
+  int32_t first_backward_rank() const;  // -1 if the step has no backward pass
+};
+
+// JSON I/O. read_profile throws UserError naming the file and what is wrong
+// (missing, not JSON, truncated, unknown version, missing field).
+std::string to_json_text(const Profile& p);
+Profile from_json_text(const std::string& text, const std::string& source);
+void write_profile(const Profile& p, const std::string& path);
+Profile read_profile(const std::string& path);
+
+// Live bytes during and after every node, split by role, from the graph's
+// liveness (a storage counts as activation when any value sharing it is one).
+struct LiveByRole {
+  std::vector<std::array<int64_t, ir::kNumRoles>> during, after;  // [node][role]
+};
+LiveByRole live_by_role(const ir::Graph& g);
+
+}  // namespace mutwo::profile

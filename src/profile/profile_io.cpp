@@ -1,0 +1,236 @@
+// profile.json: the Profile's versioned JSON form, and live bytes by role.
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "analysis/liveness.h"
+#include "profile/profile.h"
+#include "support/error.h"
+
+namespace mutwo::profile {
+
+using nlohmann::json;
+
+int32_t Profile::first_backward_rank() const {
+  for (const auto& n : nodes)
+    if (n.phase == ir::Phase::backward || n.phase == ir::Phase::recompute) return n.rank;
+  return -1;
+}
+
+namespace {
+
+std::vector<std::string> role_names(const std::vector<ir::Role>& roles) {
+  std::vector<std::string> out;
+  for (ir::Role r : roles) out.emplace_back(ir::to_string(r));
+  return out;
+}
+
+// Reads a field, turning a missing or mistyped one into a message naming it.
+template <class T>
+T field(const json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  MUTWO_CHECK(it != j.end(), "{}: missing field '{}'", where, key);
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    MUTWO_FAIL("{}: field '{}' has the wrong type ({})", where, key, it->type_name());
+  }
+}
+
+ir::Role role_of(const std::string& s, const std::string& where) {
+  auto r = ir::parse_role(s);
+  MUTWO_CHECK(r.has_value(), "{}: unknown role '{}'", where, s);
+  return *r;
+}
+
+std::vector<ir::Role> roles_of(const json& j, const char* key, const std::string& where) {
+  std::vector<ir::Role> out;
+  for (const auto& s : field<std::vector<std::string>>(j, key, where)) out.push_back(role_of(s, where));
+  return out;
+}
+
+}  // namespace
+
+std::string to_json_text(const Profile& p) {
+  json nodes = json::array();
+  for (const auto& n : p.nodes)
+    nodes.push_back({{"rank", n.rank},
+                     {"name", n.name},
+                     {"op", n.op},
+                     {"phase", ir::to_string(n.phase)},
+                     {"scope", n.scope},
+                     {"ms", n.ms},
+                     {"live_before_bytes", n.live_before},
+                     {"live_after_bytes", n.live_after},
+                     {"peak_during_bytes", n.peak_during},
+                     {"workspace_bytes", n.workspace_bytes},
+                     {"predicted_live_after_bytes", n.predicted_live_after},
+                     {"live_by_role_bytes", n.live_by_role},
+                     {"flops", n.flops},
+                     {"input_roles", role_names(n.input_roles)},
+                     {"output_roles", role_names(n.output_roles)}});
+  json values = json::array();
+  for (const auto& v : p.values)
+    values.push_back({{"name", v.name},
+                      {"bytes", v.bytes},
+                      {"role", ir::to_string(v.role)},
+                      {"def", v.def},
+                      {"last_fwd", v.last_fwd},
+                      {"first_bwd", v.first_bwd},
+                      {"last_bwd", v.last_bwd},
+                      {"idle_ms", v.idle_ms},
+                      {"random", v.random},
+                      {"view", v.view}});
+  json by_role = json::object();
+  for (int r = 0; r < ir::kNumRoles; ++r)
+    by_role[std::string(ir::to_string(static_cast<ir::Role>(r)))] = p.peak_by_role[static_cast<size_t>(r)];
+  json j{{"format", "mutwo.profile"},
+         {"version", p.version},
+         {"model", p.model},
+         {"batch", p.batch},
+         {"device", p.device},
+         {"iters", p.iters},
+         {"warmup", p.warmup},
+         {"persistent_bytes", p.persistent_bytes},
+         {"peak_bytes", p.peak_bytes},
+         {"peak_node", p.peak_node},
+         {"peak_by_role_bytes", by_role},
+         {"peak_workspace_bytes", p.peak_workspace_bytes},
+         {"step_ms", p.step_ms},
+         {"node_ms_sum", p.node_ms_sum},
+         {"nodes", nodes},
+         {"values", values},
+         {"graph", p.graph_text}};
+  return j.dump(1);
+}
+
+Profile from_json_text(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    MUTWO_FAIL("{}: not a valid profile (JSON error at byte {}; is the file truncated?); rerun mutwo profile",
+               source, e.byte);
+  }
+  MUTWO_CHECK(j.is_object() && j.value("format", "") == "mutwo.profile",
+              "{}: not a mutwo profile (no \"format\": \"mutwo.profile\")", source);
+  Profile p;
+  p.version = field<int>(j, "version", source);
+  MUTWO_CHECK(p.version == kProfileVersion,
+              "{}: profile format version {} is not supported (this mutwo reads version {}); rerun mutwo profile",
+              source, p.version, kProfileVersion);
+  p.model = field<std::string>(j, "model", source);
+  p.batch = field<int64_t>(j, "batch", source);
+  p.device = field<std::string>(j, "device", source);
+  p.iters = field<int>(j, "iters", source);
+  p.warmup = field<int>(j, "warmup", source);
+  p.persistent_bytes = field<int64_t>(j, "persistent_bytes", source);
+  p.peak_bytes = field<int64_t>(j, "peak_bytes", source);
+  p.peak_node = field<int32_t>(j, "peak_node", source);
+  p.peak_workspace_bytes = field<int64_t>(j, "peak_workspace_bytes", source);
+  p.step_ms = field<double>(j, "step_ms", source);
+  p.node_ms_sum = field<double>(j, "node_ms_sum", source);
+  p.graph_text = field<std::string>(j, "graph", source);
+  const json by_role = field<json>(j, "peak_by_role_bytes", source);
+  for (int r = 0; r < ir::kNumRoles; ++r)
+    p.peak_by_role[static_cast<size_t>(r)] =
+        field<int64_t>(by_role, std::string(ir::to_string(static_cast<ir::Role>(r))).c_str(), source + " peak_by_role_bytes");
+  int i = 0;
+  for (const json& n : field<json>(j, "nodes", source)) {
+    std::string where = fmt::format("{} nodes[{}]", source, i++);
+    NodeRecord r;
+    r.rank = field<int32_t>(n, "rank", where);
+    r.name = field<std::string>(n, "name", where);
+    r.op = field<std::string>(n, "op", where);
+    auto ph = ir::parse_phase(field<std::string>(n, "phase", where));
+    MUTWO_CHECK(ph.has_value(), "{}: unknown phase", where);
+    r.phase = *ph;
+    r.scope = field<std::string>(n, "scope", where);
+    r.ms = field<double>(n, "ms", where);
+    r.live_before = field<int64_t>(n, "live_before_bytes", where);
+    r.live_after = field<int64_t>(n, "live_after_bytes", where);
+    r.peak_during = field<int64_t>(n, "peak_during_bytes", where);
+    r.workspace_bytes = field<int64_t>(n, "workspace_bytes", where);
+    r.predicted_live_after = field<int64_t>(n, "predicted_live_after_bytes", where);
+    auto by_role = field<std::vector<int64_t>>(n, "live_by_role_bytes", where);
+    MUTWO_CHECK(by_role.size() == r.live_by_role.size(), "{}: live_by_role_bytes needs {} entries", where,
+                r.live_by_role.size());
+    std::copy(by_role.begin(), by_role.end(), r.live_by_role.begin());
+    r.flops = field<double>(n, "flops", where);
+    r.input_roles = roles_of(n, "input_roles", where);
+    r.output_roles = roles_of(n, "output_roles", where);
+    p.nodes.push_back(std::move(r));
+  }
+  i = 0;
+  for (const json& v : field<json>(j, "values", source)) {
+    std::string where = fmt::format("{} values[{}]", source, i++);
+    ValueRecord r;
+    r.name = field<std::string>(v, "name", where);
+    r.bytes = field<int64_t>(v, "bytes", where);
+    r.role = role_of(field<std::string>(v, "role", where), where);
+    r.def = field<int32_t>(v, "def", where);
+    r.last_fwd = field<int32_t>(v, "last_fwd", where);
+    r.first_bwd = field<int32_t>(v, "first_bwd", where);
+    r.last_bwd = field<int32_t>(v, "last_bwd", where);
+    r.idle_ms = field<double>(v, "idle_ms", where);
+    r.random = field<bool>(v, "random", where);
+    r.view = field<bool>(v, "view", where);
+    p.values.push_back(std::move(r));
+  }
+  MUTWO_CHECK(p.peak_node >= -1 && p.peak_node < static_cast<int32_t>(p.nodes.size()),
+              "{}: peak_node {} is not a node", source, p.peak_node);
+  return p;
+}
+
+void write_profile(const Profile& p, const std::string& path) {
+  std::ofstream out(path);
+  MUTWO_CHECK(out.good(), "cannot write {}", path);
+  out << to_json_text(p) << "\n";
+  MUTWO_CHECK(out.good(), "error while writing {}", path);
+}
+
+Profile read_profile(const std::string& path) {
+  std::ifstream in(path);
+  MUTWO_CHECK(in.good(), "cannot read profile {}: no such file (write one with mutwo profile --out DIR)", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_json_text(ss.str(), path);
+}
+
+LiveByRole live_by_role(const ir::Graph& g) {
+  analysis::Liveness L = analysis::analyze_liveness(g);
+  const size_t nn = g.nodes().size();
+  // The role a storage is charged to: activation if any value sharing it is one.
+  std::vector<ir::Role> storage_role(g.num_values());
+  for (const ir::Value& v : g.values()) storage_role[static_cast<size_t>(v.id)] = v.role;
+  for (const ir::Value& v : g.values())
+    if (v.role == ir::Role::activation) storage_role[static_cast<size_t>(L.storage[static_cast<size_t>(v.id)])] = v.role;
+  using Row = std::array<int64_t, ir::kNumRoles>;
+  std::vector<Row> made(nn), freed(nn);
+  Row live{};
+  for (const ir::Value& v : g.values()) {
+    auto id = static_cast<size_t>(v.id);
+    if (!L.owns_storage(v.id)) continue;
+    auto r = static_cast<size_t>(storage_role[id]);
+    int64_t bytes = v.type.bytes();
+    if (L.def[id] < 0) {
+      if (ir::is_persistent(v.role)) live[r] += bytes;
+      continue;
+    }
+    made[static_cast<size_t>(L.def[id])][r] += bytes;
+    if (L.storage_end[id] != analysis::kForever) freed[static_cast<size_t>(L.storage_end[id])][r] += bytes;
+  }
+  LiveByRole out;
+  out.during.resize(nn);
+  out.after.resize(nn);
+  for (size_t n = 0; n < nn; ++n) {
+    for (size_t r = 0; r < live.size(); ++r) live[r] += made[n][r];
+    out.during[n] = live;
+    for (size_t r = 0; r < live.size(); ++r) live[r] -= freed[n][r];
+    out.after[n] = live;
+  }
+  return out;
+}
+
+}  // namespace mutwo::profile

@@ -1,0 +1,200 @@
+// The profiler (see profiler.h): an executor observer that times and measures
+// every node, and the graph-derived half of the Profile.
+#include "profile/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#ifdef MUTWO_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#endif
+
+#include "analysis/liveness.h"
+#include "ir/text.h"
+#include "ops/op.h"
+#include "runtime/executor.h"
+#include "runtime/memory.h"
+#include "support/error.h"
+
+namespace mutwo::profile {
+
+namespace {
+
+bool is_backward(ir::Phase p) { return p == ir::Phase::backward || p == ir::Phase::recompute; }
+
+// Records one step's per-node memory and time.
+class Recorder final : public runtime::NodeObserver {
+ public:
+  Recorder(c10::Device device, size_t nodes)
+      : device_(device), live_before(nodes), live_after(nodes), peak_during(nodes), ms(nodes), t0_(nodes) {
+#ifdef MUTWO_WITH_CUDA
+    if (device_.is_cuda()) events_.resize(nodes + 1);
+#endif
+  }
+
+  void before(size_t n) override {
+    runtime::reset_peak(device_);
+    live_before[n] = runtime::memory_stats(device_).current;
+#ifdef MUTWO_WITH_CUDA
+    if (device_.is_cuda()) {
+      if (n == 0) events_[0].record();
+      return;
+    }
+#endif
+    t0_[n] = std::chrono::steady_clock::now();
+  }
+
+  void after(size_t n) override {
+#ifdef MUTWO_WITH_CUDA
+    if (device_.is_cuda()) events_[n + 1].record();
+#endif
+    if (device_.is_cpu()) ms[n] = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0_[n]).count();
+    runtime::MemoryStats s = runtime::memory_stats(device_);
+    peak_during[n] = s.peak;
+    live_after[n] = s.current;
+  }
+
+  // After the step (the executor has synchronised the device).
+  void finish() {
+#ifdef MUTWO_WITH_CUDA
+    if (device_.is_cuda())
+      for (size_t n = 0; n < ms.size(); ++n) ms[n] = events_[n].elapsed_time(events_[n + 1]);
+#endif
+  }
+
+  c10::Device device_;
+  std::vector<int64_t> live_before, live_after, peak_during;
+  std::vector<double> ms;
+
+ private:
+  std::vector<std::chrono::steady_clock::time_point> t0_;
+#ifdef MUTWO_WITH_CUDA
+  std::vector<at::cuda::CUDAEvent> events_;  // events_[n] .. events_[n+1] bracket node n
+#endif
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t k = v.size();
+  return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
+}
+
+}  // namespace
+
+Profile describe(const ir::Graph& g) {
+  analysis::Liveness L = analysis::analyze_liveness(g);
+  const auto& nodes = g.nodes();
+  Profile p;
+  p.graph_text = ir::print(g);
+  p.persistent_bytes = L.persistent_bytes;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const ir::Node& node = nodes[n];
+    NodeRecord r;
+    r.rank = static_cast<int32_t>(n);
+    r.name = node.outputs.empty() ? fmt::format("{}@{}", node.op, n) : g.value(node.outputs[0]).name;
+    r.op = node.op;
+    r.phase = node.phase;
+    r.scope = node.scope;
+    r.flops = ops::flops(g, node);
+    r.predicted_live_after = L.live_after[n];
+    for (ir::ValueId v : node.inputs)
+      if (v != ir::kNoValue) r.input_roles.push_back(g.value(v).role);
+    for (ir::ValueId v : node.outputs) r.output_roles.push_back(g.value(v).role);
+    p.nodes.push_back(std::move(r));
+  }
+  LiveByRole by_role = live_by_role(g);
+  for (size_t n = 0; n < nodes.size(); ++n) p.nodes[n].live_by_role = by_role.during[n];
+  ir::UseIndex uses(g);
+  for (const ir::Value& v : g.values()) {
+    ValueRecord r;
+    auto id = static_cast<size_t>(v.id);
+    r.name = v.name;
+    r.bytes = v.type.bytes();
+    r.role = v.role;
+    r.def = L.def[id];
+    r.view = !L.owns_storage(v.id);
+    r.random = r.def >= 0 && ops::op(nodes[static_cast<size_t>(r.def)].op).has(ops::kRandom);
+    for (int32_t u : uses.users[id]) {
+      if (is_backward(nodes[static_cast<size_t>(u)].phase)) {
+        if (r.first_bwd < 0) r.first_bwd = u;
+        r.last_bwd = u;
+      } else if (nodes[static_cast<size_t>(u)].phase != ir::Phase::optimizer) {
+        r.last_fwd = u;
+      }
+    }
+    p.values.push_back(std::move(r));
+  }
+  return p;
+}
+
+Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
+  MUTWO_CHECK(o.iters >= 1 && o.warmup >= 0, "--iters must be at least 1 and --warmup at least 0");
+  c10::Device device = o.device == "cpu" ? c10::Device(c10::kCPU) : c10::Device(o.device);
+  Profile p = describe(g);
+  p.model = o.model;
+  p.batch = o.batch;
+  p.device = device.str();
+  p.iters = o.iters;
+  p.warmup = o.warmup;
+
+  runtime::Executor ex(g, {device, o.seed});
+  ex.initialize();
+  auto t_start = std::chrono::steady_clock::now();
+  auto progress = [&](const char* what, int i, int n) {
+    if (!o.progress) return;
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    std::fprintf(stderr, "profile: %s %d of %d (%.1f s)\n", what, i, n, s);
+  };
+  for (int i = 0; i < o.warmup; ++i) {
+    ex.step();
+    progress("warm-up step", i + 1, o.warmup);
+  }
+  const size_t nn = g.nodes().size();
+  std::vector<std::vector<double>> node_ms(nn);
+  std::vector<double> step_ms;
+  Recorder rec(device, nn);
+  ex.set_observer(&rec);
+  for (int i = 0; i < o.iters; ++i) {
+    runtime::StepResult r = ex.step();
+    rec.finish();
+    step_ms.push_back(r.ms);
+    for (size_t n = 0; n < nn; ++n) node_ms[n].push_back(rec.ms[n]);
+    progress("iteration", i + 1, o.iters);
+  }
+  ex.set_observer(nullptr);
+
+  // Memory is deterministic from step to step: the last iteration's numbers.
+  analysis::Liveness L = analysis::analyze_liveness(g);
+  p.step_ms = median(step_ms);
+  p.peak_bytes = 0;
+  for (size_t n = 0; n < nn; ++n) {
+    NodeRecord& r = p.nodes[n];
+    r.ms = median(node_ms[n]);
+    r.live_before = rec.live_before[n];
+    r.live_after = rec.live_after[n];
+    r.peak_during = rec.peak_during[n];
+    r.workspace_bytes = r.peak_during - (r.live_before + (L.live_during[n] - L.live_before[n]));
+    p.node_ms_sum += r.ms;
+    if (r.peak_during > p.peak_bytes) {
+      p.peak_bytes = r.peak_during;
+      p.peak_node = static_cast<int32_t>(n);
+    }
+  }
+  if (p.peak_node >= 0) {
+    auto k = static_cast<size_t>(p.peak_node);
+    p.peak_by_role = p.nodes[k].live_by_role;
+    p.peak_workspace_bytes = p.nodes[k].workspace_bytes;
+  }
+  // Idle time of a value: the measured time of the nodes strictly between its
+  // last forward use and its first backward use.
+  std::vector<double> prefix(nn + 1, 0);
+  for (size_t n = 0; n < nn; ++n) prefix[n + 1] = prefix[n] + p.nodes[n].ms;
+  for (ValueRecord& v : p.values)
+    if (v.first_bwd >= 0 && v.last_fwd >= 0 && v.last_fwd < v.first_bwd)
+      v.idle_ms = prefix[static_cast<size_t>(v.first_bwd)] - prefix[static_cast<size_t>(v.last_fwd) + 1];
+  return p;
+}
+
+}  // namespace mutwo::profile

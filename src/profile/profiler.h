@@ -1,0 +1,33 @@
+// The profiler: runs a training step a few times under the executor and
+// records every node's time and memory into a Profile (phase 1 of mu-TWO).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ir/graph.h"
+#include "profile/profile.h"
+
+namespace mutwo::profile {
+
+struct ProfileOptions {
+  std::string device = "cpu";  // "cpu", "cuda", "cuda:N"
+  int warmup = 1;              // unmeasured steps first (allocator and library warm-up)
+  int iters = 3;               // measured steps; per-node times are their medians
+  uint64_t seed = 0;
+  bool progress = true;        // "iteration i of N" lines on stderr
+  std::string model;           // labels for the report
+  int64_t batch = 0;
+};
+
+// Per node: time (steady clock on CPU; CUDA events on GPU), allocated bytes
+// before and after, the high-water mark while it ran and so its workspace.
+// Per value: bytes, role, lifetime in ranks and idle time. Throws UserError
+// for a bad device.
+Profile profile_step(const ir::Graph& g, const ProfileOptions& options);
+
+// The records that come from the graph alone (names, roles, lifetimes, flops,
+// predicted live bytes); profile_step fills in the measured fields.
+Profile describe(const ir::Graph& g);
+
+}  // namespace mutwo::profile

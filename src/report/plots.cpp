@@ -1,0 +1,162 @@
+// gnuplot plots of Profiles: data files and scripts written side by side, then
+// rendered to SVG and PNG.
+#include <fmt/format.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "report/report.h"
+#include "support/error.h"
+
+namespace mutwo::report {
+
+namespace {
+
+using ir::Role;
+
+// Bottom to top: what lives across steps first, then what the step makes.
+constexpr std::array<Role, ir::kNumRoles> kStack = {Role::input,    Role::parameter,  Role::optimizer_state,
+                                                    Role::buffer,   Role::gradient,   Role::activation,
+                                                    Role::other};
+const char* color(Role r) {
+  switch (r) {
+    case Role::input: return "#9e9e9e";
+    case Role::parameter: return "#1f77b4";
+    case Role::optimizer_state: return "#9467bd";
+    case Role::buffer: return "#8c564b";
+    case Role::gradient: return "#2ca02c";
+    case Role::activation: return "#ff7f0e";
+    case Role::other: return "#d0d0d0";
+  }
+  return "#000000";
+}
+
+double mib(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  MUTWO_CHECK(out.good(), "cannot write {}", path);
+  out << text;
+}
+
+// The same plot to SVG and PNG.
+std::string terminals(const std::string& name, const std::string& plot, int w = 1100, int h = 520) {
+  return fmt::format(
+      "set termoption noenhanced\nset terminal svg size {w},{h} dynamic background rgb 'white' font 'sans,11' noenhanced\nset output '{n}.svg'\n{p}\n"
+      "set terminal pngcairo size {w},{h} background rgb 'white' font 'sans,10' noenhanced\nset output '{n}.png'\n{p}\n",
+      fmt::arg("w", w), fmt::arg("h", h), fmt::arg("n", name), fmt::arg("p", plot));
+}
+
+std::string title(const profile::Profile& p) {
+  return fmt::format("{} batch {} on {}", p.model, p.batch, p.device);
+}
+
+}  // namespace
+
+bool render(const std::string& dir, const std::string& script) {
+  static int available = -1;
+  if (available < 0) {
+    available = std::system("command -v gnuplot >/dev/null 2>&1") == 0;
+    if (!available)
+      std::fprintf(stderr, "mutwo: gnuplot not found: plots are not rendered (install gnuplot-nox); "
+                           "their data files and scripts are written\n");
+  }
+  if (!available) return false;
+  std::string cmd = fmt::format("cd '{}' && gnuplot '{}' 2>gnuplot.log", dir, script);
+  MUTWO_CHECK(std::system(cmd.c_str()) == 0, "gnuplot failed on {}/{}; see {}/gnuplot.log", dir, script, dir);
+  std::remove((dir + "/gnuplot.log").c_str());
+  return true;
+}
+
+bool plot_memory_timeline(const profile::Profile& p, const std::string& dir) {
+  std::string dat = "rank";
+  for (Role r : kStack) dat += fmt::format(" {}", ir::to_string(r));
+  dat += " measured\n";
+  for (const auto& n : p.nodes) {
+    dat += fmt::format("{}", n.rank);
+    double cum = 0;
+    for (Role r : kStack) dat += fmt::format(" {:.4f}", cum += mib(n.live_by_role[static_cast<size_t>(r)]));
+    dat += fmt::format(" {:.4f}\n", mib(n.peak_during));
+  }
+  write_file(dir + "/memory_timeline.dat", dat);
+
+  std::string layers;
+  for (int i = static_cast<int>(kStack.size()) - 1; i >= 0; --i)
+    layers += fmt::format("'memory_timeline.dat' using 1:{} with filledcurves x1 lc rgb '{}' title '{}', ", i + 2,
+                          color(kStack[static_cast<size_t>(i)]), ir::to_string(kStack[static_cast<size_t>(i)]));
+  int32_t bwd = p.first_backward_rank();
+  const double share = p.peak_bytes ? 100.0 * static_cast<double>(p.activation_bytes_at_peak()) /
+                                          static_cast<double>(p.peak_bytes)
+                                    : 0.0;
+  std::string marks;
+  if (bwd >= 0)
+    marks += fmt::format("set arrow from {0}, graph 0 to {0}, graph 1 nohead dt 2 lc rgb 'black'\n"
+                         "set label 'backward' at {0}, graph 0.97 offset 0.5,0\n", bwd);
+  if (p.peak_node >= 0)
+    marks += fmt::format("set label 'peak {:.1f} MiB' at {}, {:.4f} point pt 7 ps 1 offset 1,0.5\n", mib(p.peak_bytes),
+                         p.peak_node, mib(p.peak_bytes));
+  std::string plot = fmt::format(
+      "set title \"{}: live memory by role (measured peak {:.1f} MiB at node {}, activations {:.0f}% of it)\"\n"
+      "set xlabel 'node (execution order)'\nset ylabel 'MiB'\nset key outside right top\nset grid ytics\n"
+      "set style fill solid 0.85 noborder\nset xrange [0:{}]\nset yrange [0:*]\n{}"
+      "plot {}'memory_timeline.dat' using 1:{} with lines lw 1.2 lc rgb 'black' title 'measured (during node)'",
+      title(p), mib(p.peak_bytes), p.peak_node, share, p.nodes.empty() ? 1 : p.nodes.size() - 1, marks, layers,
+      kStack.size() + 2);
+  write_file(dir + "/memory_timeline.gp", terminals("memory_timeline", plot));
+  return render(dir, "memory_timeline.gp");
+}
+
+bool plot_peak_breakdown(const profile::Profile& p, const std::string& dir) {
+  std::string dat = "role MiB\n";
+  std::string colors;
+  int i = 0;
+  for (Role r : kStack) {
+    dat += fmt::format("{} {:.4f}\n", ir::to_string(r), mib(p.peak_by_role[static_cast<size_t>(r)]));
+    colors += fmt::format("set style line {} lc rgb '{}'\n", ++i, color(r));
+  }
+  dat += fmt::format("workspace {:.4f}\n", mib(p.peak_workspace_bytes));
+  write_file(dir + "/peak_breakdown.dat", dat);
+  std::string plot = fmt::format(
+      "set title \"{}: the peak ({:.1f} MiB at node {}) by role\"\nset ylabel 'MiB'\nset style fill solid 0.85\n"
+      "set boxwidth 0.7\nset grid ytics\nset yrange [0:*]\nset xtics rotate by -30\nunset key\n"
+      "plot 'peak_breakdown.dat' using 0:2:xtic(1) with boxes lc rgb '#ff7f0e', '' using 0:2:(sprintf('%.1f',$2)) "
+      "with labels offset 0,0.7",
+      title(p), mib(p.peak_bytes), p.peak_node);
+  write_file(dir + "/peak_breakdown.gp", terminals("peak_breakdown", plot, 800, 480));
+  return render(dir, "peak_breakdown.gp");
+}
+
+bool plot_batches(const std::vector<profile::Profile>& ps, const std::string& dir) {
+  MUTWO_ASSERT(!ps.empty(), "no profiles to plot");
+  std::string dat = "batch";
+  for (Role r : kStack) dat += fmt::format(" {}", ir::to_string(r));
+  dat += " workspace peak step_ms\n";
+  for (const auto& p : ps) {
+    dat += fmt::format("{}", p.batch);
+    for (Role r : kStack) dat += fmt::format(" {:.4f}", mib(p.peak_by_role[static_cast<size_t>(r)]));
+    dat += fmt::format(" {:.4f} {:.4f} {:.4f}\n", mib(p.peak_workspace_bytes), mib(p.peak_bytes), p.step_ms);
+  }
+  write_file(dir + "/batches.dat", dat);
+  std::string cols;
+  for (size_t i = 0; i < kStack.size(); ++i)
+    cols += fmt::format("{}'batches.dat' using {}{} lc rgb '{}' title '{}'", i ? ", " : "", i + 2,
+                        i == 0 ? ":xtic(1)" : "", color(kStack[i]), ir::to_string(kStack[i]));
+  cols += fmt::format(", 'batches.dat' using {} lc rgb '#444444' title 'workspace'", kStack.size() + 2);
+  std::string peak = fmt::format(
+      "set title \"{} on {}: peak memory by role against batch size\"\nset xlabel 'batch'\nset ylabel 'MiB'\n"
+      "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 noborder\n"
+      "set boxwidth 0.6\nset key outside right top\nset grid ytics\nset yrange [0:*]\nplot {}",
+      ps[0].model, ps[0].device, cols);
+  write_file(dir + "/peak_vs_batch.gp", terminals("peak_vs_batch", peak, 900, 500));
+  std::string latency = fmt::format(
+      "set title \"{} on {}: step time against batch size\"\nset xlabel 'batch'\nset ylabel 'ms (median step)'\n"
+      "set grid\nset yrange [0:*]\nunset key\nplot 'batches.dat' using 1:{} with linespoints pt 7 lw 2",
+      ps[0].model, ps[0].device, kStack.size() + 4);
+  write_file(dir + "/latency_vs_batch.gp", terminals("latency_vs_batch", latency, 800, 480));
+  bool a = render(dir, "peak_vs_batch.gp");
+  return render(dir, "latency_vs_batch.gp") && a;
+}
+
+}  // namespace mutwo::report

@@ -1,0 +1,106 @@
+// CSV tables and the Chrome trace of a Profile.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "report/report.h"
+#include "support/error.h"
+
+namespace mutwo::report {
+
+const char* const kNodesCsvHeader =
+    "rank,name,op,phase,scope,ms,live_before_bytes,live_after_bytes,peak_during_bytes,workspace_bytes,"
+    "predicted_live_after_bytes,flops,input_roles,output_roles";
+const char* const kActivationsCsvHeader = "name,bytes,def,last_fwd,first_bwd,last_bwd,idle_ms,random,view";
+
+namespace {
+
+std::ofstream open_out(const std::string& path) {
+  std::ofstream out(path);
+  MUTWO_CHECK(out.good(), "cannot write {}", path);
+  return out;
+}
+
+// A CSV cell: quoted when it holds a comma or a quote.
+std::string cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string roles(const std::vector<ir::Role>& rs) {
+  std::string s;
+  for (size_t i = 0; i < rs.size(); ++i) s += (i ? "|" : "") + std::string(ir::to_string(rs[i]));
+  return s;
+}
+
+}  // namespace
+
+void write_nodes_csv(const profile::Profile& p, const std::string& path) {
+  auto out = open_out(path);
+  out << kNodesCsvHeader << "\n";
+  for (const auto& n : p.nodes)
+    out << fmt::format("{},{},{},{},{},{:.6f},{},{},{},{},{},{:.0f},{},{}\n", n.rank, cell(n.name), n.op,
+                       ir::to_string(n.phase), cell(n.scope), n.ms, n.live_before, n.live_after, n.peak_during,
+                       n.workspace_bytes, n.predicted_live_after, n.flops, roles(n.input_roles),
+                       roles(n.output_roles));
+}
+
+void write_activations_csv(const profile::Profile& p, const std::string& path) {
+  auto out = open_out(path);
+  out << kActivationsCsvHeader << "\n";
+  for (const auto& v : p.values)
+    if (v.role == ir::Role::activation)
+      out << fmt::format("{},{},{},{},{},{},{:.6f},{},{}\n", cell(v.name), v.bytes, v.def, v.last_fwd, v.first_bwd,
+                         v.last_bwd, v.idle_ms, int{v.random}, int{v.view});
+}
+
+void write_trace(const profile::Profile& p, const std::string& path) {
+  using nlohmann::json;
+  json events = json::array();
+  auto track = [](ir::Phase ph) {
+    switch (ph) {
+      case ir::Phase::forward:
+      case ir::Phase::loss: return 1;
+      case ir::Phase::backward:
+      case ir::Phase::recompute: return 2;
+      case ir::Phase::optimizer: return 3;
+    }
+    return 1;
+  };
+  const char* names[] = {"", "forward", "backward", "optimizer"};
+  for (int t = 1; t <= 3; ++t)
+    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", t}, {"args", {{"name", names[t]}}}});
+  double ts = 0;  // microseconds
+  for (const auto& n : p.nodes) {
+    double dur = n.ms * 1000.0;
+    events.push_back({{"name", n.op},
+                      {"cat", ir::to_string(n.phase)},
+                      {"ph", "X"},
+                      {"ts", ts},
+                      {"dur", dur},
+                      {"pid", 1},
+                      {"tid", track(n.phase)},
+                      {"args",
+                       {{"rank", n.rank},
+                        {"value", n.name},
+                        {"scope", n.scope},
+                        {"live_after_bytes", n.live_after},
+                        {"workspace_bytes", n.workspace_bytes},
+                        {"flops", n.flops}}}});
+    json counters = json::object();
+    for (int r = 0; r < ir::kNumRoles; ++r)
+      counters[std::string(ir::to_string(static_cast<ir::Role>(r)))] = n.live_by_role[static_cast<size_t>(r)];
+    events.push_back({{"name", "live memory (bytes)"}, {"ph", "C"}, {"ts", ts}, {"pid", 1}, {"args", counters}});
+    ts += dur;
+  }
+  json trace{{"traceEvents", events},
+             {"displayTimeUnit", "ms"},
+             {"otherData", {{"model", p.model}, {"batch", p.batch}, {"device", p.device}}}};
+  auto out = open_out(path);
+  out << trace.dump() << "\n";
+}
+
+}  // namespace mutwo::report
