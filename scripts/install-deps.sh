@@ -7,6 +7,7 @@ packages=(
   libtorch-dev            # ATen kernels (libtorch 1.13, CPU)
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev googletest
+  python3-torch python3-torchvision  # tests/resnet_oracle.py: torchvision's ResNets as the oracle
 )
 missing=()
 for p in "${packages[@]}"; do

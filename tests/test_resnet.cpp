@@ -5,10 +5,8 @@
 // Debian's /usr/bin/python3); a ResNet-18 step's measured CPU peak against
 // the liveness prediction.
 #include <ATen/ATen.h>
-#include <ATen/CPUGeneratorImpl.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
-#include <torch/csrc/autograd/variable.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +18,7 @@
 #include <sstream>
 
 #include "autodiff/autodiff.h"
+#include "grad_check.h"
 #include "models/model.h"
 #include "ops/builder.h"
 #include "ops/op.h"
@@ -35,39 +34,26 @@ using ir::ValueId;
 using Tensors = std::vector<at::Tensor>;
 
 // --- gradient checks against libtorch autograd ---------------------------------
-// The same method as tests/test_ops_grad.cpp (whose helpers are file-local):
-// the op's inputs are graph inputs, a `seed` input holds d(loss)/d(out),
-// autodiff appends the gradients, and a NodeObserver reads the graph outputs
-// after the last node (step() drops non-persistent outputs at its end).
+// With tests/grad_check.h (test_ops_grad.cpp's method): every check is bit-exact
+// (rtol 0), as each rule calls the very ATen backward kernel autograd's formula
+// calls, on the same operands.
 
-using BuildFn = std::function<ValueId(ops::Builder&, const std::vector<ValueId>&)>;
-using AtenFn = std::function<at::Tensor(const Tensors&)>;
+using grad_check::AtenFn;
+using grad_check::BuildFn;
+using grad_check::check_grads;
+using grad_check::GradGraph;
+using grad_check::randn;
 
-at::Generator& rng() {
-  static at::Generator g = at::detail::createCPUGenerator(20240612);
-  return g;
-}
-at::Tensor randn(at::IntArrayRef shape) { return at::randn(shape, rng(), at::TensorOptions().dtype(at::kFloat)); }
-
-struct GradGraph {
-  ir::Graph g;
-  std::vector<ValueId> in;
-  ValueId out = ir::kNoValue, seed = ir::kNoValue;
-  std::vector<ValueId> grad;  // per input; kNoValue where autodiff gave none
-};
-
-// `wrt`: positions of the inputs to differentiate for (empty: all).
-GradGraph build_grad_graph(const Tensors& xs, const BuildFn& build, const std::vector<size_t>& wrt = {}) {
+// grad_check::build_grad_graph for the inputs at positions `wrt` only.
+GradGraph build_partial(const Tensors& xs, const BuildFn& build, const std::vector<size_t>& wrt) {
   GradGraph r;
   ops::Builder b(r.g);
   for (size_t i = 0; i < xs.size(); ++i)
-    r.in.push_back(b.input("in" + std::to_string(i), ir::TensorType{xs[i].sizes().vec(), ir::DType::f32},
-                           ir::Role::parameter));
+    r.in.push_back(b.input("in" + std::to_string(i), grad_check::type_of(xs[i]), ir::Role::parameter));
   r.out = build(b, r.in);
   r.seed = b.input("seed", r.g.type(r.out), ir::Role::input);
   std::vector<ValueId> want;
-  for (size_t i = 0; i < xs.size(); ++i)
-    if (wrt.empty() || std::find(wrt.begin(), wrt.end(), i) != wrt.end()) want.push_back(r.in[i]);
+  for (size_t i : wrt) want.push_back(r.in[i]);
   auto grads = autodiff::append_gradients(r.g, r.out, r.seed, want);
   r.g.outputs = {r.out};
   for (ValueId v : r.in) {
@@ -79,57 +65,17 @@ GradGraph build_grad_graph(const Tensors& xs, const BuildFn& build, const std::v
   return r;
 }
 
-// Reads every graph output right after the last node.
+// Reads every graph output right after the last node (step() drops non-persistent outputs at its end).
 struct OutputReader : runtime::NodeObserver {
-  runtime::Executor* ex = nullptr;
-  Tensors got;
+  explicit OutputReader(runtime::Executor& e) : ex(e) { ex.set_observer(this); }
+  ~OutputReader() override { ex.set_observer(nullptr); }
   void after(size_t node) override {
-    if (node + 1 != ex->graph().nodes().size()) return;
-    for (ValueId v : ex->graph().outputs) got.push_back(ex->value(v));
+    if (node + 1 != ex.graph().nodes().size()) return;
+    for (ValueId v : ex.graph().outputs) got.push_back(ex.value(v));
   }
+  runtime::Executor& ex;
+  Tensors got;
 };
-
-// Runs gg with the given inputs; returns the op's output then one gradient per input (undefined if none).
-Tensors run_grad_graph(const GradGraph& gg, const Tensors& xs, const at::Tensor& seed) {
-  runtime::Executor ex(gg.g, {});
-  ex.initialize();
-  for (size_t i = 0; i < xs.size(); ++i) ex.value(gg.in[i]) = xs[i].clone();
-  ex.value(gg.seed) = seed.clone();
-  OutputReader reader;
-  reader.ex = &ex;
-  ex.set_observer(&reader);
-  ex.step();
-  EXPECT_EQ(reader.got.size(), gg.g.outputs.size());
-  Tensors r{reader.got.at(0)};
-  size_t k = 1;
-  for (ValueId gv : gg.grad) r.push_back(gv == ir::kNoValue ? at::Tensor() : reader.got.at(k++));
-  return r;
-}
-
-// Every gradient (and the output) equal to autograd's, bit for bit: each rule
-// calls the very ATen backward kernel autograd's formula calls, on the same operands.
-GradGraph check_grads(const std::string& what, const Tensors& xs, const BuildFn& build, const AtenFn& f) {
-  SCOPED_TRACE(what);
-  GradGraph gg = build_grad_graph(xs, build);
-  Tensors leaves;
-  for (const at::Tensor& x : xs) leaves.push_back(x.detach().clone().requires_grad_(true));
-  at::Tensor ref_out = f(leaves);
-  at::Tensor seed = randn(ref_out.sizes());
-  Tensors ref_grads = torch::autograd::grad({ref_out}, leaves, {seed});
-  Tensors mine = run_grad_graph(gg, xs, seed);
-  EXPECT_TRUE(at::equal(mine[0], ref_out.detach())) << "forward output differs";
-  for (size_t i = 0; i < xs.size(); ++i) {
-    const at::Tensor& m = mine[i + 1];
-    if (!m.defined()) {
-      ADD_FAILURE() << "input " << i << " got no gradient";
-      continue;
-    }
-    EXPECT_EQ(m.sizes(), ref_grads[i].sizes()) << "input " << i;
-    EXPECT_TRUE(at::equal(m, ref_grads[i])) << "input " << i << ": not bit-exact, max |diff| = "
-                                            << (m - ref_grads[i]).abs().max().item<double>();
-  }
-  return gg;
-}
 
 int count_ops(const ir::Graph& g, const std::string& op) {
   int n = 0;
@@ -155,11 +101,9 @@ BuildFn op_on_all(const std::string& op, ir::Attrs attrs = {}) {
 // --- OpGrad for the conv family -------------------------------------------------
 
 TEST(ResnetOpGrad, EveryConvFamilyOpIsCovered) {
-  // The conv family's rows with a derivative, each checked below.
-  std::set<std::string> family{"conv2d", "batch_norm", "max_pool2d", "adaptive_avg_pool2d"};
-  std::set<std::string> covered{"conv2d", "batch_norm", "max_pool2d", "adaptive_avg_pool2d"};
-  for (const std::string& name : family) EXPECT_NE(ops::op(name).grad, nullptr) << name;
-  EXPECT_EQ(family, covered);
+  // conv.cpp's rows with a derivative, each checked by a test below.
+  for (const char* name : {"conv2d", "batch_norm", "max_pool2d", "adaptive_avg_pool2d"})
+    EXPECT_NE(ops::op(name).grad, nullptr) << name;
   for (const char* name : {"conv2d_backward", "batch_norm_backward", "batch_norm_update_stats", "max_pool2d_backward",
                            "adaptive_avg_pool2d_backward"})
     EXPECT_EQ(ops::op(name).grad, nullptr) << name << " is not differentiated twice";
@@ -185,7 +129,7 @@ TEST(ResnetOpGrad, Conv2d) {
 // A conv on data (the stem) computes only the weight gradient: one output.
 TEST(ResnetOpGrad, Conv2dBackwardMakesOnlyRequestedGradients) {
   Tensors xs{randn({2, 3, 8, 8}), randn({4, 3, 3, 3}), randn({4})};
-  GradGraph w_only = build_grad_graph(xs, op_on_all("conv2d", conv_attrs(1, 1)), {1});
+  GradGraph w_only = build_partial(xs, op_on_all("conv2d", conv_attrs(1, 1)), {1});
   ASSERT_EQ(count_ops(w_only.g, "conv2d_backward"), 1);
   const ir::Node& bw = w_only.g.nodes().back();
   EXPECT_EQ(bw.attrs.ints("output_mask"), (Shape{0, 1, 0}));
@@ -194,12 +138,14 @@ TEST(ResnetOpGrad, Conv2dBackwardMakesOnlyRequestedGradients) {
   EXPECT_EQ(w_only.grad[0], ir::kNoValue);
   EXPECT_EQ(w_only.grad[2], ir::kNoValue);
   at::Tensor seed = randn({2, 4, 8, 8});
-  Tensors mine = run_grad_graph(w_only, xs, seed);
+  grad_check::Runner run(w_only);
+  run.feed(xs, seed);
+  Tensors outs = run.step();
   Tensors leaves{xs[0], xs[1].clone().requires_grad_(true), xs[2]};
   at::Tensor ref = torch::autograd::grad({aten_conv(1, 1)(leaves)}, {leaves[1]}, {seed})[0];
-  EXPECT_TRUE(at::equal(mine[2], ref));
+  EXPECT_TRUE(at::equal(run.grad(outs, 1), ref));
 
-  GradGraph x_and_b = build_grad_graph(xs, op_on_all("conv2d", conv_attrs(1, 1)), {0, 2});
+  GradGraph x_and_b = build_partial(xs, op_on_all("conv2d", conv_attrs(1, 1)), {0, 2});
   EXPECT_EQ(x_and_b.g.nodes().back().attrs.ints("output_mask"), (Shape{1, 0, 1}));
   EXPECT_EQ(x_and_b.g.value(x_and_b.grad[2]).name, "in2.grad");
 }
@@ -215,10 +161,12 @@ TEST(ResnetOpGrad, BatchNorm) {
   check_grads("4-D, affine", {randn({3, 4, 5, 6}), randn({4}), randn({4})}, op_on_all("batch_norm", {{"eps", eps}}),
               aten_bn);
   check_grads("4-D, no affine", {randn({2, 3, 4, 4})}, op_on_all("batch_norm", {{"eps", eps}}), aten_bn);
-  check_grads("2-D, affine", {randn({8, 5}), randn({5}), randn({5})}, op_on_all("batch_norm", {{"eps", 1e-3}}),
-              [](const Tensors& t) { return std::get<0>(at::native_batch_norm(t[0], t[1], t[2], {}, {}, true, 0.1, 1e-3)); });
+  check_grads(
+      "2-D, affine", {randn({8, 5}), randn({5}), randn({5})}, op_on_all("batch_norm", {{"eps", 1e-3}}),
+      [](const Tensors& t) { return std::get<0>(at::native_batch_norm(t[0], t[1], t[2], {}, {}, true, 0.1, 1e-3)); });
   // The statistics are activations saved for the backward node, not recomputed there.
-  GradGraph gg = build_grad_graph({randn({2, 3, 4, 4}), randn({3}), randn({3})}, op_on_all("batch_norm", {{"eps", eps}}));
+  GradGraph gg = grad_check::build_grad_graph({randn({2, 3, 4, 4}), randn({3}), randn({3})},
+                                              op_on_all("batch_norm", {{"eps", eps}}));
   ASSERT_EQ(count_ops(gg.g, "batch_norm_backward"), 1);
   const ir::Node& fwd = gg.g.nodes().front();
   const ir::Node& bwd = gg.g.nodes().back();
@@ -250,7 +198,8 @@ TEST(ResnetBatchNorm, UpdateStatsMatchPyTorchRunningStatistics) {
 
 TEST(ResnetOpGrad, MaxPool2d) {
   auto pool = [](Shape k, Shape s, Shape p, Shape d, int64_t ceil) {
-    return op_on_all("max_pool2d", {{"kernel", k}, {"stride", s}, {"padding", p}, {"dilation", d}, {"ceil_mode", ceil}});
+    return op_on_all("max_pool2d",
+                     {{"kernel", k}, {"stride", s}, {"padding", p}, {"dilation", d}, {"ceil_mode", ceil}});
   };
   auto aten_pool = [](Shape k, Shape s, Shape p, Shape d, bool ceil) {
     return [=](const Tensors& t) { return std::get<0>(at::max_pool2d_with_indices(t[0], k, s, p, d, ceil)); };
@@ -262,14 +211,15 @@ TEST(ResnetOpGrad, MaxPool2d) {
   check_grads("3x2 stride 1, dilation 2", {randn({2, 2, 8, 8})}, pool({3, 2}, {1, 1}, {1, 1}, {2, 2}, 0),
               aten_pool({3, 2}, {1, 1}, {1, 1}, {2, 2}, false));
   // The indices are an i64 output kept for the backward node; they get no gradient.
-  GradGraph gg = build_grad_graph({randn({1, 1, 4, 4})}, pool({2, 2}, {2, 2}, {0, 0}, {1, 1}, 0));
+  GradGraph gg = grad_check::build_grad_graph({randn({1, 1, 4, 4})}, pool({2, 2}, {2, 2}, {0, 0}, {1, 1}, 0));
   EXPECT_EQ(gg.g.type(gg.g.nodes().front().outputs[1]).dtype, ir::DType::i64);
   EXPECT_EQ(gg.g.nodes().back().inputs[2], gg.g.nodes().front().outputs[1]);
 }
 
 TEST(ResnetOpGrad, AdaptiveAvgPool2d) {
   for (Shape out : {Shape{1, 1}, Shape{3, 2}, Shape{5, 7}})
-    check_grads("to " + ir::shape_string(out), {randn({2, 3, 5, 7})}, op_on_all("adaptive_avg_pool2d", {{"output_size", out}}),
+    check_grads("to " + ir::shape_string(out), {randn({2, 3, 5, 7})},
+                op_on_all("adaptive_avg_pool2d", {{"output_size", out}}),
                 [=](const Tensors& t) { return at::_adaptive_avg_pool2d(t[0], out); });
   check_grads("3-D input", {randn({3, 6, 4})}, op_on_all("adaptive_avg_pool2d", {{"output_size", Shape{2, 2}}}),
               [](const Tensors& t) { return at::_adaptive_avg_pool2d(t[0], {2, 2}); });
@@ -305,7 +255,8 @@ TEST(ResnetBuildErrors, Conv2d) {
                     {"conv2d input (N, C, H, W) must have 4 dimensions, got f32[2,3,8]"});
   expect_substrings(build_error({f32({1, 3, 2, 2}), f32({4, 3, 7, 7})}, "conv2d", conv_attrs(2, 1)),
                     {"input [1,3,2,2] is smaller than the kernel 7x7"});
-  expect_substrings(build_error({f32({1, 3, 8, 8}), {{4, 3, 3, 3}, ir::DType::f64}}, "conv2d"), {"element types differ"});
+  expect_substrings(build_error({f32({1, 3, 8, 8}), {{4, 3, 3, 3}, ir::DType::f64}}, "conv2d"),
+                    {"element types differ"});
   expect_substrings(build_error({f32({1, 3, 8, 8}), f32({4, 3, 3, 3}), f32({3})}, "conv2d"),
                     {"conv2d bias must have shape [4]"});
   expect_substrings(build_error({f32({1, 3, 8, 8}), f32({4, 3, 3, 3})}, "conv2d", {{"stride", Shape{0, 1}}}),
@@ -322,11 +273,13 @@ TEST(ResnetBuildErrors, BatchNormAndPooling) {
   expect_substrings(build_error({f32({2, 4, 3, 3}), {{4}, ir::DType::i64}, {{4}, ir::DType::i64}},
                                 "batch_norm_update_stats", {{"momentum", 0.1}}),
                     {"running_mean must have element type f32"});
-  expect_substrings(build_error({f32({2, 4, 3, 3}), f32({4}), f32({4})}, "batch_norm_update_stats", {{"momentum", 1.5}}),
-                    {"momentum must be in [0, 1]"});
+  expect_substrings(
+      build_error({f32({2, 4, 3, 3}), f32({4}), f32({4})}, "batch_norm_update_stats", {{"momentum", 1.5}}),
+      {"momentum must be in [0, 1]"});
   expect_substrings(build_error({f32({1, 3, 8, 8})}, "max_pool2d", {{"kernel", Shape{3, 3}}, {"padding", Shape{2, 2}}}),
                     {"padding [2,2] must be at most half the kernel [3,3]"});
-  expect_substrings(build_error({f32({1, 3, 2, 2})}, "max_pool2d", {{"kernel", Shape{3, 3}}}), {"too small for kernel"});
+  expect_substrings(build_error({f32({1, 3, 2, 2})}, "max_pool2d", {{"kernel", Shape{3, 3}}}),
+                    {"too small for kernel"});
   expect_substrings(build_error({f32({1, 3, 8, 8})}, "max_pool2d"), {"kernel must have 2 entries"});
   expect_substrings(build_error({f32({3, 8})}, "adaptive_avg_pool2d", {{"output_size", Shape{1, 1}}}),
                     {"must be (N, C, H, W) or (C, H, W)"});
@@ -497,7 +450,7 @@ struct Fixture {
 // Runs tests/resnet_oracle.py into `dir` and reads what it wrote.
 Fixture run_oracle(const std::string& arch, const TempDir& dir, int64_t batch, int64_t image) {
   Fixture fx;
-  std::string cmd = fmt::format("{} {} --arch {} --batch {} --image-size {} --out {} > {}/log.txt 2>&1", kPython,
+  std::string cmd = fmt::format("{} '{}' --arch {} --batch {} --image-size {} --out '{}' > '{}/log.txt' 2>&1", kPython,
                                 MUTWO_RESNET_ORACLE, arch, batch, image, dir.path.string(), dir.path.string());
   int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << cmd << "\n" << read_text(dir.path / "log.txt");
@@ -509,13 +462,6 @@ Fixture run_oracle(const std::string& arch, const TempDir& dir, int64_t batch, i
         read_raw(dir.path / t.at("file").get<std::string>(), t.at("dtype").get<std::string>(),
                  t.at("shape").get<Shape>());
   return fx;
-}
-
-// Relative to the reference tensor's scale: max |a - b| / max |b|. (An
-// element-wise relative error is meaningless for gradients that are near 0.)
-double rel_diff(const at::Tensor& a, const at::Tensor& b) {
-  double scale = b.abs().max().item<double>();
-  return (a - b).abs().max().item<double>() / std::max(scale, 1e-30);
 }
 
 // mutwo's ResNet with torchvision's weights and data: forward, loss and
@@ -557,9 +503,7 @@ void expect_matches_torchvision(int64_t depth, double tolerance) {
   }
   EXPECT_EQ(loaded, grads.size()) << "mutwo has parameters torchvision lacks";
 
-  OutputReader reader;
-  reader.ex = &ex;
-  ex.set_observer(&reader);
+  OutputReader reader(ex);
   runtime::StepResult r = ex.step();
   ASSERT_EQ(reader.got.size(), g.outputs.size());
 
@@ -570,30 +514,35 @@ void expect_matches_torchvision(int64_t depth, double tolerance) {
   for (size_t i = 0; i < grads.size(); ++i) {
     const std::string& name = g.value(grads[i].first).name;
     const at::Tensor& ref = fx.by_kind["gradient"].at(name);
-    double d = rel_diff(reader.got[i + 1], ref);
+    double d = grad_check::rel_diff(reader.got[i + 1], ref);
     EXPECT_LE(d, tolerance) << name << ".grad";
-    if (d >= worst) worst = d, worst_name = name;
+    if (worst_name.empty() || d > worst) worst = d, worst_name = name;
   }
   double worst_buffer = 0;
   for (const auto& [name, ref] : fx.by_kind["buffer"]) {
     ValueId v = g.find(name);
     ASSERT_NE(v, ir::kNoValue) << name;
-    double d = rel_diff(ex.value(v), ref);
+    double d = grad_check::rel_diff(ex.value(v), ref);
     EXPECT_LE(d, tolerance) << name;
     worst_buffer = std::max(worst_buffer, d);
   }
   EXPECT_EQ(fx.by_kind["buffer"].size(), static_cast<size_t>(2 * count_ops(g, "batch_norm")));
-  std::cout << fmt::format("[ resnet{} vs torchvision ] loss {:.9g} vs {:.9g} (rel {:.3g}); {} gradients, max rel {:.3g} "
-                           "({}.grad); {} running statistics, max rel {:.3g}\n",
-                           depth, r.outputs.at(0), fx.loss, loss_diff, grads.size(), worst, worst_name,
-                           fx.by_kind["buffer"].size(), worst_buffer);
+  std::cout << fmt::format(
+      "[ resnet{} vs torchvision ] loss {:.9g} vs {:.9g} (rel {:.3g}); {} gradients, max rel {:.3g} "
+      "({}.grad); {} running statistics, max rel {:.3g}\n",
+      depth, r.outputs.at(0), fx.loss, loss_diff, grads.size(), worst, worst_name, fx.by_kind["buffer"].size(),
+      worst_buffer);
 }
 
-// Tolerance: 1e-4 relative (to each tensor's largest element). Every kernel is
-// the one PyTorch runs except the global average pool (torchvision: mean over
-// H, W; mutwo: _adaptive_avg_pool2d, which sums in another order) and
-// linear's weight gradient (g^T x vs autograd's (x^T g)^T), so differences are
-// float32 rounding carried through the network: see the printed maxima.
+// Tolerance: 1e-4 relative to each tensor's largest element, as the issue asks.
+// Measured here (Debian's libtorch 1.13 and python3-torch 1.13, CPU): 0, i.e.
+// loss, gradients and running statistics are bit-identical, since every node
+// calls the kernel autograd calls on the same operands. The bound leaves room
+// for what may round differently elsewhere: the global average pool
+// (torchvision: mean(-1, -2); mutwo: _adaptive_avg_pool2d: the same 4-term
+// sums at image 64, not necessarily at 7x7), linear's weight gradient (g^T x
+// vs autograd's (x^T g)^T), or a python torch built unlike the C++ libtorch
+// (another oneDNN, thread count); float32 rounding grows through 50 batch norms.
 TEST(ResnetOracle, Resnet18MatchesTorchvision) {
   SKIP_WITHOUT_ORACLE();
   expect_matches_torchvision(18, 1e-4);
@@ -642,8 +591,10 @@ int64_t workspace_bound(const ir::Graph& g, const ir::Node& n) {
 }
 
 // The measured peak is the liveness prediction plus kernel workspace, and
-// every node's workspace is within the bound above; on this model the
-// difference is a conv's oneDNN reorder at the predicted peak.
+// every node's workspace is within the bound above. Here (libtorch 1.13, CPU)
+// the measured peak is 81,920 bytes above the prediction: it falls at a
+// layer1.0 conv2d_backward, whose 147,456-byte oneDNN weight reorder outweighs
+// the 65,536 bytes by which that node is below the predicted peak node.
 TEST(ResnetMemory, Resnet18StepPeakEqualsLivenessPlusWorkspace) {
   runtime::track_cpu_memory();
   models::ResnetConfig c;

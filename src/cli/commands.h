@@ -25,4 +25,20 @@ struct ProfileCommand {
   int run() const;
 };
 
+// mutwo plan: phase 2, choose activations to recompute under a budget.
+struct PlanCommand {
+  std::string profile_path;
+  std::string budget;
+  std::string planner = "mutwo";
+  std::string out = "plan.json";
+  std::string sweep;  // "100,90,...,10": percentages of the unplanned peak
+  bool json_out = false;
+
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
+// "2GiB", "1500MiB" or "60%" of `reference`.
+int64_t parse_budget(const std::string& text, int64_t reference);
+
 }  // namespace mutwo::cli

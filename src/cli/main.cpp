@@ -142,10 +142,12 @@ int main_impl(int argc, char** argv) {
   ShowCommand show;
   InfoCommand info;
   ProfileCommand profile;
+  PlanCommand plan;
   run.add_to(*app.add_subcommand("run", "train a model for a few steps; print losses, peak memory, step time"));
   show.add_to(*app.add_subcommand("show", "print the training-step graph in the IR's text form"));
   info.add_to(*app.add_subcommand("info", "parameter count, node count and bytes by role of a model's step"));
   profile.add_to(*app.add_subcommand("profile", "measure every node of a training step; write profile.json, CSVs, plots, trace"));
+  plan.add_to(*app.add_subcommand("plan", "choose activations to recompute so the step fits a memory budget"));
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
   if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
@@ -168,6 +170,7 @@ int main_impl(int argc, char** argv) {
   if (app.got_subcommand("show")) return show.run();
   if (app.got_subcommand("info")) return info.run();
   if (app.got_subcommand("profile")) return profile.run();
+  if (app.got_subcommand("plan")) return plan.run();
   return 2;
 }
 

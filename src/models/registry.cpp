@@ -40,7 +40,8 @@ Model build_model(const ModelOptions& o) {
     ResnetConfig c;
     const std::string depth = o.name.substr(7);
     MUTWO_CHECK(depth == "18" || depth == "34" || depth == "50" || depth == "101" || depth == "152",
-                "unknown model '{}'; the ResNets are resnet-18, resnet-34, resnet-50, resnet-101 and resnet-152", o.name);
+                "unknown model '{}'; the ResNets are resnet-18, resnet-34, resnet-50, resnet-101 and resnet-152",
+                o.name);
     MUTWO_CHECK(!o.dropout, "{} has no dropout; leave --dropout unset", o.name);
     MUTWO_CHECK(!o.seq, "{} takes images, not sequences; use --image-size instead of --seq", o.name);
     c.depth = std::stoll(depth);

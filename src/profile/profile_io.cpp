@@ -204,8 +204,10 @@ LiveByRole live_by_role(const ir::Graph& g) {
   // The role a storage is charged to: activation if any value sharing it is one.
   std::vector<ir::Role> storage_role(g.num_values());
   for (const ir::Value& v : g.values()) storage_role[static_cast<size_t>(v.id)] = v.role;
-  for (const ir::Value& v : g.values())
-    if (v.role == ir::Role::activation) storage_role[static_cast<size_t>(L.storage[static_cast<size_t>(v.id)])] = v.role;
+  for (const ir::Value& v : g.values()) {
+    auto owner = static_cast<size_t>(L.storage[static_cast<size_t>(v.id)]);
+    if (v.role == ir::Role::activation && !ir::is_persistent(g.values()[owner].role)) storage_role[owner] = v.role;
+  }
   using Row = std::array<int64_t, ir::kNumRoles>;
   std::vector<Row> made(nn), freed(nn);
   Row live{};

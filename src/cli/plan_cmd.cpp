@@ -1,0 +1,147 @@
+// mutwo plan: reads a profile, runs a planner under a memory budget (or a
+// sweep of budgets), prints the prediction and writes plan.json / plan.csv.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "plan/plan.h"
+#include "report/report.h"
+#include "support/error.h"
+#include "support/units.h"
+
+namespace mutwo::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+int64_t dropped_bytes(const plan::PlanInput& in, const plan::Plan& p) {
+  int64_t b = 0;
+  for (ir::ValueId v : p.drop) b += in.graph.type(v).bytes();
+  return b;
+}
+
+void print_plan(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned) {
+  double step = in.profile.step_ms;
+  fmt::print("planner {}: budget {}, unplanned peak {}\n", p.planner, format_bytes(p.budget_bytes),
+             format_bytes(unplanned));
+  fmt::print("  predicted peak {} ({}), extra time {:.3f} ms ({:+.1f}% of the {:.2f} ms step)\n",
+             format_bytes(p.predicted.peak_bytes), p.feasible ? "fits" : "OVER BUDGET", p.predicted.extra_ms,
+             step > 0 ? 100.0 * p.predicted.extra_ms / step : 0.0, step);
+  for (int r = 0; r < ir::kNumRoles; ++r)
+    if (int64_t b = p.predicted.peak_by_role[static_cast<size_t>(r)])
+      fmt::print("    {:<16} {:>12}\n", ir::to_string(static_cast<ir::Role>(r)), format_bytes(b));
+  fmt::print("  dropped {} activations ({}), {} recompute nodes; planned in {:.1f} ms\n", p.drop.size(),
+             format_bytes(dropped_bytes(in, p)), p.predicted.recompute_nodes, p.planning_ms);
+  if (!p.note.empty()) fmt::print("  note: {}\n", p.note);
+}
+
+json plan_json(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned) {
+  return {{"planner", p.planner},
+          {"budget_bytes", p.budget_bytes},
+          {"unplanned_peak_bytes", unplanned},
+          {"predicted_peak_bytes", p.predicted.peak_bytes},
+          {"predicted_extra_ms", p.predicted.extra_ms},
+          {"dropped", p.drop.size()},
+          {"dropped_bytes", dropped_bytes(in, p)},
+          {"planning_ms", p.planning_ms},
+          {"feasible", p.feasible}};
+}
+
+// tradeoff.dat/.gp/.svg/.png: predicted peak against extra time, a line per planner.
+void plot_tradeoff(const std::vector<plan::Plan>& plans, const plan::PlanInput& in, const std::string& dir) {
+  std::string csv = "planner,budget_bytes,predicted_peak_bytes,predicted_extra_ms,feasible\n";
+  std::string plot;
+  std::vector<std::string> names;
+  for (const auto& p : plans)
+    if (std::find(names.begin(), names.end(), p.planner) == names.end()) names.push_back(p.planner);
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string dat;
+    for (const auto& p : plans) {
+      if (p.planner != names[i]) continue;
+      csv += fmt::format("{},{},{},{:.6f},{}\n", p.planner, p.budget_bytes, p.predicted.peak_bytes,
+                         p.predicted.extra_ms, int{p.feasible});
+      dat += fmt::format("{:.6f} {:.4f}\n", p.predicted.extra_ms, static_cast<double>(p.predicted.peak_bytes) / 1048576.0);
+    }
+    std::ofstream(dir + "/tradeoff_" + names[i] + ".dat") << dat;
+    plot += fmt::format("{}'tradeoff_{}.dat' using 1:2 with linespoints pt 7 lw 2 title '{}'", i ? ", " : "",
+                        names[i], names[i]);
+  }
+  std::ofstream(dir + "/tradeoff.csv") << csv;
+  std::string body = fmt::format(
+      "set title \"{} batch {} on {}: predicted peak against extra recompute time\"\nset xlabel 'extra time (ms)'\n"
+      "set ylabel 'predicted peak (MiB)'\nset grid\nset key outside right top\nplot {}",
+      in.profile.model, in.profile.batch, in.profile.device, plot);
+  std::string gp = fmt::format(
+      "set termoption noenhanced\nset terminal svg size 900,520 dynamic background rgb 'white' noenhanced\n"
+      "set output 'tradeoff.svg'\n{0}\nset terminal pngcairo size 900,520 background rgb 'white' noenhanced\n"
+      "set output 'tradeoff.png'\n{0}\n",
+      body);
+  std::ofstream(dir + "/tradeoff.gp") << gp;
+  report::render(dir, "tradeoff.gp");
+}
+
+}  // namespace
+
+int64_t parse_budget(const std::string& text, int64_t reference) {
+  MUTWO_CHECK(!text.empty(), "--budget is required (e.g. 2GiB, 1500MiB or 60%)");
+  if (text.back() == '%') {
+    char* end = nullptr;
+    double pct = std::strtod(text.c_str(), &end);
+    MUTWO_CHECK(end == text.c_str() + text.size() - 1 && pct > 0 && pct <= 1000,
+                "--budget {}: write a percentage such as 60%", text);
+    return static_cast<int64_t>(static_cast<double>(reference) * pct / 100.0);
+  }
+  return parse_bytes(text);
+}
+
+void PlanCommand::add_to(CLI::App& app) {
+  app.add_option("--profile", profile_path, "profile.json written by mutwo profile")->required();
+  app.add_option("--budget", budget, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak");
+  app.add_option("--planner", planner, "none, per-layer, sqrt-n, mutwo or optimal")->capture_default_str();
+  app.add_option("--out", out, "plan.json to write (plan.csv beside it)")->capture_default_str();
+  app.add_option("--sweep", sweep, "plan every listed budget (percent of the unplanned peak), e.g. 100,80,60,40");
+  app.add_flag("--json", json_out, "end with one JSON line");
+}
+
+int PlanCommand::run() const {
+  plan::PlanInput in = plan::make_input(profile::read_profile(profile_path));
+  const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
+  fs::path out_path(out);
+  if (out_path.has_parent_path()) fs::create_directories(out_path.parent_path());
+  std::string dir = out_path.has_parent_path() ? out_path.parent_path().string() : ".";
+
+  if (!sweep.empty()) {
+    std::vector<plan::Plan> plans;
+    json rows = json::array();
+    std::vector<std::string> planners = {"per-layer", "sqrt-n", planner};
+    for (const std::string& name : planners) {
+      bool budgeted = name == planner;
+      std::vector<int64_t> pcts = budgeted ? parse_int_list(sweep) : std::vector<int64_t>{100};
+      for (int64_t pct : pcts) {
+        int64_t b = static_cast<int64_t>(static_cast<double>(unplanned) * static_cast<double>(pct) / 100.0);
+        plans.push_back(plan::run_planner(name, in, b));
+        print_plan(in, plans.back(), unplanned);
+        rows.push_back(plan_json(in, plans.back(), unplanned));
+      }
+    }
+    plot_tradeoff(plans, in, dir);
+    if (json_out) std::cout << json{{"sweep", rows}, {"out_dir", dir}}.dump() << std::endl;
+    return 0;
+  }
+  plan::Plan p = plan::run_planner(planner, in, parse_budget(budget, unplanned));
+  print_plan(in, p, unplanned);
+  plan::write_plan_json(in, p, unplanned, out);
+  std::string csv = (out_path.parent_path() / out_path.stem()).string() + ".csv";
+  plan::write_plan_csv(in, p, csv);
+  fmt::print("wrote {} and {}\n", out, csv);
+  if (json_out) std::cout << plan_json(in, p, unplanned).dump() << std::endl;
+  return 0;
+}
+
+}  // namespace mutwo::cli

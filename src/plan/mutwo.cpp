@@ -1,0 +1,128 @@
+// The mu-TWO greedy (Purandare et al., MLSys 2023, Appendix A; recompute only):
+// repeatedly drop the candidate freeing the most bytes per millisecond of
+// extra recomputation, re-simulating the whole schedule after every choice,
+// until the simulated peak fits the budget.
+#include <algorithm>
+#include <limits>
+
+#include "plan/plan.h"
+#include "support/error.h"
+#include "support/units.h"
+
+namespace mutwo::plan {
+
+namespace {
+
+// Recompute sources and subgraphs under the current choice of dropped values.
+class Closures {
+ public:
+  explicit Closures(const PlanInput& in) : in_(in), uses_(in.graph), kept_(in.graph.num_values(), false) {
+    const auto& nodes = in.graph.nodes();
+    for (const ir::Value& v : in.graph.values()) {
+      auto id = static_cast<size_t>(v.id);
+      int32_t p = uses_.producer[id];
+      if (p < 0) {
+        kept_[id] = ir::is_persistent(v.role);
+        continue;
+      }
+      ir::Phase ph = nodes[static_cast<size_t>(p)].phase;
+      if (ph != ir::Phase::forward && ph != ir::Phase::loss) {
+        kept_[id] = true;
+        continue;
+      }
+      for (int32_t u : uses_.users[id]) {
+        ir::Phase up = nodes[static_cast<size_t>(u)].phase;
+        kept_[id] = kept_[id] || up == ir::Phase::backward || up == ir::Phase::recompute;
+      }
+    }
+    mark_.assign(nodes.size(), 0);
+  }
+
+  void drop(const Candidate& c) {
+    for (ir::ValueId m : c.members) kept_[static_cast<size_t>(m)] = false;
+  }
+
+  // Nodes that recomputing `c` crosses (its recompute subgraph) given what is
+  // kept now; appended to `out` unless already stamped with `stamp`.
+  void subgraph(const Candidate& c, uint32_t stamp, std::vector<int32_t>& out) {
+    for (ir::ValueId m : c.members) walk(m, stamp, out, true);
+  }
+
+  double ms_outside(const std::vector<int32_t>& nodes_, const std::vector<bool>& recomputed) const {
+    double t = 0;
+    for (int32_t n : nodes_)
+      if (!recomputed[static_cast<size_t>(n)]) t += in_.node_ms[static_cast<size_t>(n)];
+    return t;
+  }
+
+ private:
+  void walk(ir::ValueId v, uint32_t stamp, std::vector<int32_t>& out, bool root) {
+    if (v == ir::kNoValue || (!root && kept_[static_cast<size_t>(v)])) return;
+    int32_t p = uses_.producer[static_cast<size_t>(v)];
+    if (p < 0 || mark_[static_cast<size_t>(p)] == stamp) return;
+    mark_[static_cast<size_t>(p)] = stamp;
+    out.push_back(p);
+    for (ir::ValueId in : in_.graph.nodes()[static_cast<size_t>(p)].inputs) walk(in, stamp, out, false);
+  }
+
+  const PlanInput& in_;
+  ir::UseIndex uses_;
+  std::vector<bool> kept_;
+  std::vector<uint32_t> mark_;
+};
+
+}  // namespace
+
+Plan plan_mutwo(const PlanInput& in, int64_t budget) {
+  std::vector<Candidate> cands = candidates(in);
+  std::vector<bool> taken(cands.size(), false);
+  std::vector<bool> recomputed(in.graph.nodes().size(), false);  // nodes some chosen candidate recomputes
+  std::vector<ir::ValueId> drop;
+  std::vector<size_t> chosen;
+  Closures closures(in);
+  uint32_t stamp = 0;
+
+  Plan best = finish(in, "mutwo", budget, {});
+  if (best.feasible) return best;
+  std::vector<int32_t> sub;
+  for (size_t step = 0; step < cands.size(); ++step) {
+    // argmax of bytes freed per ms of recomputation not already paid for.
+    size_t pick = cands.size();
+    double best_ratio = -1;
+    for (size_t i = 0; i < cands.size(); ++i) {
+      if (taken[i]) continue;
+      sub.clear();
+      closures.subgraph(cands[i], ++stamp, sub);
+      double ms = closures.ms_outside(sub, recomputed);
+      double ratio = static_cast<double>(cands[i].bytes) / std::max(ms, 1e-6);
+      if (ratio > best_ratio) {
+        best_ratio = ratio;
+        pick = i;
+      }
+    }
+    if (pick == cands.size()) break;
+    taken[pick] = true;
+    chosen.push_back(pick);
+    closures.drop(cands[pick]);
+    drop.insert(drop.end(), cands[pick].members.begin(), cands[pick].members.end());
+    // Dropping this one may lengthen the subgraphs of those chosen before (Algorithm E).
+    std::fill(recomputed.begin(), recomputed.end(), false);
+    ++stamp;
+    for (size_t c : chosen) {
+      sub.clear();
+      closures.subgraph(cands[c], stamp, sub);
+      for (int32_t n : sub) recomputed[static_cast<size_t>(n)] = true;
+    }
+    // Re-simulate the real schedule, recomputation included (Algorithm G).
+    Plan p = finish(in, "mutwo", budget, drop);
+    if (p.predicted.peak_bytes < best.predicted.peak_bytes || p.feasible) best = std::move(p);
+    if (best.feasible) return best;
+  }
+  best.note = fmt::format(
+      "no plan fits {}: the lowest peak reachable by recomputation is {} (persistent state alone is {})",
+      format_bytes(budget), format_bytes(best.predicted.peak_bytes),
+      format_bytes(in.profile.persistent_bytes + in.start_extra_bytes));
+  return best;
+}
+
+}  // namespace mutwo::plan

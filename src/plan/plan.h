@@ -1,0 +1,96 @@
+// Planning (phase 2 of mu-TWO): which activations to drop after the forward
+// pass and recompute in the backward pass so the step fits a memory budget.
+//
+// Every planner has the same signature, takes plain data (a graph and its
+// Profile; never tensors) and is scored by the same simulator, which runs the
+// recomputation rewrite itself and the executor's liveness analysis on its
+// output: the prediction walks exactly the schedule that will be executed.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "profile/profile.h"
+
+namespace mutwo::plan {
+
+// What planners read: the profiled graph and per-node measurements aligned to it.
+struct PlanInput {
+  ir::Graph graph;                // parsed from the profile
+  profile::Profile profile;
+  std::vector<double> node_ms;        // per node of `graph`
+  std::vector<int64_t> workspace;     // per node: measured bytes beyond its outputs
+  int64_t start_extra_bytes = 0;      // measured at step start beyond the graph's persistent values
+                                      // (CUDA libraries' workspaces); counted in every prediction
+};
+PlanInput make_input(const profile::Profile& p);  // UserError if the profile's graph does not parse
+
+// A set of activations to drop: one candidate is one storage, with every
+// activation that shares it (a view and its base are dropped together).
+struct Candidate {
+  ir::ValueId owner = ir::kNoValue;  // the value owning the storage
+  std::vector<ir::ValueId> members;  // activations in it
+  int64_t bytes = 0;
+};
+std::vector<Candidate> candidates(const PlanInput& in);
+
+struct Simulation {
+  int64_t peak_bytes = 0;
+  int32_t peak_node = -1;  // rank in the rewritten schedule
+  std::array<int64_t, ir::kNumRoles> peak_by_role{};
+  double extra_ms = 0;  // measured time of the recomputed nodes
+  int32_t recompute_nodes = 0;
+  std::vector<int64_t> live_after;  // per rewritten node
+};
+Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop);
+
+struct Plan {
+  std::string planner;
+  int64_t budget_bytes = 0;
+  std::vector<ir::ValueId> drop;  // activations to recompute
+  Simulation predicted;
+  bool feasible = false;
+  double planning_ms = 0;
+  std::string note;  // why infeasible, or what the planner chose to say
+};
+
+using PlannerFn = Plan (*)(const PlanInput& in, int64_t budget_bytes);
+
+// none, per-layer, sqrt-n, mutwo, optimal.
+const std::vector<std::string>& planner_names();
+// Runs a planner by name, timing it. UserError for an unknown name.
+Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget_bytes);
+
+// The planners (one file each).
+Plan plan_none(const PlanInput& in, int64_t budget_bytes);
+Plan plan_per_layer(const PlanInput& in, int64_t budget_bytes);
+Plan plan_sqrt_n(const PlanInput& in, int64_t budget_bytes);
+Plan plan_mutwo(const PlanInput& in, int64_t budget_bytes);
+Plan plan_optimal(const PlanInput& in, int64_t budget_bytes);
+
+// Module blocks for the layer-wise planners: a scope up to and including its
+// first all-digit component ("layer1.0.conv1" -> "layer1.0", "encoder.layer.3.attention"
+// -> "encoder.layer.3", "h.5.attn" -> "h.5"); "" when the scope has none.
+std::string block_of(const std::string& scope);
+
+// Drops the candidates made inside the given blocks except the ones read by a
+// forward node outside their block (the blocks' outputs), unless `keep_outputs` is false.
+std::vector<ir::ValueId> drop_inside_blocks(const PlanInput& in, const std::vector<std::string>& blocks,
+                                            const std::vector<std::string>& keep_outputs_of);
+
+// Fills a Plan from a drop list: simulates it and judges it against the budget.
+Plan finish(const PlanInput& in, std::string planner, int64_t budget_bytes, std::vector<ir::ValueId> drop);
+
+// The kept values a dropped activation is recomputed from under `drop`.
+std::vector<ir::ValueId> recompute_sources(const PlanInput& in, const std::vector<ir::ValueId>& drop, ir::ValueId v);
+
+// plan.json (versioned; every activation with its decision and sources) and plan.csv.
+void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak, const std::string& path);
+void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path);
+// Reads the dropped activations' names back from plan.json (UserError naming the file).
+std::vector<std::string> read_plan_drops(const std::string& path);
+
+}  // namespace mutwo::plan

@@ -1,0 +1,112 @@
+// The planner registry, and what the layer-wise planners share: module blocks.
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <set>
+
+#include "ops/op.h"
+#include "plan/plan.h"
+#include "support/error.h"
+
+namespace mutwo::plan {
+
+const std::vector<std::string>& planner_names() {
+  static const std::vector<std::string> names = {"none", "per-layer", "sqrt-n", "mutwo", "optimal"};
+  return names;
+}
+
+Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget) {
+  PlannerFn fn = name == "none"        ? plan_none
+                 : name == "per-layer" ? plan_per_layer
+                 : name == "sqrt-n"    ? plan_sqrt_n
+                 : name == "mutwo"     ? plan_mutwo
+                 : name == "optimal"   ? plan_optimal
+                                       : nullptr;
+  MUTWO_CHECK(fn != nullptr, "unknown planner '{}'; planners: {}", name, fmt::join(planner_names(), ", "));
+  auto t0 = std::chrono::steady_clock::now();
+  Plan p = fn(in, budget);
+  p.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return p;
+}
+
+Plan plan_none(const PlanInput& in, int64_t budget) { return finish(in, "none", budget, {}); }
+
+std::string block_of(const std::string& scope) {
+  size_t start = 0;
+  while (start < scope.size()) {
+    size_t dot = scope.find('.', start);
+    size_t end = dot == std::string::npos ? scope.size() : dot;
+    bool digits = end > start && std::all_of(scope.begin() + static_cast<long>(start), scope.begin() + static_cast<long>(end),
+                                             [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
+    if (digits) return scope.substr(0, end);
+    start = end + 1;
+  }
+  return {};
+}
+
+std::vector<ir::ValueId> drop_inside_blocks(const PlanInput& in, const std::vector<std::string>& blocks,
+                                            const std::vector<std::string>& keep_outputs_of) {
+  const ir::Graph& g = in.graph;
+  const auto& nodes = g.nodes();
+  ir::UseIndex uses(g);
+  std::set<std::string> inside(blocks.begin(), blocks.end());
+  std::set<std::string> keep(keep_outputs_of.begin(), keep_outputs_of.end());
+  std::vector<ir::ValueId> drop;
+  for (const Candidate& c : candidates(in)) {
+    const ir::Node& made_by = nodes[static_cast<size_t>(uses.producer[static_cast<size_t>(c.owner)])];
+    std::string b = block_of(made_by.scope);
+    if (b.empty() || !inside.count(b)) continue;
+    bool is_output = false;  // read by a forward node of another block
+    for (ir::ValueId m : c.members)
+      for (int32_t u : uses.users[static_cast<size_t>(m)]) {
+        const ir::Node& user = nodes[static_cast<size_t>(u)];
+        bool fwd = user.phase == ir::Phase::forward || user.phase == ir::Phase::loss;
+        is_output |= fwd && block_of(user.scope) != b;
+      }
+    if (is_output && keep.count(b)) continue;
+    drop.insert(drop.end(), c.members.begin(), c.members.end());
+  }
+  return drop;
+}
+
+namespace {
+
+// Blocks in order of first appearance in the forward pass.
+std::vector<std::string> forward_blocks(const PlanInput& in) {
+  std::vector<std::string> order;
+  std::set<std::string> seen;
+  for (const ir::Node& n : in.graph.nodes()) {
+    if (n.phase != ir::Phase::forward) continue;
+    std::string b = block_of(n.scope);
+    if (!b.empty() && seen.insert(b).second) order.push_back(b);
+  }
+  return order;
+}
+
+}  // namespace
+
+// per-layer: what torch.utils.checkpoint around every block does: keep each
+// block's input (the previous block's output), recompute everything inside.
+Plan plan_per_layer(const PlanInput& in, int64_t budget) {
+  std::vector<std::string> blocks = forward_blocks(in);
+  Plan p = finish(in, "per-layer", budget, drop_inside_blocks(in, blocks, blocks));
+  if (blocks.empty()) p.note = "the graph has no numbered module blocks (scopes such as layer1.0 or encoder.layer.3)";
+  return p;
+}
+
+// sqrt-n (Chen et al. 2016): segments of about sqrt(n) blocks; keep only the
+// outputs of each segment's last block, recompute the rest of the segment.
+Plan plan_sqrt_n(const PlanInput& in, int64_t budget) {
+  std::vector<std::string> blocks = forward_blocks(in);
+  size_t n = blocks.size();
+  auto k = static_cast<size_t>(std::max(1.0, std::round(std::sqrt(static_cast<double>(n)))));
+  std::vector<std::string> segment_ends;
+  for (size_t i = 0; i < n; ++i)
+    if ((i + 1) % k == 0 || i + 1 == n) segment_ends.push_back(blocks[i]);
+  Plan p = finish(in, "sqrt-n", budget, drop_inside_blocks(in, blocks, segment_ends));
+  p.note = fmt::format("{} blocks in segments of {}", n, k);
+  return p;
+}
+
+}  // namespace mutwo::plan

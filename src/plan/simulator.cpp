@@ -1,0 +1,111 @@
+// The memory simulator (mu-TWO's Algorithm G for our executor): rewrite, then
+// liveness, then the measured workspace and times of the nodes.
+#include <algorithm>
+#include <unordered_map>
+
+#include "analysis/liveness.h"
+#include "ir/text.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+#include "rewrite/recompute.h"
+#include "support/error.h"
+
+namespace mutwo::plan {
+
+PlanInput make_input(const profile::Profile& p) {
+  PlanInput in;
+  try {
+    in.graph = ir::parse(p.graph_text);
+    ops::verify(in.graph);
+  } catch (const UserError& e) {
+    MUTWO_FAIL("the profile's graph does not load ({}); rerun mutwo profile with this version of mutwo", e.what());
+  }
+  MUTWO_CHECK(in.graph.nodes().size() == p.nodes.size(), "the profile has {} node records for a graph of {} nodes",
+              p.nodes.size(), in.graph.nodes().size());
+  in.profile = p;
+  for (const auto& n : p.nodes) {
+    in.node_ms.push_back(n.ms);
+    in.workspace.push_back(std::max<int64_t>(0, n.workspace_bytes));
+  }
+  // What the device held at the step's start beyond the graph's persistent
+  // values: on CUDA the libraries' workspaces (cuBLAS), on CPU nothing.
+  if (!p.nodes.empty()) in.start_extra_bytes = std::max<int64_t>(0, p.nodes[0].live_before - p.persistent_bytes);
+  return in;
+}
+
+std::vector<Candidate> candidates(const PlanInput& in) {
+  const ir::Graph& g = in.graph;
+  analysis::Liveness L = analysis::analyze_liveness(g);
+  ir::UseIndex uses(g);
+  std::unordered_map<ir::ValueId, size_t> by_owner;
+  std::vector<Candidate> out;
+  std::vector<bool> spoiled;  // a group holding a random op's output is never dropped
+  for (const ir::Value& v : g.values()) {
+    if (v.role != ir::Role::activation) continue;
+    ir::ValueId owner = L.storage[static_cast<size_t>(v.id)];
+    if (L.def[static_cast<size_t>(owner)] < 0) continue;  // a view of a persistent value: nothing to free
+    auto [it, fresh] = by_owner.emplace(owner, out.size());
+    if (fresh) {
+      out.push_back(Candidate{owner, {}, g.type(owner).bytes()});
+      spoiled.push_back(false);
+    }
+    out[it->second].members.push_back(v.id);
+    int32_t p = uses.producer[static_cast<size_t>(v.id)];
+    if (ops::op(g.nodes()[static_cast<size_t>(p)].op).has(ops::kRandom)) spoiled[it->second] = true;
+  }
+  std::vector<Candidate> kept;
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!spoiled[i]) kept.push_back(std::move(out[i]));
+  return kept;
+}
+
+Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
+  rewrite::Recomputed r = rewrite::insert_recomputation(in.graph, drop);
+  analysis::Liveness L = analysis::analyze_liveness(r.graph);
+  Simulation s;
+  s.recompute_nodes = r.clones;
+  const size_t nn = r.graph.nodes().size();
+  s.live_after.resize(nn);
+  s.peak_bytes = L.persistent_bytes + in.start_extra_bytes;
+  for (size_t n = 0; n < nn; ++n) {
+    auto origin = static_cast<size_t>(r.origin[n]);
+    int64_t during = L.live_during[n] + in.workspace[origin] + in.start_extra_bytes;
+    s.live_after[n] = L.live_after[n] + in.start_extra_bytes;
+    if (during > s.peak_bytes || s.peak_node < 0) {
+      s.peak_bytes = std::max(s.peak_bytes, during);
+      s.peak_node = static_cast<int32_t>(n);
+    }
+    if (r.graph.nodes()[n].phase == ir::Phase::recompute) s.extra_ms += in.node_ms[origin];
+  }
+  // The peak's breakdown: storages live during the peak node, by the role of
+  // their owner (a recomputed clone counts as activation).
+  if (s.peak_node >= 0) {
+    auto k = s.peak_node;
+    for (const ir::Value& v : r.graph.values()) {
+      auto id = static_cast<size_t>(v.id);
+      if (!L.owns_storage(v.id)) continue;
+      bool live = L.def[id] < 0 ? ir::is_persistent(v.role) : (L.def[id] <= k && L.storage_end[id] >= k);
+      if (!live) continue;
+      ir::Role role = r.graph.nodes().size() > 0 && L.def[id] >= 0 &&
+                              r.graph.nodes()[static_cast<size_t>(L.def[id])].phase == ir::Phase::recompute
+                          ? ir::Role::activation
+                          : v.role;
+      s.peak_by_role[static_cast<size_t>(role)] += v.type.bytes();
+    }
+    s.peak_by_role[static_cast<size_t>(ir::Role::other)] +=
+        in.workspace[static_cast<size_t>(r.origin[static_cast<size_t>(k)])] + in.start_extra_bytes;
+  }
+  return s;
+}
+
+Plan finish(const PlanInput& in, std::string planner, int64_t budget, std::vector<ir::ValueId> drop) {
+  Plan p;
+  p.planner = std::move(planner);
+  p.budget_bytes = budget;
+  p.drop = std::move(drop);
+  p.predicted = simulate(in, p.drop);
+  p.feasible = p.predicted.peak_bytes <= budget;
+  return p;
+}
+
+}  // namespace mutwo::plan

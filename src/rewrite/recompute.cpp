@@ -1,0 +1,96 @@
+// The recomputation rewrite (see recompute.h).
+#include "rewrite/recompute.h"
+
+#include <unordered_map>
+
+#include "ops/op.h"
+#include "support/error.h"
+
+namespace mutwo::rewrite {
+
+namespace {
+
+bool in_backward(ir::Phase p) { return p == ir::Phase::backward || p == ir::Phase::recompute; }
+
+}  // namespace
+
+bool droppable(const ir::Graph& g, ir::ValueId v) {
+  if (g.value(v).role != ir::Role::activation) return false;
+  ir::UseIndex uses(g);
+  int32_t p = uses.producer[static_cast<size_t>(v)];
+  return p >= 0 && !ops::op(g.nodes()[static_cast<size_t>(p)].op).has(ops::kRandom);
+}
+
+Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop) {
+  const auto& nodes = g.nodes();
+  ir::UseIndex uses(g);
+  std::vector<bool> dropped(g.num_values(), false);
+  for (ir::ValueId v : drop) {
+    MUTWO_ASSERT(v >= 0 && static_cast<size_t>(v) < g.num_values(), "no value {}", v);
+    MUTWO_ASSERT(g.value(v).role == ir::Role::activation, "%{} is not an activation", g.value(v).name);
+    dropped[static_cast<size_t>(v)] = true;
+  }
+  // Kept at backward time: persistent values, and values made in the forward
+  // pass that the backward pass reads (activations, or values such as nll_loss's
+  // total weight) unless dropped. Everything else is recomputed when needed.
+  std::vector<bool> kept(g.num_values(), false);
+  for (const ir::Value& v : g.values()) {
+    auto id = static_cast<size_t>(v.id);
+    int32_t p = uses.producer[id];
+    if (p < 0) {
+      kept[id] = ir::is_persistent(v.role);
+      continue;
+    }
+    if (in_backward(nodes[static_cast<size_t>(p)].phase) || nodes[static_cast<size_t>(p)].phase == ir::Phase::optimizer) {
+      kept[id] = true;  // made in the backward pass: not recomputation's business
+      continue;
+    }
+    bool read_in_bwd = false;
+    for (int32_t u : uses.users[id]) read_in_bwd |= in_backward(nodes[static_cast<size_t>(u)].phase);
+    kept[id] = read_in_bwd && !dropped[id];
+  }
+
+  Recomputed out;
+  out.graph.name = g.name;
+  for (const ir::Value& v : g.values()) out.graph.add_value(v.name, v.type, v.role, v.init);
+  out.graph.outputs = g.outputs;
+  std::unordered_map<ir::ValueId, ir::ValueId> clone_of;  // original value -> its recomputed clone
+
+  // Returns a value usable at the current backward position for `v`,
+  // appending clones of its producer (and, recursively, its inputs) as needed.
+  auto materialize = [&](auto&& self, ir::ValueId v) -> ir::ValueId {
+    if (v == ir::kNoValue || kept[static_cast<size_t>(v)]) return v;
+    if (auto it = clone_of.find(v); it != clone_of.end()) return it->second;
+    int32_t p = uses.producer[static_cast<size_t>(v)];
+    MUTWO_ASSERT(p >= 0, "%{} has no producer to recompute it from", g.value(v).name);
+    const ir::Node& src = nodes[static_cast<size_t>(p)];
+    MUTWO_ASSERT(!ops::op(src.op).has(ops::kRandom), "%{} is made by random op {}: it must be kept",
+                 g.value(v).name, src.op);
+    MUTWO_ASSERT(!ops::op(src.op).has(ops::kInplace), "cannot recompute through in-place op {}", src.op);
+    ir::Node clone = src;
+    clone.phase = ir::Phase::recompute;
+    for (ir::ValueId& in : clone.inputs) in = self(self, in);
+    clone.outputs.clear();
+    for (ir::ValueId o : src.outputs) {
+      const ir::Value& ov = g.value(o);
+      ir::ValueId c = out.graph.add_value(out.graph.unique_name(ov.name + ".recompute"), ov.type, ir::Role::other);
+      clone_of.emplace(o, c);
+      clone.outputs.push_back(c);
+    }
+    out.graph.append(std::move(clone));
+    out.origin.push_back(p);
+    ++out.clones;
+    return clone_of.at(v);
+  };
+
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    ir::Node node = nodes[n];
+    if (in_backward(node.phase))
+      for (ir::ValueId& in : node.inputs) in = materialize(materialize, in);
+    out.graph.append(std::move(node));
+    out.origin.push_back(static_cast<int32_t>(n));
+  }
+  return out;
+}
+
+}  // namespace mutwo::rewrite

@@ -1,0 +1,41 @@
+// The recomputation rewrite (phase 3 of mu-TWO): for every dropped activation,
+// clone the subgraph that recomputes it into the backward pass, just before its
+// first backward use, and redirect the backward uses to the clones. Liveness
+// then frees the original after its last forward use.
+//
+// Contract:
+//   before: a verified training-step graph (autodiff::build_training_step);
+//           `drop` names activations only, none made by a random op (their
+//           outputs, the dropout masks, are always kept and recomputation reads them).
+//   after:  a verified graph; original value ids are unchanged (clones are
+//           appended), so a Profile of the input graph still describes them.
+//   Recompute sources are the values kept at that point: persistent values and
+//   activations not dropped. Every other value a clone needs is itself
+//   recomputed, once: a clone made for one backward node is reused by later ones.
+//   Do not run a pass after this one that merges identical nodes (CSE): it would
+//   undo the rewrite.
+//
+// The memory simulator runs this same pass and the same liveness analysis, so
+// its prediction walks exactly the schedule that is executed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace mutwo::rewrite {
+
+struct Recomputed {
+  ir::Graph graph;
+  std::vector<int32_t> origin;  // per node of `graph`: the rank of the node it is (or clones) in the input
+  int32_t clones = 0;           // recompute nodes inserted
+};
+
+Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop);
+
+// True for values recomputation may drop: activations that own their storage
+// (or are views of one that does) and are not made by a random op.
+bool droppable(const ir::Graph& g, ir::ValueId v);
+
+}  // namespace mutwo::rewrite
