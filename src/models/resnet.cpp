@@ -45,8 +45,10 @@ class ResnetBuilder {
       h = conv(images, "conv1", 64, 7, 2, 3);  // (B, 64, H/2, W/2)
       h = bn(h, "bn1");
       h = b_.op("relu", {h}, {}, "relu");  // (B, 64, H/2, W/2)
-      h = b_.call("max_pool2d", {h}, {{"kernel", Shape{3, 3}}, {"stride", Shape{2, 2}}, {"padding", Shape{1, 1}}},
-                  "maxpool")[0];  // (B, 64, H/4, W/4), and i64 indices of the same shape
+      ir::Attrs pooling{{"kernel", Shape{3, 3}}, {"stride", Shape{2, 2}}, {"padding", Shape{1, 1}}};
+      auto pool = b_.call("max_pool2d", {h}, pooling, "maxpool");
+      b_.graph().rename(pool[1], "maxpool.indices");  // i64 (B, 64, H/4, W/4), kept for the backward pass
+      h = pool[0];                                     // (B, 64, H/4, W/4)
     }
     const int64_t planes[4] = {64, 128, 256, 512};
     for (int64_t l = 0; l < 4; ++l) {

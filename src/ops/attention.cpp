@@ -35,10 +35,10 @@ Types pair_same_shape(const InferArgs& a) {
   return {a.input(0)};
 }
 
-// Names output i of a multi-output backward node after the input it is the gradient of.
+// Names a multi-output backward node's output after the input it is the gradient of.
 void name_gradient(GradArgs& a, ValueId v, size_t input) {
   ir::Graph& g = a.b.graph();
-  g.rename(v, g.unique_name(a.grad_name(input)));
+  if (g.value(v).name != a.grad_name(input)) g.rename(v, g.unique_name(a.grad_name(input)));
 }
 
 // ---- embedding(weight (V, C), ids (...) i64|i32) {padding_idx = -1: none} -> (..., C)
@@ -119,8 +119,9 @@ Grads layer_norm_grad(GradArgs& a) {
   std::vector<int64_t> mask{a.needs(0), a.needs(1), a.needs(2)};
   ir::Attrs attrs = a.node.attrs;
   attrs.set("mask", mask);
+  size_t first = mask[0] ? 0 : mask[1] ? 1 : 2;
   auto outs = a.b.call("layer_norm_backward", {a.g(0), a.in(0), a.out(1), a.out(2), a.in(1), a.in(2)}, attrs,
-                       a.grad_name(0));
+                       a.grad_name(first));
   Grads g(3, ir::kNoValue);
   size_t o = 0;
   for (size_t i = 0; i < 3; ++i)

@@ -133,7 +133,7 @@ Grads cat_grad(GradArgs& a) {
   for (size_t i = 0; i < outs.size(); ++i) {
     if (!a.needs(i)) continue;  // computed anyway (one split), left unused
     g[i] = outs[i];
-    a.b.graph().rename(outs[i], a.b.graph().unique_name(a.grad_name(i)));
+    if (i > 0) a.b.graph().rename(outs[i], a.b.graph().unique_name(a.grad_name(i)));
   }
   return g;
 }

@@ -1,0 +1,175 @@
+// Planner, simulator and rewrite tests: the rewrite verifies and recomputes
+// once; executed, it gives bit-identical losses and parameters (dropout
+// included) and exactly the peak the simulator predicted; planner properties
+// (feasible plans fit, sweeps never rise as the budget falls).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "autodiff/autodiff.h"
+#include "models/model.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+#include "profile/profiler.h"
+#include "rewrite/recompute.h"
+#include "runtime/executor.h"
+#include "runtime/memory.h"
+#include "support/error.h"
+
+namespace mutwo {
+namespace {
+
+ir::Graph step_of(const std::string& model, int64_t batch, double dropout) {
+  models::ModelOptions o;
+  o.name = model;
+  o.batch = batch;
+  o.dropout = dropout;
+  if (model != "mlp") o.seq = 16;
+  models::Model m = models::build_model(o);
+  return autodiff::build_training_step(std::move(m.graph), m.loss, {});
+}
+
+plan::PlanInput measured_input(const ir::Graph& g) {
+  runtime::track_cpu_memory();
+  profile::ProfileOptions o;
+  o.iters = 1;
+  o.progress = false;
+  return plan::make_input(profile::profile_step(g, o));
+}
+
+std::vector<ir::ValueId> all_droppable(const plan::PlanInput& in) {
+  std::vector<ir::ValueId> drop;
+  for (const auto& c : plan::candidates(in)) drop.insert(drop.end(), c.members.begin(), c.members.end());
+  return drop;
+}
+
+// Runs `g` for `steps` steps from `seed`; returns the losses and the parameters.
+struct Trace {
+  std::vector<double> losses;
+  std::vector<at::Tensor> params;
+  int64_t peak = 0;  // above what was allocated when the step began
+};
+Trace execute(const ir::Graph& g, int steps) {
+  runtime::track_cpu_memory();
+  runtime::Executor ex(g, {c10::Device(c10::kCPU), 5});
+  ex.initialize();
+  Trace r;
+  for (int s = 0; s < steps; ++s) {
+    runtime::StepResult res = ex.step();
+    r.losses.push_back(res.outputs.at(0));
+    r.peak = std::max(r.peak, res.peak_bytes - res.start_bytes);  // the step's own, whatever else is allocated
+  }
+  for (const ir::Value& v : g.values())
+    if (v.role == ir::Role::parameter) r.params.push_back(ex.value(v.id).clone());
+  return r;
+}
+
+TEST(Rewrite, ClonesVerifyAndAreNamedAfterTheirSource) {
+  ir::Graph g = step_of("mlp", 8, 0.1);
+  plan::PlanInput in = plan::make_input(profile::describe(g));
+  std::vector<ir::ValueId> drop = all_droppable(in);
+  ASSERT_FALSE(drop.empty());
+  rewrite::Recomputed r = rewrite::insert_recomputation(in.graph, drop);
+  EXPECT_NO_THROW(ops::verify(r.graph));
+  EXPECT_GT(r.clones, 0);
+  std::multiset<int32_t> cloned;
+  for (size_t n = 0; n < r.graph.nodes().size(); ++n) {
+    const ir::Node& node = r.graph.nodes()[n];
+    if (node.phase != ir::Phase::recompute) continue;
+    cloned.insert(r.origin[n]);
+    EXPECT_FALSE(ops::op(node.op).has(ops::kRandom)) << "random ops are never recomputed";
+    EXPECT_NE(r.graph.value(node.outputs[0]).name.find(".recompute"), std::string::npos);
+  }
+  for (int32_t o : cloned) EXPECT_EQ(cloned.count(o), 1u) << "node " << o << " recomputed more than once";
+  // No backward node reads a dropped value any more.
+  std::set<ir::ValueId> dropped(drop.begin(), drop.end());
+  for (const ir::Node& node : r.graph.nodes())
+    if (node.phase == ir::Phase::backward)
+      for (ir::ValueId v : node.inputs) EXPECT_FALSE(dropped.count(v)) << r.graph.value(v).name;
+}
+
+// T8 on CPU: recomputation changes nothing in the arithmetic, dropout included.
+TEST(Rewrite, RecomputedStepIsBitwiseEqualAndMatchesTheSimulatedPeak) {
+  for (const char* model : {"mlp", "bert-tiny"}) {
+    ir::Graph g = step_of(model, model == std::string("mlp") ? 16 : 2, 0.1);
+    plan::PlanInput in = measured_input(g);
+    std::vector<ir::ValueId> drop = all_droppable(in);
+    rewrite::Recomputed r = rewrite::insert_recomputation(in.graph, drop);
+    Trace base = execute(in.graph, 2);
+    Trace planned = execute(r.graph, 2);
+    EXPECT_EQ(base.losses, planned.losses) << model;
+    ASSERT_EQ(base.params.size(), planned.params.size());
+    for (size_t i = 0; i < base.params.size(); ++i) EXPECT_TRUE(at::equal(base.params[i], planned.params[i])) << model;
+    // The simulator's prediction is the executed peak (CPU: exact).
+    const int64_t start = in.profile.persistent_bytes;
+    EXPECT_EQ(plan::simulate(in, {}).peak_bytes - start, base.peak) << model;
+    EXPECT_EQ(plan::simulate(in, drop).peak_bytes - start, planned.peak) << model;
+    // Less is live once the forward pass is over (these small models peak
+    // elsewhere: at the gradients of the MLP's weights, at bert's vocabulary head).
+    size_t end_of_forward = 0;
+    for (size_t n = 0; n < in.graph.nodes().size(); ++n)
+      if (in.graph.nodes()[n].phase == ir::Phase::loss) end_of_forward = n;
+    EXPECT_LT(plan::simulate(in, drop).live_after[end_of_forward], plan::simulate(in, {}).live_after[end_of_forward]);
+  }
+}
+
+TEST(Planners, FeasiblePlansFitAndSweepsNeverRise) {
+  ir::Graph g = step_of("bert-tiny", 2, 0.1);
+  plan::PlanInput in = measured_input(g);
+  int64_t unplanned = plan::simulate(in, {}).peak_bytes;
+  int64_t previous = INT64_MAX;
+  for (int pct = 100; pct >= 40; pct -= 5) {
+    int64_t budget = unplanned * pct / 100;
+    plan::Plan p = plan::run_planner("mutwo", in, budget);
+    if (p.feasible) EXPECT_LE(p.predicted.peak_bytes, budget) << pct << "%";
+    else EXPECT_FALSE(p.note.empty());
+    EXPECT_LE(p.predicted.peak_bytes, previous) << "the peak rose as the budget fell to " << pct << "%";
+    previous = p.predicted.peak_bytes;
+    EXPECT_EQ(p.predicted.peak_bytes, plan::simulate(in, p.drop).peak_bytes);
+  }
+  plan::Plan none = plan::run_planner("none", in, unplanned);
+  EXPECT_TRUE(none.feasible);
+  EXPECT_TRUE(none.drop.empty());
+}
+
+TEST(Planners, PerLayerKeepsBlockOutputsAndDropsTheirInsides) {
+  ir::Graph g = step_of("bert-tiny", 2, 0.0);
+  plan::PlanInput in = plan::make_input(profile::describe(g));
+  plan::Plan p = plan::run_planner("per-layer", in, INT64_MAX);
+  ASSERT_FALSE(p.drop.empty());
+  std::set<std::string> blocks;
+  for (ir::ValueId v : p.drop) {
+    const std::string& name = in.graph.value(v).name;
+    blocks.insert(plan::block_of(name));
+    EXPECT_FALSE(plan::block_of(name).empty()) << name << " is outside every block";
+  }
+  EXPECT_EQ(blocks.size(), 2u) << "bert-tiny has two layers";
+  // Less is live when the forward pass ends (the peak itself sits at the
+  // vocabulary-sized loss head here, which per-layer leaves alone).
+  size_t end_of_forward = 0;
+  for (size_t n = 0; n < in.graph.nodes().size(); ++n)
+    if (in.graph.nodes()[n].phase == ir::Phase::loss) end_of_forward = n;
+  EXPECT_LT(p.predicted.live_after[end_of_forward], plan::simulate(in, {}).live_after[end_of_forward]);
+  plan::Plan s = plan::run_planner("sqrt-n", in, INT64_MAX);
+  EXPECT_GE(s.drop.size(), p.drop.size() - 0) << "sqrt-n drops block outputs inside segments too";
+}
+
+TEST(Planners, BlockOfModulePaths) {
+  EXPECT_EQ(plan::block_of("layer1.0.conv1"), "layer1.0");
+  EXPECT_EQ(plan::block_of("encoder.layer.3.attention.self"), "encoder.layer.3");
+  EXPECT_EQ(plan::block_of("h.11.mlp"), "h.11");
+  EXPECT_EQ(plan::block_of("fc1"), "");
+  EXPECT_EQ(plan::block_of(""), "");
+}
+
+TEST(Planners, UnknownPlannerAndBadProfileGraphAreUserErrors) {
+  ir::Graph g = step_of("mlp", 4, 0.0);
+  plan::PlanInput in = plan::make_input(profile::describe(g));
+  EXPECT_THROW(plan::run_planner("magic", in, 1), UserError);
+  profile::Profile p = profile::describe(g);
+  p.graph_text = "graph broken\n%x : f32[2] other = relu(%y) fwd\n";
+  EXPECT_THROW(plan::make_input(p), UserError);
+}
+
+}  // namespace
+}  // namespace mutwo
