@@ -38,6 +38,55 @@ struct PlanCommand {
   int run() const;
 };
 
+// mutwo optimize: phase 3, profile -> plan -> rewrite -> train, measured.
+struct OptimizeCommand {
+  StepOptions step;
+  std::string budget;
+  std::string planner = "mutwo";
+  std::string device = "cpu";
+  int steps = 5;
+  uint64_t seed = 0;
+  std::string out;
+  bool check = false;
+  bool json_out = false;
+  bool quiet = false;
+
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
+// mutwo sweep: peak and step time against batch size, with and without checkpointing.
+struct SweepCommand {
+  StepOptions step;
+  std::string batches = "8,16,32";
+  std::string budget = "60%";
+  std::string planner = "mutwo";
+  std::string device = "cpu";
+  int steps = 3;
+  uint64_t seed = 0;
+  std::string out;
+  bool json_out = false;
+  bool quiet = false;
+
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
+// mutwo max-batch: the largest batch whose measured peak fits a memory limit.
+struct MaxBatchCommand {
+  StepOptions step;
+  std::string memory;
+  std::string planners = "none,per-layer,mutwo";
+  std::string device = "cpu";
+  int64_t limit = 4096;
+  uint64_t seed = 0;
+  bool json_out = false;
+  bool quiet = false;
+
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
 // "2GiB", "1500MiB" or "60%" of `reference`.
 int64_t parse_budget(const std::string& text, int64_t reference);
 

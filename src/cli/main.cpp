@@ -143,11 +143,17 @@ int main_impl(int argc, char** argv) {
   InfoCommand info;
   ProfileCommand profile;
   PlanCommand plan;
+  OptimizeCommand optimize;
+  SweepCommand sweep;
+  MaxBatchCommand max_batch;
   run.add_to(*app.add_subcommand("run", "train a model for a few steps; print losses, peak memory, step time"));
   show.add_to(*app.add_subcommand("show", "print the training-step graph in the IR's text form"));
   info.add_to(*app.add_subcommand("info", "parameter count, node count and bytes by role of a model's step"));
   profile.add_to(*app.add_subcommand("profile", "measure every node of a training step; write profile.json, CSVs, plots, trace"));
   plan.add_to(*app.add_subcommand("plan", "choose activations to recompute so the step fits a memory budget"));
+  optimize.add_to(*app.add_subcommand("optimize", "profile, plan, rewrite and train under a budget; measured"));
+  sweep.add_to(*app.add_subcommand("sweep", "peak memory and step time against batch size, with and without checkpointing"));
+  max_batch.add_to(*app.add_subcommand("max-batch", "the largest batch that fits a memory limit, per planner"));
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
   if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
@@ -171,6 +177,9 @@ int main_impl(int argc, char** argv) {
   if (app.got_subcommand("info")) return info.run();
   if (app.got_subcommand("profile")) return profile.run();
   if (app.got_subcommand("plan")) return plan.run();
+  if (app.got_subcommand("optimize")) return optimize.run();
+  if (app.got_subcommand("sweep")) return sweep.run();
+  if (app.got_subcommand("max-batch")) return max_batch.run();
   return 2;
 }
 

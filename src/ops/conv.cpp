@@ -44,6 +44,7 @@ const Shape kNoOutputPadding{0, 0};  // at::convolution's output_padding for a p
 
 // output_mask [input, weight, bias] of a backward node: which gradients it makes.
 std::array<bool, 3> output_mask(const ir::Node& n) {
+  MUTWO_CHECK(n.attrs.has("output_mask"), "{}: the attribute output_mask = [input, weight, bias] is missing", n.op);
   const Shape& m = n.attrs.ints("output_mask");
   MUTWO_CHECK(m.size() == 3, "{}: output_mask must have 3 entries (input, weight, bias), got {}", n.op,
               ir::shape_string(m));

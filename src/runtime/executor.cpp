@@ -125,7 +125,7 @@ StepResult Executor::step() {
   for (ir::ValueId v : graph_.outputs) {
     at::Tensor& t = slots_[static_cast<size_t>(v)];
     r.outputs.push_back(t.numel() == 1 ? t.item<double>() : 0.0);
-    if (!ir::is_persistent(graph_.value(v).role)) t.reset();
+    if (!ir::is_persistent(graph_.value(v).role) && !options_.keep_outputs) t.reset();
   }
   return r;
 }

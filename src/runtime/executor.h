@@ -17,6 +17,7 @@ namespace mutwo::runtime {
 struct ExecutorOptions {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   uint64_t seed = 0;  // initial values and dropout masks
+  bool keep_outputs = false;  // leave the graph outputs in their slots after step() (for checks)
 };
 
 struct StepResult {

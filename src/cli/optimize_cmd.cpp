@@ -1,0 +1,177 @@
+// mutwo optimize: profile, plan, rewrite, then train with the rewritten step,
+// measured against the baseline; optionally checks gradients bit for bit.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <map>
+#include <set>
+
+#include "cli/commands.h"
+#include "cli/pipeline.h"
+#include "ir/text.h"
+#include "profile/profiler.h"
+#include "report/report.h"
+#include "runtime/memory.h"
+#include "support/error.h"
+#include "support/units.h"
+
+namespace mutwo::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Both measured timelines (allocated bytes after every node) on one plot.
+void plot_before_after(const profile::Profile& before, const profile::Profile& after, int64_t budget,
+                       const std::string& dir) {
+  std::string dat = "# node before_MiB after_MiB\n";
+  size_t n = std::max(before.nodes.size(), after.nodes.size());
+  for (size_t i = 0; i < n; ++i)
+    dat += fmt::format("{} {} {}\n", i,
+                       i < before.nodes.size() ? fmt::format("{:.4f}", before.nodes[i].peak_during / 1048576.0) : "NaN",
+                       i < after.nodes.size() ? fmt::format("{:.4f}", after.nodes[i].peak_during / 1048576.0) : "NaN");
+  std::ofstream(dir + "/memory_timeline_before_after.dat") << dat;
+  std::string body = fmt::format(
+      "set title \"{0} batch {1} on {2}: measured memory, without and with recomputation\"\n"
+      "set xlabel 'node (execution order)'\nset ylabel 'MiB allocated (during node)'\nset grid\nset key top left\n"
+      "set arrow from graph 0, first {3:.4f} to graph 1, first {3:.4f} nohead dt 2 lc rgb 'red'\n"
+      "set label 'budget' at graph 0.01, first {3:.4f} offset 0,0.6 tc rgb 'red'\n",
+      before.model, before.batch, before.device, static_cast<double>(budget) / 1048576.0);
+  body += "plot 'memory_timeline_before_after.dat' using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'baseline', "
+          "'' using 1:3 with lines lw 2 lc rgb '#ff7f0e' title 'with recomputation'";
+  std::string gp = fmt::format(
+      "set termoption noenhanced\nset terminal svg size 1100,520 dynamic background rgb 'white' noenhanced\n"
+      "set output 'memory_timeline_before_after.svg'\n{0}\n"
+      "set terminal pngcairo size 1100,520 background rgb 'white' noenhanced\n"
+      "set output 'memory_timeline_before_after.png'\n{0}\n",
+      body);
+  std::ofstream(dir + "/memory_timeline_before_after.gp") << gp;
+  report::render(dir, "memory_timeline_before_after.gp");
+}
+
+std::string pct(double a, double b) { return b > 0 ? fmt::format("{:+.1f}%", 100.0 * (a - b) / b) : "n/a"; }
+
+}  // namespace
+
+void OptimizeCommand::add_to(CLI::App& app) {
+  step.add_to(app);
+  app.add_option("--budget", budget, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak")->required();
+  app.add_option("--planner", planner, "none, per-layer, sqrt-n, mutwo or optimal")->capture_default_str();
+  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  app.add_option("--steps", steps, "training steps measured for each of baseline and plan")
+      ->capture_default_str()
+      ->check(kPositive);
+  app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
+  app.add_option("--out", out, "directory for the plan, rewritten graph, plots and report.md")->required();
+  app.add_flag("--check", check, "also compare loss and every gradient bit for bit with the unplanned step");
+  app.add_flag("--json", json_out, "end with one JSON line");
+  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+}
+
+int OptimizeCommand::run() const {
+  c10::Device dev = parse_device(device);
+  if (dev.is_cpu()) runtime::track_cpu_memory();
+  fs::create_directories(out);
+  ir::Graph g = step.build();
+  Planned p = plan_step(g, dev, seed, planner, budget, !quiet);
+  const ir::Graph& base = p.input.graph;
+  const ir::Graph& planned = p.rewritten.graph;
+  if (!quiet) fmt::print(stderr, "optimize: measuring the baseline and the plan, {} steps each\n", steps);
+  Measured mb = measure(base, dev, seed, steps);
+  Measured mp = measure(planned, dev, seed, steps);
+
+  std::string check_result = "skipped";
+  std::string check_detail;
+  if (check) {
+    check_detail = compare_bitwise(base, planned, dev, seed);
+    check_result = check_detail.empty() ? "passed" : "failed";
+  }
+  int64_t dropped_bytes = 0;
+  for (ir::ValueId v : p.plan.drop) dropped_bytes += base.type(v).bytes();
+
+  // What was written: the plan, the rewritten graph, both measured timelines, the report.
+  plan::write_plan_json(p.input, p.plan, p.unplanned_peak, out + "/plan.json");
+  plan::write_plan_csv(p.input, p.plan, out + "/plan.csv");
+  std::ofstream(out + "/rewritten.ir") << ir::print(planned);
+  profile::ProfileOptions po;
+  po.device = dev.str();
+  po.seed = seed;
+  po.iters = 1;
+  po.progress = false;
+  po.model = step.model;
+  po.batch = step.batch;
+  profile::Profile prof_after = profile::profile_step(planned, po);
+  profile::Profile prof_before = p.input.profile;
+  plot_before_after(prof_before, prof_after, p.plan.budget_bytes, out);
+
+  auto row = [](const char* what, const std::string& a, const std::string& b) {
+    return fmt::format("| {:<22} | {:>14} | {:>14} |\n", what, a, b);
+  };
+  std::string table = row("", "baseline", "planned") + "|" + std::string(24, '-') + "|" + std::string(16, '-') + "|" +
+                      std::string(16, '-') + "|\n";
+  table += row("measured peak", format_bytes(mb.peak_bytes), format_bytes(mp.peak_bytes));
+  table += row("predicted peak", format_bytes(p.unplanned_peak), format_bytes(p.plan.predicted.peak_bytes));
+  table += row("budget", "", format_bytes(p.plan.budget_bytes));
+  table += row("step time", fmt::format("{:.2f} ms", mb.step_ms), fmt::format("{:.2f} ms", mp.step_ms));
+  table += row("extra time", "", pct(mp.step_ms, mb.step_ms));
+  table += row("predicted extra time", "", fmt::format("{:.2f} ms", p.plan.predicted.extra_ms));
+  table += row("activations dropped", "", fmt::format("{} ({})", p.plan.drop.size(), format_bytes(dropped_bytes)));
+  table += row("loss (last step)", fmt::format("{:.6f}", mb.losses.back()), fmt::format("{:.6f}", mp.losses.back()));
+  fmt::print("mutwo optimize: {} batch {} on {}, planner {}\n{}", step.model, step.batch, dev.str(), planner, table);
+  bool fits = mp.peak_bytes <= p.plan.budget_bytes;
+  fmt::print("measured peak {} the budget; bitwise check: {}{}\n", fits ? "fits" : "EXCEEDS", check_result,
+             check_detail.empty() ? "" : " (" + check_detail + ")");
+  if (!p.plan.note.empty()) fmt::print("note: {}\n", p.plan.note);
+
+  // report.md: the numbers, the plot, the dropped activations by scope, how to reproduce.
+  std::map<std::string, std::pair<int, int64_t>> by_scope;
+  for (ir::ValueId v : p.plan.drop) {
+    std::string b = plan::block_of(base.value(v).name);
+    auto& e = by_scope[b.empty() ? "(outside blocks)" : b];
+    e.first += 1;
+    e.second += base.type(v).bytes();
+  }
+  std::string md = fmt::format("# mutwo optimize: {} batch {} on {}\n\nPlanner `{}`, budget {}.\n\n{}\n"
+                               "Measured peak {} the budget. Bitwise check of loss and gradients: {}.\n\n"
+                               "![memory](memory_timeline_before_after.svg)\n\n## Dropped activations by block\n\n"
+                               "| block | activations | bytes |\n|---|---|---|\n",
+                               step.model, step.batch, dev.str(), planner, format_bytes(p.plan.budget_bytes), table,
+                               fits ? "fits" : "exceeds", check_result);
+  for (const auto& [scope, e] : by_scope) md += fmt::format("| {} | {} | {} |\n", scope, e.first, format_bytes(e.second));
+  md += fmt::format("\n## Reproduce\n\n```sh\nmutwo optimize --model {} --batch {} --budget {} --planner {} --device {} "
+                    "--steps {} --seed {} --out {}{}\n```\n",
+                    step.model, step.batch, budget, planner, device, steps, seed, out, check ? " --check" : "");
+  std::ofstream(out + "/report.md") << md;
+
+  if (json_out) {
+    json j{{"command", "optimize"},
+           {"model", step.model},
+           {"batch", step.batch},
+           {"device", dev.str()},
+           {"planner", planner},
+           {"budget_bytes", p.plan.budget_bytes},
+           {"baseline", {{"peak_bytes", mb.peak_bytes}, {"step_ms", mb.step_ms}, {"predicted_peak_bytes", p.unplanned_peak}}},
+           {"planned",
+            {{"peak_bytes", mp.peak_bytes},
+             {"step_ms", mp.step_ms},
+             {"predicted_peak_bytes", p.plan.predicted.peak_bytes},
+             {"predicted_extra_ms", p.plan.predicted.extra_ms},
+             {"dropped", p.plan.drop.size()},
+             {"dropped_bytes", dropped_bytes}}},
+           {"fits", fits},
+           {"check", check_result},
+           {"out_dir", out}};
+    std::cout << j.dump() << std::endl;
+  }
+  if (check && check_result == "failed") {
+    fmt::print(stderr, "mutwo: bitwise check FAILED: {}\n", check_detail);
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace mutwo::cli

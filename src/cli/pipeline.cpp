@@ -1,0 +1,80 @@
+// The pipeline shared by optimize, sweep and max-batch (see pipeline.h).
+#include "cli/pipeline.h"
+
+#include <ATen/ATen.h>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "profile/profiler.h"
+#include "runtime/executor.h"
+#include "runtime/memory.h"
+#include "support/error.h"
+
+namespace mutwo::cli {
+
+Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps) {
+  runtime::Executor ex(g, {device, seed});
+  ex.initialize();
+  ex.step();  // warm-up: allocator caches and library handles
+  Measured m;
+  std::vector<double> times;
+  for (int s = 0; s < steps; ++s) {
+    runtime::StepResult r = ex.step();
+    m.peak_bytes = std::max(m.peak_bytes, r.peak_bytes);
+    times.push_back(r.ms);
+    m.losses.push_back(r.outputs.at(0));
+  }
+  m.step_ms = median(times);
+  return m;
+}
+
+Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, const std::string& planner,
+                  const std::string& budget, bool progress) {
+  profile::ProfileOptions o;
+  o.device = device.str();
+  o.seed = seed;
+  o.progress = progress;
+  Planned p;
+  p.input = plan::make_input(profile::profile_step(g, o));
+  p.unplanned_peak = plan::simulate(p.input, {}).peak_bytes;
+  p.plan = plan::run_planner(planner, p.input, parse_budget(budget, p.unplanned_peak));
+  p.rewritten = rewrite::insert_recomputation(p.input.graph, p.plan.drop);
+  return p;
+}
+
+namespace {
+
+// The graph with every parameter gradient (and the loss) kept as an output.
+ir::Graph with_gradients(const ir::Graph& g) {
+  ir::Graph out = g;
+  for (const ir::Value& v : g.values())
+    if (v.role == ir::Role::gradient) out.outputs.push_back(v.id);
+  return out;
+}
+
+}  // namespace
+
+std::string compare_bitwise(const ir::Graph& base, const ir::Graph& planned, const c10::Device& device,
+                            uint64_t seed) {
+  ir::Graph a = with_gradients(base), b = with_gradients(planned);
+  runtime::Executor ea(a, {device, seed, /*keep_outputs=*/true});
+  runtime::Executor eb(b, {device, seed, /*keep_outputs=*/true});
+  ea.initialize();
+  eb.initialize();
+  ea.step();
+  eb.step();
+  MUTWO_ASSERT(a.outputs.size() == b.outputs.size(), "the two steps have different outputs");
+  for (size_t i = 0; i < a.outputs.size(); ++i) {
+    const std::string& name = a.value(a.outputs[i]).name;
+    MUTWO_ASSERT(b.value(b.outputs[i]).name == name, "output {} differs in name", i);
+    const at::Tensor& x = ea.value(a.outputs[i]);
+    const at::Tensor& y = eb.value(b.outputs[i]);
+    if (!at::equal(x, y)) {
+      double diff = (x.to(at::kDouble) - y.to(at::kDouble)).abs().max().item<double>();
+      return fmt::format("%{} differs (largest absolute difference {:.3g})", name, diff);
+    }
+  }
+  return {};
+}
+
+}  // namespace mutwo::cli

@@ -1,0 +1,190 @@
+// mutwo sweep and mutwo max-batch: memory and time against batch size, with
+// and without checkpointing, measured.
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/pipeline.h"
+#include "report/report.h"
+#include "runtime/memory.h"
+#include "support/error.h"
+#include "support/units.h"
+
+namespace mutwo::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Point {
+  int64_t batch;
+  std::string variant;  // baseline, per-layer, <planner>
+  Measured m;
+  int64_t predicted = 0;
+  int64_t budget = 0;
+};
+
+void plot_lines(const std::vector<Point>& pts, const std::vector<std::string>& variants, const std::string& dir,
+                const std::string& name, const std::string& title, const std::string& ylabel, bool memory) {
+  std::string plot;
+  for (size_t i = 0; i < variants.size(); ++i) {
+    std::string dat;
+    for (const auto& p : pts)
+      if (p.variant == variants[i])
+        dat += fmt::format("{} {:.4f}\n", p.batch, memory ? static_cast<double>(p.m.peak_bytes) / 1048576.0 : p.m.step_ms);
+    std::ofstream(fmt::format("{}/{}_{}.dat", dir, name, variants[i])) << dat;
+    plot += fmt::format("{}'{}_{}.dat' using 1:2 with linespoints pt 7 lw 2 title '{}'", i ? ", " : "", name,
+                        variants[i], variants[i]);
+  }
+  std::string body = fmt::format("set title \"{}\"\nset xlabel 'batch'\nset ylabel '{}'\nset grid\nset key top left\n"
+                                 "set yrange [0:*]\nplot {}",
+                                 title, ylabel, plot);
+  std::ofstream(dir + "/" + name + ".gp") << fmt::format(
+      "set termoption noenhanced\nset terminal svg size 900,500 dynamic background rgb 'white' noenhanced\n"
+      "set output '{0}.svg'\n{1}\nset terminal pngcairo size 900,500 background rgb 'white' noenhanced\n"
+      "set output '{0}.png'\n{1}\n",
+      name, body);
+  report::render(dir, name + ".gp");
+}
+
+}  // namespace
+
+void SweepCommand::add_to(CLI::App& app) {
+  step.add_to(app, /*with_batch=*/false);
+  app.add_option("--batches", batches, "batch sizes, e.g. 8,16,32")->capture_default_str();
+  app.add_option("--budget", budget, "budget for the planner at every batch: 60% (of that batch's peak) or 2GiB")
+      ->capture_default_str();
+  app.add_option("--planner", planner, "planner to compare with the baseline and per-layer")->capture_default_str();
+  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  app.add_option("--steps", steps, "measured steps per point")->capture_default_str()->check(kPositive);
+  app.add_option("--seed", seed, "seed")->capture_default_str();
+  app.add_option("--out", out, "directory for CSV, plots and report.md")->required();
+  app.add_flag("--json", json_out, "end with one JSON line");
+  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+}
+
+int SweepCommand::run() const {
+  c10::Device dev = parse_device(device);
+  if (dev.is_cpu()) runtime::track_cpu_memory();
+  fs::create_directories(out);
+  std::vector<Point> pts;
+  std::vector<std::string> variants = {"baseline", "per-layer", planner};
+  for (int64_t b : parse_int_list(batches)) {
+    StepOptions s = step;
+    s.batch = b;
+    ir::Graph g = s.build();
+    for (const std::string& v : {std::string("per-layer"), planner}) {
+      if (!quiet) fmt::print(stderr, "sweep: batch {} {}\n", b, v);
+      Planned p = plan_step(g, dev, seed, v, v == "per-layer" ? "100%" : budget, false);
+      if (v == "per-layer") {
+        pts.push_back({b, "baseline", measure(p.input.graph, dev, seed, steps), p.unplanned_peak, 0});
+      }
+      pts.push_back({b, v, measure(p.rewritten.graph, dev, seed, steps), p.plan.predicted.peak_bytes,
+                     p.plan.budget_bytes});
+    }
+  }
+  std::string csv = "model,device,batch,variant,budget_bytes,peak_bytes,predicted_peak_bytes,step_ms\n";
+  json rows = json::array();
+  fmt::print("| batch | variant | peak | predicted | step ms |\n|---|---|---|---|---|\n");
+  std::string md_rows;
+  for (const auto& p : pts) {
+    csv += fmt::format("{},{},{},{},{},{},{},{:.4f}\n", step.model, dev.str(), p.batch, p.variant, p.budget,
+                       p.m.peak_bytes, p.predicted, p.m.step_ms);
+    std::string line = fmt::format("| {} | {} | {} | {} | {:.2f} |\n", p.batch, p.variant, format_bytes(p.m.peak_bytes),
+                                   format_bytes(p.predicted), p.m.step_ms);
+    fmt::print("{}", line);
+    md_rows += line;
+    rows.push_back({{"batch", p.batch}, {"variant", p.variant}, {"budget_bytes", p.budget}, {"peak_bytes", p.m.peak_bytes},
+                    {"predicted_peak_bytes", p.predicted}, {"step_ms", p.m.step_ms}});
+  }
+  std::ofstream(out + "/sweep.csv") << csv;
+  std::string what = fmt::format("{} on {}", step.model, dev.str());
+  plot_lines(pts, variants, out, "peak_vs_batch", what + ": measured peak against batch size", "MiB", true);
+  plot_lines(pts, variants, out, "time_vs_batch", what + ": step time against batch size", "ms (median step)", false);
+  std::ofstream(out + "/report.md") << fmt::format(
+      "# mutwo sweep: {}\n\nPlanner `{}` at budget {} of each batch's unplanned peak; per-layer checkpointing "
+      "for comparison.\n\n| batch | variant | peak | predicted | step ms |\n|---|---|---|---|---|\n{}\n"
+      "![peak](peak_vs_batch.svg)\n![time](time_vs_batch.svg)\n\n## Reproduce\n\n```sh\nmutwo sweep --model {} "
+      "--batches {} --budget {} --planner {} --device {} --steps {} --out {}\n```\n",
+      what, planner, budget, md_rows, step.model, batches, budget, planner, device, steps, out);
+  if (json_out) std::cout << json{{"command", "sweep"}, {"points", rows}, {"out_dir", out}}.dump() << std::endl;
+  return 0;
+}
+
+void MaxBatchCommand::add_to(CLI::App& app) {
+  step.add_to(app, /*with_batch=*/false);
+  app.add_option("--memory", memory, "memory limit, e.g. 8GiB")->required();
+  app.add_option("--planners", planners, "planners to compare (none = no checkpointing)")->capture_default_str();
+  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  app.add_option("--limit", limit, "largest batch to try")->capture_default_str()->check(kPositive);
+  app.add_option("--seed", seed, "seed")->capture_default_str();
+  app.add_flag("--json", json_out, "end with one JSON line");
+  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+}
+
+int MaxBatchCommand::run() const {
+  c10::Device dev = parse_device(device);
+  if (dev.is_cpu()) runtime::track_cpu_memory();
+  const int64_t cap = parse_bytes(memory);
+  json rows = json::array();
+  fmt::print("| planner | largest batch | measured peak |\n|---|---|---|\n");
+  for (const std::string& planner : [&] {
+         std::vector<std::string> v;
+         size_t pos = 0;
+         while (pos <= planners.size()) {
+           size_t c = planners.find(',', pos);
+           v.push_back(planners.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
+           if (c == std::string::npos) break;
+           pos = c + 1;
+         }
+         return v;
+       }()) {
+    // Measured peak of `planner` at batch b under the cap (0 if it does not fit).
+    auto fits = [&](int64_t b) -> int64_t {
+      StepOptions s = step;
+      s.batch = b;
+      if (!quiet) fmt::print(stderr, "max-batch: {} at batch {}\n", planner, b);
+      try {
+        ir::Graph g = s.build();
+        Planned p = plan_step(g, dev, seed, planner, std::to_string(cap), false);
+        if (planner != "none" && !p.plan.feasible) return 0;
+        int64_t peak = measure(p.rewritten.graph, dev, seed, 1).peak_bytes;
+        return peak <= cap ? peak : 0;
+      } catch (const c10::Error&) {
+        return 0;  // out of memory on the device
+      }
+    };
+    int64_t lo = 0, lo_peak = 0, hi = 1;
+    while (hi <= limit) {  // doubling
+      int64_t pk = fits(hi);
+      if (!pk) break;
+      lo = hi;
+      lo_peak = pk;
+      hi *= 2;
+    }
+    if (hi > limit) hi = limit + 1;
+    while (hi - lo > 1) {  // bisection between a fitting and a failing batch
+      int64_t mid = lo + (hi - lo) / 2;
+      int64_t pk = fits(mid);
+      if (pk) {
+        lo = mid;
+        lo_peak = pk;
+      } else {
+        hi = mid;
+      }
+    }
+    fmt::print("| {} | {} | {} |\n", planner, lo, format_bytes(lo_peak));
+    rows.push_back({{"planner", planner}, {"max_batch", lo}, {"peak_bytes", lo_peak}});
+  }
+  if (json_out)
+    std::cout << json{{"command", "max-batch"}, {"memory_bytes", cap}, {"model", step.model}, {"results", rows}}.dump()
+              << std::endl;
+  return 0;
+}
+
+}  // namespace mutwo::cli

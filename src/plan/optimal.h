@@ -1,0 +1,24 @@
+// The optimal planner's options: Checkmate's MILP (Jain et al., MLSys 2020)
+// restricted to mu-TWO's drop decisions, solved with COIN-OR CBC (optimal.cpp
+// says what the model captures). plan.h declares the plain two-argument form.
+#pragma once
+
+#include <cstdint>
+
+#include "plan/plan.h"
+
+namespace mutwo::plan {
+
+struct OptimalOptions {
+  double time_limit_s = 60;       // wall clock for the whole planner; CBC's gap is reported when it stops early
+  int64_t max_columns = 400000;   // refuse larger models (UserError suggesting the mutwo planner)
+  bool warm_start = true;         // start CBC from the greedy's plan when that one fits
+};
+
+// plan_optimal(in, budget) is this with the default options.
+Plan plan_optimal(const PlanInput& in, int64_t budget_bytes, const OptimalOptions& options);
+
+// False when mutwo was configured with -DMUTWO_WITH_CBC=OFF (plan_optimal then throws UserError).
+bool optimal_planner_built();
+
+}  // namespace mutwo::plan
