@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One device call: build mutwo against the machine's PyTorch libtorch (CUDA),
+# run the PyTorch peers (bench/peers.py) and mutwo side by side on the same GPU,
+# and collect every result as JSON lines in $OUT/results.jsonl (plus a few plots).
+#   MODELS="resnet-152 bert-base" BATCH=32 bench/gpu.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-bench/out}
+mkdir -p "$out"
+log="$out/log.txt"
+exec > >(tee -a "$log") 2>&1
+models=${MODELS:-"resnet-152 bert-base"}
+batch=${BATCH:-32}
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
+date=$(date +%F)
+echo "card: $card; $(python3 -c 'import torch; print("torch", torch.__version__)')"
+
+prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+  -DMUTWO_BUILD_TESTS=OFF -DMUTWO_FMT_HEADER_ONLY=ON -DMUTWO_WITH_CBC=OFF >/dev/null || exit 1
+ninja -C build-cuda mutwo >/dev/null || { ninja -C build-cuda mutwo | tail -n 30; exit 1; }
+m=build-cuda/src/cli/mutwo
+res="$out/results.jsonl"
+
+tag() {  # adds card and date to a JSON line
+  python3 -c "import json,sys; r=json.loads(sys.argv[1]); r.update(card=sys.argv[2], date=sys.argv[3], system=r.get('system','mutwo')); print(json.dumps(r))" "$1" "$card" "$date"
+}
+
+PYTHONUNBUFFERED=1 python3 bench/peers.py --models "$(echo $models | tr ' ' ',')" --batches "$batch" \
+  --variants eager,ckpt | tee -a "$res"
+for model in $models; do
+  line=$($m run --model "$model" --batch "$batch" --steps 10 --device cuda --json | tail -n 1) && tag "$line" | tee -a "$res"
+  line=$($m profile --model "$model" --batch "$batch" --device cuda --out "build-cuda/prof_$model" --json --quiet | tail -n 1) \
+    && tag "$line" | tee -a "$res"
+  cp "build-cuda/prof_$model/memory_timeline.png" "$out/memory_timeline_$model.png" 2>/dev/null
+done
+echo "done in ${SECONDS}s"

@@ -1,0 +1,106 @@
+"""The PyTorch peers mutwo is measured against, on the GPU machine.
+
+One training step (forward, loss, backward, SGD with momentum 0.9) of the same
+models mutwo builds, in PyTorch eager mode, and with torch.utils.checkpoint
+around every block ("ckpt", what users do today). Prints one JSON line per
+configuration: peak = torch.cuda.max_memory_allocated during the measured
+steps, step_ms = median of CUDA-event-timed steps after 2 warm-up steps.
+Written after ../shared/bench/torch_peers.py, so the comparison can be rerun
+from this repository alone:
+  python3 bench/peers.py --models resnet-152,bert-base --batches 32 --variants eager,ckpt
+"""
+import argparse, json, os, time
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+
+class Ckpt(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, *a):
+        return checkpoint(self.m, *a, use_reentrant=False)
+
+
+def build(name, batch):
+    fam, size = name.split("-", 1)
+    if fam == "resnet":
+        import torchvision
+        m = getattr(torchvision.models, "resnet" + size)(weights=None)
+        x, y = torch.randn(batch, 3, 224, 224), torch.randint(0, 1000, (batch,))
+        def ckpt(model):
+            for layer in (model.layer1, model.layer2, model.layer3, model.layer4):
+                for i, blk in enumerate(layer):
+                    layer[i] = Ckpt(blk)
+        return m, (x, y), lambda model, x, y: F.cross_entropy(model(x), y), ckpt
+    if fam == "bert":
+        from transformers import BertConfig, BertForMaskedLM
+        cfg = {"base": BertConfig(),
+               "large": BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                                   intermediate_size=4096)}[size]
+        m = BertForMaskedLM._from_config(cfg, attn_implementation="eager")
+        ids = torch.randint(0, cfg.vocab_size, (batch, 128))
+        def ckpt(model):
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return m, (ids,), lambda model, ids: model(input_ids=ids, labels=ids).loss, ckpt
+    if fam == "gpt2":
+        from transformers import GPT2Config, GPT2LMHeadModel
+        cfg = {"small": GPT2Config(), "medium": GPT2Config(n_embd=1024, n_layer=24, n_head=16)}[size]
+        m = GPT2LMHeadModel._from_config(cfg, attn_implementation="eager")
+        ids = torch.randint(0, cfg.vocab_size, (batch, 1024))
+        def ckpt(model):
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return m, (ids,), lambda model, ids: model(input_ids=ids, labels=ids).loss, ckpt
+    raise SystemExit("unknown model " + name)
+
+
+def measure(name, batch, variant, steps):
+    torch.manual_seed(0)
+    m, inputs, loss_fn, ckpt = build(name, batch)
+    if variant == "ckpt":
+        ckpt(m)
+    dev = torch.device("cuda")
+    m = m.to(dev).train()
+    inputs = tuple(t.to(dev) for t in inputs)
+    opt = torch.optim.SGD(m.parameters(), lr=1e-3, momentum=0.9)
+
+    def step():
+        loss = loss_fn(m, *inputs)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    step(); step()
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); loss = step(); e.record(); torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return dict(model=name, batch=batch, system="pytorch", variant=variant,
+                peak_bytes=torch.cuda.max_memory_allocated(), step_ms=times[len(times) // 2],
+                loss=float(loss), card=torch.cuda.get_device_name(), torch=torch.__version__,
+                date=time.strftime("%Y-%m-%d"))
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="resnet-152,bert-base")
+    ap.add_argument("--batches", default="32")
+    ap.add_argument("--variants", default="eager,ckpt")
+    ap.add_argument("--steps", type=int, default=8)
+    a = ap.parse_args()
+    for model in a.models.split(","):
+        for b in a.batches.split(","):
+            for v in a.variants.split(","):
+                try:
+                    r = measure(model, int(b), v, a.steps)
+                except torch.cuda.OutOfMemoryError:
+                    r = dict(model=model, batch=int(b), system="pytorch", variant=v, error="out of memory")
+                print(json.dumps(r), flush=True)
+                torch.cuda.empty_cache()

@@ -1,0 +1,203 @@
+// The optimal planner (Checkmate's MILP on mu-TWO's decisions, CBC): its plans
+// fit the budget in simulation, never cost more than the greedy's, drop nothing
+// when nothing is needed, say why when no plan fits, report the time limit and
+// gap. PlanInputs come from graphs alone (profile::describe, synthetic times).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "autodiff/autodiff.h"
+#include "models/model.h"
+#include "ops/builder.h"
+#include "plan/optimal.h"
+#include "profile/profiler.h"
+#include "support/error.h"
+
+namespace mutwo {
+namespace {
+
+// Times from FLOPs (1 GFLOP = 1 ms) plus 1 us per node, so no node is free; no workspace.
+plan::PlanInput input_of(ir::Graph g) {
+  plan::PlanInput in;
+  in.profile = profile::describe(g);
+  in.graph = std::move(g);
+  for (const auto& n : in.profile.nodes) {
+    in.node_ms.push_back(n.flops * 1e-9 + 1e-3);
+    in.workspace.push_back(0);
+  }
+  return in;
+}
+
+plan::PlanInput mlp(int64_t depth, double dropout = 0.1) {
+  models::MlpConfig c;
+  c.batch = 16;
+  c.in_features = 32;
+  c.hidden = 24;
+  c.depth = depth;
+  c.dropout = dropout;
+  models::Model m = models::build_mlp(c);
+  return input_of(autodiff::build_training_step(std::move(m.graph), m.loss, {}));
+}
+
+// A hand-built chain: linear then `n` blocks of tanh (or, with `residual`, h + tanh(linear(h))), mean as the loss.
+plan::PlanInput chain(int n, bool residual) {
+  ir::Graph g;
+  g.name = residual ? "residual_chain" : "chain";
+  ops::Builder b(g);
+  const int64_t B = 8, H = 16;
+  ir::ValueId x = b.input("x", {{B, H}, ir::DType::f32}, ir::Role::input, {ir::Init::normal, 0, 1});
+  auto linear = [&](ir::ValueId h, const std::string& name) {
+    ir::ValueId w = b.input(name + ".weight", {{H, H}, ir::DType::f32}, ir::Role::parameter, {ir::Init::uniform, -0.2, 0.2});
+    ir::ValueId bias = b.input(name + ".bias", {{H}, ir::DType::f32}, ir::Role::parameter, {ir::Init::zeros});
+    return b.op("linear", {h, w, bias}, {}, name + ".out");
+  };
+  ir::ValueId h = linear(x, "in");
+  for (int i = 0; i < n; ++i) {
+    std::string s = fmt::format("block{}", i);
+    if (residual) h = b.op("add", {h, b.op("tanh", {linear(h, s)}, {}, s + ".tanh")}, {}, s + ".add");
+    else h = b.op("tanh", {h}, {}, s + ".tanh");
+  }
+  b.phase = ir::Phase::loss;
+  ir::ValueId loss = b.op("mean", {h}, {}, "loss");
+  return input_of(autodiff::build_training_step(std::move(g), loss, {}));
+}
+
+int64_t unplanned(const plan::PlanInput& in) { return plan::simulate(in, {}).peak_bytes; }
+
+bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+#define SKIP_WITHOUT_CBC() \
+  if (!plan::optimal_planner_built()) GTEST_SKIP() << "built with -DMUTWO_WITH_CBC=OFF"
+
+// Budgets from the unplanned peak down past the lowest the greedy reaches.
+void expect_fits_and_beats_greedy(const plan::PlanInput& in, const std::string& what) {
+  const int64_t top = unplanned(in);
+  int compared = 0;
+  for (int pct = 95; pct >= 30; pct -= 5) {
+    const int64_t budget = top * pct / 100;
+    plan::Plan o = plan::plan_optimal(in, budget);
+    plan::Plan g = plan::plan_mutwo(in, budget);
+    SCOPED_TRACE(fmt::format("{} at {}% of the unplanned peak: {}", what, pct, o.note));
+    EXPECT_EQ(o.planner, "optimal");
+    if (o.feasible) EXPECT_LE(o.predicted.peak_bytes, budget);
+    EXPECT_EQ(o.feasible, o.predicted.peak_bytes <= budget);
+    if (!g.feasible) continue;
+    ASSERT_TRUE(o.feasible) << "the greedy fits, so the optimum must";
+    EXPECT_TRUE(has(o.note, "proven optimal")) << o.note;
+    EXPECT_LE(o.predicted.extra_ms, g.predicted.extra_ms + 1e-9);
+    ++compared;
+  }
+  EXPECT_GE(compared, 3) << what << ": too few budgets where the greedy fits to compare";
+}
+
+TEST(Optimal, FitsTheBudgetAndNeverCostsMoreThanTheGreedyOnTheMlp) {
+  SKIP_WITHOUT_CBC();
+  expect_fits_and_beats_greedy(mlp(3), "mlp depth 3");
+  expect_fits_and_beats_greedy(mlp(2, 0.0), "mlp depth 2 without dropout");
+}
+
+TEST(Optimal, FitsTheBudgetAndNeverCostsMoreThanTheGreedyOnChains) {
+  SKIP_WITHOUT_CBC();
+  expect_fits_and_beats_greedy(chain(8, false), "tanh chain");
+  expect_fits_and_beats_greedy(chain(4, true), "residual chain");
+}
+
+TEST(Optimal, DropsNothingAtOrAboveTheUnplannedPeak) {
+  SKIP_WITHOUT_CBC();
+  plan::PlanInput in = mlp(2);
+  for (int64_t budget : {unplanned(in), unplanned(in) * 2}) {
+    plan::Plan p = plan::plan_optimal(in, budget);
+    EXPECT_TRUE(p.feasible);
+    EXPECT_TRUE(p.drop.empty());
+    EXPECT_EQ(p.predicted.extra_ms, 0);
+    EXPECT_EQ(p.predicted.peak_bytes, unplanned(in));
+  }
+}
+
+TEST(Optimal, SaysWhyWhenNoPlanFits) {
+  SKIP_WITHOUT_CBC();
+  plan::PlanInput in = mlp(2);
+  for (int64_t budget : {int64_t{1}, in.profile.persistent_bytes}) {
+    plan::Plan p = plan::plan_optimal(in, budget);
+    EXPECT_FALSE(p.feasible);
+    EXPECT_GT(p.predicted.peak_bytes, budget);
+    EXPECT_TRUE(has(p.note, "no drop set fits")) << p.note;
+  }
+}
+
+TEST(Optimal, ReportsTheTimeLimitAndTheGap) {
+  SKIP_WITHOUT_CBC();
+  plan::PlanInput in = mlp(10);
+  plan::OptimalOptions o;
+  o.time_limit_s = 1e-3;
+  plan::Plan p = plan::plan_optimal(in, unplanned(in) * 55 / 100, o);
+  EXPECT_TRUE(has(p.note, "time limit")) << p.note;
+  if (p.feasible) EXPECT_TRUE(has(p.note, "gap")) << p.note;
+  EXPECT_EQ(p.feasible, p.predicted.peak_bytes <= p.budget_bytes);
+}
+
+TEST(Optimal, RefusesLargeGraphsWithAnInstruction) {
+  SKIP_WITHOUT_CBC();
+  plan::PlanInput in = mlp(3);
+  plan::OptimalOptions o;
+  o.max_columns = 40;
+  try {
+    plan::plan_optimal(in, unplanned(in) / 2, o);
+    ADD_FAILURE() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_TRUE(has(e.what(), "too large for the optimal planner")) << e.what();
+    EXPECT_TRUE(has(e.what(), "--planner mutwo")) << e.what();
+  }
+}
+
+TEST(Optimal, SaysHowToEnableItWhenBuiltWithoutCbc) {
+  if (plan::optimal_planner_built()) GTEST_SKIP() << "built with CBC";
+  plan::PlanInput in = mlp(1);
+  try {
+    plan::plan_optimal(in, unplanned(in));
+    ADD_FAILURE() << "expected a UserError";
+  } catch (const UserError& e) {
+    EXPECT_TRUE(has(e.what(), "MUTWO_WITH_CBC=ON")) << e.what();
+  }
+}
+
+// Not a unit test: the greedy-versus-optimal table (target T6) on the MLP and
+// the small transformers; run with --gtest_also_run_disabled_tests.
+TEST(Optimal, DISABLED_GreedyVersusOptimalTable) {
+  SKIP_WITHOUT_CBC();
+  std::vector<std::pair<std::string, plan::PlanInput>> inputs;
+  inputs.emplace_back("mlp", input_of([] {
+                        models::Model m = models::build_model({});
+                        return autodiff::build_training_step(std::move(m.graph), m.loss, {});
+                      }()));
+  for (const char* name : {"transformer-lm", "bert-tiny"}) {
+    models::ModelOptions mo;
+    mo.name = name;
+    mo.batch = 2;
+    mo.seq = 16;
+    models::Model m = models::build_model(mo);
+    inputs.emplace_back(name, input_of(autodiff::build_training_step(std::move(m.graph), m.loss, {})));
+  }
+  std::printf("%-15s %5s %9s %12s %12s %8s %8s  %s\n", "model", "pct", "nodes", "greedy_ms", "optimal_ms", "excess",
+              "solve_s", "note");
+  for (auto& [name, in] : inputs)
+    for (int pct : {90, 80, 70, 60, 50, 40}) {
+      int64_t budget = unplanned(in) * pct / 100;
+      plan::Plan g = plan::plan_mutwo(in, budget);
+      auto t0 = std::chrono::steady_clock::now();
+      plan::Plan o = plan::plan_optimal(in, budget);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      double excess = g.feasible && o.feasible && o.predicted.extra_ms > 0
+                          ? 100 * (g.predicted.extra_ms - o.predicted.extra_ms) / o.predicted.extra_ms
+                          : 0;
+      std::printf("%-15s %4d%% %9zu %12.4f %12.4f %7.1f%% %8.2f  %s%s\n", name.c_str(), pct, in.graph.nodes().size(),
+                  g.feasible ? g.predicted.extra_ms : -1.0, o.feasible ? o.predicted.extra_ms : -1.0, excess, s,
+                  o.note.c_str(), g.feasible ? "" : " [greedy infeasible]");
+      if (g.feasible && o.feasible) EXPECT_LE(o.predicted.extra_ms, g.predicted.extra_ms + 1e-9);
+    }
+}
+
+}  // namespace
+}  // namespace mutwo
