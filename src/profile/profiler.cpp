@@ -29,7 +29,10 @@ class Recorder final : public runtime::NodeObserver {
   Recorder(c10::Device device, size_t nodes)
       : device_(device), live_before(nodes), live_after(nodes), peak_during(nodes), ms(nodes), t0_(nodes) {
 #ifdef MUTWO_WITH_CUDA
-    if (device_.is_cuda()) events_.resize(nodes + 1);
+    if (device_.is_cuda())
+      events_.reserve(nodes + 1);
+    if (device_.is_cuda())
+      for (size_t i = 0; i <= nodes; ++i) events_.emplace_back(cudaEventDefault);  // timing enabled
 #endif
   }
 
