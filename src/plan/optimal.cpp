@@ -51,6 +51,8 @@
 #include "ops/op.h"
 #include "support/error.h"
 #include "support/units.h"
+#include "rewrite/recompute.h"
+#include <cstdio>
 
 #if MUTWO_WITH_CBC
 #include <CbcHeuristic.hpp>
@@ -139,13 +141,14 @@ struct Lp {
     merged.erase(std::remove_if(merged.begin(), merged.end(), [](const auto& p) { return p.second == 0; }),
                  merged.end());
     if (merged.empty()) {
-      if (e.c > 1e-9) infeasible_constant = true;  // 0 >= -c fails: no plan meets this row
+      if (e.c < -1e-9) infeasible_constant = true;  // 0 >= -c fails: no plan meets this row
       return;
     }
-    rows.push_back(std::move(merged));
+    rows.push_back(std::move(merged)); label.push_back(cur);
     row_lo.push_back(-e.c);
   }
   bool infeasible_constant = false;
+  std::vector<int> label; int cur = -1;
 };
 
 using Lits = std::vector<std::pair<int, bool>>;  // (column of drop[c], negated: the literal is 1 - drop[c])
@@ -429,11 +432,13 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
     double most = mem.c;
     for (const auto& [col, v] : mem.t) most += std::max(0.0, v);
     if (most > cap + 1e-9) lp.ge(Lin(cap), mem);
+    lp.cur = -1;
   };
   int next = 0;  // the first stage at or after node n
   for (size_t n = 0; n < nn; ++n) {
     auto r = int32_t(n);
     while (next < ns && m.rank[size_t(next)] < r) ++next;
+    lp.cur = int(n);
     Lin mem(double(L.live_during[n] + in.workspace[n] + in.start_extra_bytes) / unit);
     for (const Saving& sv : savings)
       if (sv.from < r && r <= sv.to) mem += Lin::var(sv.col, -sv.bytes);
@@ -449,6 +454,7 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
   for (int s = 0; s < ns; ++s) {
     if (xcol[size_t(s)] < 0) continue;
     int32_t r = m.rank[size_t(s)];
+    lp.cur = -2 - s;
     Lin mem(double(L.live_before[size_t(r)] + in.start_extra_bytes) / unit);
     for (const Saving& sv : savings)
       if (sv.from < r && r <= sv.to) mem += Lin::var(sv.col, -sv.bytes);
@@ -497,14 +503,15 @@ Solved solve(const Lp& lp, double seconds, const std::vector<double>* start) {
   CglGomory gomory;
   CglKnapsackCover knapsack;
   CglMixedIntegerRounding2 mir;
-  model.addCutGenerator(&probing, -1, "Probing");
-  model.addCutGenerator(&gomory, -98, "Gomory");
-  model.addCutGenerator(&knapsack, -98, "Knapsack");
-  model.addCutGenerator(&mir, -98, "MIR");
+  static int variant = getenv("OPTV") ? atoi(getenv("OPTV")) : 0;
+  if (variant & 1) model.addCutGenerator(&probing, -1, "Probing");
+  if (variant & 2) model.addCutGenerator(&gomory, -98, "Gomory");
+  if (variant & 4) model.addCutGenerator(&knapsack, -98, "Knapsack");
+  if (variant & 8) model.addCutGenerator(&mir, -98, "MIR");
   CbcRounding rounding(model);
   CbcHeuristicFPump pump(model);
-  model.addHeuristic(&rounding);
-  model.addHeuristic(&pump);
+  if (variant & 16) model.addHeuristic(&rounding);
+  if (variant & 32) model.addHeuristic(&pump);
   if (start) {
     double obj = 0;
     for (int c = 0; c < nc; ++c) obj += lp.cost[size_t(c)] * (*start)[size_t(c)];
@@ -578,6 +585,18 @@ Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt
       break;
     }
     ++excluded;
+    {
+      rewrite::Recomputed rw = rewrite::insert_recomputation(in.graph, drop);
+      int pk = p.predicted.peak_node; int orig = rw.origin[size_t(pk)];
+      fprintf(stderr, "DEBUG excluded: sim peak %lld at rewritten %d (origin %d %s %s, phase %d)\n", (long long)p.predicted.peak_bytes, pk, orig,
+        in.graph.nodes()[size_t(orig)].op.c_str(), rw.graph.nodes()[size_t(pk)].outputs.empty() ? "" : rw.graph.value(rw.graph.nodes()[size_t(pk)].outputs[0]).name.c_str(), int(rw.graph.nodes()[size_t(pk)].phase));
+      for (size_t r = 0; r < m.lp.rows.size(); ++r) {
+        if (m.lp.label[r] != orig && !(m.lp.label[r] <= -2)) continue;
+        double act = 0; for (auto& [c, v] : m.lp.rows[r]) act += v * last.x[size_t(c)];
+        if (m.lp.label[r] == orig) fprintf(stderr, "  model row node %d: cap - mem = %g -> mem %g (unit %g)\n", orig, act - m.lp.row_lo[r], double(budget)/unit - (act - m.lp.row_lo[r]), unit);
+      }
+      fprintf(stderr, "  drops:"); for (auto v : drop) fprintf(stderr, " %s", in.graph.value(v).name.c_str()); fprintf(stderr, "\n");
+    }
     Lin cut;  // at least one drop decision differs from this one
     for (size_t c = 0; c < m.cands.size(); ++c)
       cut += last.x[size_t(m.dcol[c])] > 0.5 ? Lin(1) - Lin::var(m.dcol[c]) : Lin::var(m.dcol[c]);

@@ -24,7 +24,7 @@ struct NodeRecord {
   std::string op;
   ir::Phase phase = ir::Phase::forward;
   std::string scope;
-  double ms = 0;                  // median over the measured iterations
+  double ms = 0;                  // in the measured iteration whose step time is the median
   int64_t live_before = 0;        // measured allocated bytes before the node
   int64_t live_after = 0;         // ... after the node and its releases
   int64_t peak_during = 0;        // measured high-water mark while it ran
@@ -60,7 +60,7 @@ struct Profile {
   int32_t peak_node = -1;
   std::array<int64_t, ir::kNumRoles> peak_by_role{};  // live storages at the peak node, by role
   int64_t peak_workspace_bytes = 0;                   // the peak node's own workspace
-  double step_ms = 0;      // median wall time of the whole step
+  double step_ms = 0;      // median wall time of the whole step (that iteration's)
   double node_ms_sum = 0;  // sum of the nodes' median times
 
   int64_t activation_bytes_at_peak() const { return peak_by_role[static_cast<size_t>(ir::Role::activation)]; }

@@ -77,12 +77,6 @@ class Recorder final : public runtime::NodeObserver {
 #endif
 };
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t k = v.size();
-  return k % 2 ? v[k / 2] : 0.5 * (v[k / 2 - 1] + v[k / 2]);
-}
 
 }  // namespace
 
@@ -170,11 +164,21 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
 
   // Memory is deterministic from step to step: the last iteration's numbers.
   analysis::Liveness L = analysis::analyze_liveness(g);
-  p.step_ms = median(step_ms);
+  // Node times come from one iteration, the one whose step time is the median:
+  // they then add up to a real step (medians of parts taken across iterations
+  // need not add up to the median of the whole on a noisy machine).
+  size_t mid = 0;
+  {
+    std::vector<size_t> order(step_ms.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_ms[a] < step_ms[b]; });
+    mid = order[order.size() / 2];
+    p.step_ms = step_ms[mid];
+  }
   p.peak_bytes = 0;
   for (size_t n = 0; n < nn; ++n) {
     NodeRecord& r = p.nodes[n];
-    r.ms = median(node_ms[n]);
+    r.ms = node_ms[n][mid];
     r.live_before = rec.live_before[n];
     r.live_after = rec.live_after[n];
     r.peak_during = rec.peak_during[n];

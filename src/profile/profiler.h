@@ -13,7 +13,7 @@ namespace mutwo::profile {
 struct ProfileOptions {
   std::string device = "cpu";  // "cpu", "cuda", "cuda:N"
   int warmup = 1;              // unmeasured steps first (allocator and library warm-up)
-  int iters = 3;               // measured steps; per-node times are their medians
+  int iters = 3;               // measured steps; times are those of the median step
   uint64_t seed = 0;
   bool progress = true;        // "iteration i of N" lines on stderr
   std::string model;           // labels for the report
