@@ -32,6 +32,14 @@ for model in $models; do
   line=$($m run --model "$model" --batch "$batch" --steps 10 --device cuda --json | tail -n 1) && tag "$line" | tee -a "$res"
   line=$($m profile --model "$model" --batch "$batch" --device cuda --out "build-cuda/prof_$model" --json --quiet | tail -n 1) \
     && tag "$line" | tee -a "$res"
-  cp "build-cuda/prof_$model/memory_timeline.png" "$out/memory_timeline_$model.png" 2>/dev/null
+  cp "build-cuda/prof_$model/profile.json" "$out/profile_$model.json" 2>/dev/null
+  # Checkpointing: per-layer, then mutwo's greedy at per-layer's predicted peak (target T2).
+  pl=$($m plan --profile "build-cuda/prof_$model/profile.json" --planner per-layer --budget 100% \
+        --out "build-cuda/plan_pl_$model.json" --json | tail -n 1)
+  budget=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['predicted_peak_bytes'])" "$pl")
+  for planner in per-layer mutwo; do
+    line=$($m optimize --model "$model" --batch "$batch" --device cuda --planner $planner --budget "$budget" \
+           --steps 5 --check --out "build-cuda/opt_${planner}_$model" --json --quiet | tail -n 1) && tag "$line" | tee -a "$res"
+  done
 done
 echo "done in ${SECONDS}s"
