@@ -8,6 +8,8 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev googletest
   python3-torch python3-torchvision  # tests/resnet_oracle.py: torchvision's ResNets as the oracle
+  libopenblas0-pthread    # libtorch-dev's BLAS is the reference one, many times slower
+  gnuplot-nox             # plots (mutwo profile, plan --sweep, optimize, sweep)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -41,5 +41,11 @@ grep -qF '"nodes":' <<<"$info" || { echo "FAIL: info lacks nodes: $info"; fails=
 expect_error "--image-size" info --image-size 0
 expect_error "--data" run --data /nonexistent/file.txt
 
+# The model zoo's done-when runs: the largest models train on the CPU.
+for args in "--model resnet-152 --batch 2 --image-size 64 --steps 2" "--model bert-base --batch 2 --steps 1"; do
+  last=$("$mutwo" run $args --json | tail -n 1) || { echo "FAIL: mutwo run $args"; fails=$((fails+1)); continue; }
+  grep -qF '"losses":[' <<<"$last" && echo "ok: mutwo run $args" || { echo "FAIL: mutwo run $args: $last"; fails=$((fails+1)); }
+done
+
 [ "$fails" -eq 0 ] && echo "cli_errors: all passed" || echo "cli_errors: $fails failed"
 exit $((fails > 0))

@@ -56,6 +56,15 @@ ir::Graph with_gradients(const ir::Graph& g) {
 
 std::string compare_bitwise(const ir::Graph& base, const ir::Graph& planned, const c10::Device& device,
                             uint64_t seed) {
+  // Deterministic kernels for the check (CUDA's embedding backward, for one,
+  // otherwise accumulates with atomics in a run-dependent order). Warn-only:
+  // an op without a deterministic version still runs, and the check says so
+  // by failing rather than by refusing.
+  struct Deterministic {
+    bool before = at::globalContext().deterministicAlgorithms();
+    Deterministic() { at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true); }
+    ~Deterministic() { at::globalContext().setDeterministicAlgorithms(before, false); }
+  } deterministic;
   ir::Graph a = with_gradients(base), b = with_gradients(planned);
   runtime::Executor ea(a, {device, seed, /*keep_outputs=*/true});
   runtime::Executor eb(b, {device, seed, /*keep_outputs=*/true});
