@@ -1,7 +1,9 @@
 // The mu-TWO greedy (Purandare et al., MLSys 2023, Appendix A; recompute only):
 // repeatedly drop the candidate freeing the most bytes per millisecond of
 // extra recomputation, re-simulating the whole schedule after every choice,
-// until the simulated peak fits the budget.
+// until the simulated peak fits the budget. As in Capuchin, which mu-TWO
+// adapts, only candidates live at the current peak are eligible: dropping
+// anything else costs time and cannot lower the peak.
 #include <algorithm>
 #include <limits>
 
@@ -84,13 +86,14 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
 
   Plan best = finish(in, "mutwo", budget, {});
   if (best.feasible) return best;
+  std::vector<bool> at_peak = best.predicted.live_at_peak;
   std::vector<int32_t> sub;
   for (size_t step = 0; step < cands.size(); ++step) {
     // argmax of bytes freed per ms of recomputation not already paid for.
     size_t pick = cands.size();
     double best_ratio = -1;
     for (size_t i = 0; i < cands.size(); ++i) {
-      if (taken[i]) continue;
+      if (taken[i] || !at_peak[static_cast<size_t>(cands[i].owner)]) continue;
       sub.clear();
       closures.subgraph(cands[i], ++stamp, sub);
       double ms = closures.ms_outside(sub, recomputed);
@@ -115,6 +118,7 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
     }
     // Re-simulate the real schedule, recomputation included (Algorithm G).
     Plan p = finish(in, "mutwo", budget, drop);
+    at_peak = p.predicted.live_at_peak;
     if (p.predicted.peak_bytes < best.predicted.peak_bytes || p.feasible) best = std::move(p);
     if (best.feasible) return best;
   }

@@ -79,8 +79,13 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
   }
   // The peak's breakdown: storages live during the peak node, by the role of
   // their owner (a recomputed clone counts as activation).
+  s.live_at_peak.assign(in.graph.num_values(), false);
   if (s.peak_node >= 0) {
     auto k = s.peak_node;
+    for (size_t v = 0; v < in.graph.num_values(); ++v) {
+      auto owner = static_cast<size_t>(L.storage[v]);
+      s.live_at_peak[v] = L.def[owner] >= 0 && L.def[owner] <= k && L.storage_end[owner] >= k;
+    }
     for (const ir::Value& v : r.graph.values()) {
       auto id = static_cast<size_t>(v.id);
       if (!L.owns_storage(v.id)) continue;
