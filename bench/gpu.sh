@@ -43,4 +43,17 @@ for model in $models; do
            --steps 5 --check --out "build-cuda/opt_${planner}_$model" --json --quiet | tail -n 1); tag "$line" | tee -a "$res"
   done
 done
+# The planner's input for BERT-large at batch 32 (planning time, target T5, is measured on a CPU core).
+if [ -n "${LARGE:-}" ]; then
+  line=$($m profile --model bert-large --batch 32 --device cuda --out build-cuda/prof_bert-large --json --quiet | tail -n 1) \
+    && tag "$line" | tee -a "$res"
+  cp build-cuda/prof_bert-large/profile.json "$out/profile_bert-large.json"
+fi
+# The largest batch that fits a memory cap, without and with recomputation (target T7).
+if [ -n "${MAXBATCH:-}" ]; then
+  for model in $models; do
+    line=$($m max-batch --model "$model" --memory "$MAXBATCH" --planners none,per-layer,mutwo --device cuda --json --quiet \
+           | tail -n 1) && tag "$line" | tee -a "$res"
+  done
+fi
 echo "done in ${SECONDS}s"
