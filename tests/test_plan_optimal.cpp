@@ -170,7 +170,7 @@ TEST(Optimal, SaysHowToEnableItWhenBuiltWithoutCbc) {
 TEST(Optimal, DISABLED_GreedyVersusOptimalTable) {
   SKIP_WITHOUT_CBC();
   std::vector<std::pair<std::string, plan::PlanInput>> inputs;
-  for (const char* name : {"mlp", "transformer-lm", "bert-tiny"}) {
+  for (const char* name : {"transformer-lm", "bert-tiny"}) {
     models::ModelOptions mo;
     mo.name = name;
     mo.batch = name == std::string("mlp") ? 512 : 8;
@@ -181,7 +181,7 @@ TEST(Optimal, DISABLED_GreedyVersusOptimalTable) {
               "optimal_ms", "excess", "solve_s", "note");
   for (auto& [name, in] : inputs) {
     const int64_t top = unplanned(in), low = plan::plan_mutwo(in, 0).predicted.peak_bytes;
-    for (int step = 8; step >= -1; --step) {
+    for (int step : {3, 1, 0, -1}) {
       const int64_t budget = low + (top - low) * step / 8;
       plan::Plan g = plan::plan_mutwo(in, budget);
       auto t0 = std::chrono::steady_clock::now();

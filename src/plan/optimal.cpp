@@ -247,7 +247,7 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
     const auto& op = ops::op(nodes[q].op);
     bool forbidden = op.has(ops::kRandom) || op.has(ops::kInplace);  // the rewrite never recomputes these
     w.col = static_cast<int>(lp.lo.size());
-    for (int s = w.first; s <= w.last; ++s) lp.col(0, forbidden ? 0 : 1, true);
+    for (int s = w.first; s <= w.last; ++s) lp.col(0, forbidden ? 0 : 1, getenv("OPTA") != nullptr);
     lp.cost[size_t(w.col + w.last - w.first)] = std::max(0.0, in.node_ms[q]);
   }
 
