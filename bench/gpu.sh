@@ -43,6 +43,15 @@ for model in $models; do
            --steps 5 --check --out "build-cuda/opt_${planner}_$model" --json --quiet | tail -n 1); tag "$line" | tee -a "$res"
   done
 done
+# A budget sweep with mutwo's greedy, measured at every point (targets T3, T4).
+if [ -n "${SWEEP:-}" ]; then
+  for model in $models; do
+    for pct in $SWEEP; do
+      line=$($m optimize --model "$model" --batch "$batch" --device cuda --planner mutwo --budget "$pct%" \
+             --steps 3 --out "build-cuda/sweep_${model}_$pct" --json --quiet | tail -n 1); tag "$line" | tee -a "$res"
+    done
+  done
+fi
 # The planner's input for BERT-large at batch 32 (planning time, target T5, is measured on a CPU core).
 if [ -n "${LARGE:-}" ]; then
   line=$($m profile --model bert-large --batch 32 --device cuda --out build-cuda/prof_bert-large --json --quiet | tail -n 1) \

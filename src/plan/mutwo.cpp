@@ -3,7 +3,9 @@
 // extra recomputation, re-simulating the whole schedule after every choice,
 // until the simulated peak fits the budget. As in Capuchin, which mu-TWO
 // adapts, only candidates live at the current peak are eligible: dropping
-// anything else costs time and cannot lower the peak.
+// anything else costs time and cannot lower the peak. A choice that raises the
+// simulated peak (its recomputation brings back more than it frees) is undone
+// and the candidate kept, so the simulated peak never rises along the way.
 #include <algorithm>
 #include <limits>
 
@@ -42,6 +44,9 @@ class Closures {
 
   void drop(const Candidate& c) {
     for (ir::ValueId m : c.members) kept_[static_cast<size_t>(m)] = false;
+  }
+  void keep(const Candidate& c) {
+    for (ir::ValueId m : c.members) kept_[static_cast<size_t>(m)] = true;
   }
 
   // Nodes that recomputing `c` crosses (its recompute subgraph) given what is
@@ -108,6 +113,17 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
     chosen.push_back(pick);
     closures.drop(cands[pick]);
     drop.insert(drop.end(), cands[pick].members.begin(), cands[pick].members.end());
+    // Re-simulate the real schedule, recomputation included (Algorithm G).
+    Plan p = finish(in, "mutwo", budget, drop);
+    if (p.predicted.peak_bytes > best.predicted.peak_bytes) {
+      // Its recomputation costs more memory where the peak now is than it
+      // frees: keep it (decided once; the sequence of choices stays the same
+      // for every budget, so a smaller budget still extends a larger one's plan).
+      closures.keep(cands[pick]);
+      drop.resize(drop.size() - cands[pick].members.size());
+      chosen.pop_back();
+      continue;
+    }
     // Dropping this one may lengthen the subgraphs of those chosen before (Algorithm E).
     std::fill(recomputed.begin(), recomputed.end(), false);
     ++stamp;
@@ -116,10 +132,8 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
       closures.subgraph(cands[c], stamp, sub);
       for (int32_t n : sub) recomputed[static_cast<size_t>(n)] = true;
     }
-    // Re-simulate the real schedule, recomputation included (Algorithm G).
-    Plan p = finish(in, "mutwo", budget, drop);
     at_peak = p.predicted.live_at_peak;
-    if (p.predicted.peak_bytes < best.predicted.peak_bytes || p.feasible) best = std::move(p);
+    best = std::move(p);
     if (best.feasible) return best;
   }
   best.note = fmt::format(

@@ -23,8 +23,8 @@ struct PlanInput {
   profile::Profile profile;
   std::vector<double> node_ms;        // per node of `graph`
   std::vector<int64_t> workspace;     // per node: measured bytes beyond its outputs
-  int64_t start_extra_bytes = 0;      // measured at step start beyond the graph's persistent values
-                                      // (CUDA libraries' workspaces); counted in every prediction
+  int64_t start_extra_bytes = 0;      // the most the device held beyond the graph's own tensors at any
+                                      // node (CUDA libraries' workspaces); counted in every prediction
 };
 PlanInput make_input(const profile::Profile& p);  // UserError if the profile's graph does not parse
 

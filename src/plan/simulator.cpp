@@ -27,9 +27,14 @@ PlanInput make_input(const profile::Profile& p) {
     in.node_ms.push_back(n.ms);
     in.workspace.push_back(std::max<int64_t>(0, n.workspace_bytes));
   }
-  // What the device held at the step's start beyond the graph's persistent
-  // values: on CUDA the libraries' workspaces (cuBLAS), on CPU nothing.
-  if (!p.nodes.empty()) in.start_extra_bytes = std::max<int64_t>(0, p.nodes[0].live_before - p.persistent_bytes);
+  // What the device held beyond the graph's own tensors, at the most: on CUDA
+  // the libraries' workspaces (cuBLAS, cuBLASLt), some made lazily during the
+  // step; on CPU nothing. Counted in every prediction, so plans stay on the
+  // safe side of what the allocator will report.
+  for (const auto& n : p.nodes) {
+    in.start_extra_bytes = std::max(in.start_extra_bytes, n.live_before - (n.rank ? p.nodes[static_cast<size_t>(n.rank - 1)].predicted_live_after : p.persistent_bytes));
+    in.start_extra_bytes = std::max(in.start_extra_bytes, n.live_after - n.predicted_live_after);
+  }
   return in;
 }
 
