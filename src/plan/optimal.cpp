@@ -58,6 +58,7 @@
 #include <CbcHeuristic.hpp>
 #include <CbcHeuristicFPump.hpp>
 #include <CbcModel.hpp>
+#include <CbcSolver.hpp>
 #include <CglGomory.hpp>
 #include <CglKnapsackCover.hpp>
 #include <CglMixedIntegerRounding2.hpp>
@@ -247,7 +248,7 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
     const auto& op = ops::op(nodes[q].op);
     bool forbidden = op.has(ops::kRandom) || op.has(ops::kInplace);  // the rewrite never recomputes these
     w.col = static_cast<int>(lp.lo.size());
-    for (int s = w.first; s <= w.last; ++s) lp.col(0, forbidden ? 0 : 1, getenv("OPTA") != nullptr);
+    for (int s = w.first; s <= w.last; ++s) lp.col(0, forbidden ? 0 : 1, true);
     lp.cost[size_t(w.col + w.last - w.first)] = std::max(0.0, in.node_ms[q]);
   }
 
@@ -517,7 +518,19 @@ Solved solve(const Lp& lp, double seconds, const std::vector<double>* start) {
     for (int c = 0; c < nc; ++c) obj += lp.cost[size_t(c)] * (*start)[size_t(c)];
     model.setBestSolution(start->data(), nc, obj, true);
   }
-  model.branchAndBound();
+  if (variant & 64) {
+    if (start && (variant & 128)) {
+      std::vector<std::pair<std::string, double>> ms;
+      for (int c = 0; c < nc; ++c) ms.emplace_back(model.solver()->getColName(c), (*start)[size_t(c)]);
+      model.setMIPStart(ms);
+    }
+    CbcMain0(model);
+    std::string secs = fmt::format("{}", std::max(0.01, seconds));
+    const char* argv[] = {"mutwo", "-log", "0", "-seconds", secs.c_str(), "-solve", "-quit"};
+    CbcMain1(7, argv, model);
+  } else {
+    model.branchAndBound();
+  }
   out.infeasible = model.isProvenInfeasible() && !model.bestSolution();
   out.stopped = model.isSecondsLimitReached();
   if (model.bestSolution()) {
