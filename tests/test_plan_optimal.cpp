@@ -203,16 +203,20 @@ TEST(Optimal, DISABLED_GreedyVersusOptimalTable) {
 }  // namespace mutwo
 namespace mutwo { namespace {
 TEST(Optimal, DISABLED_Debug) {
-  for (auto in : {mlp(3), mlp(4, 0.0), chain(8, false), chain(4, true)}) {
-    const int64_t top = unplanned(in), low = plan::plan_mutwo(in, 0).predicted.peak_bytes;
-    for (int step = 0; step <= 10; ++step) {
-      const int64_t budget = low + (top - low) * step / 10;
-      auto t0 = std::chrono::steady_clock::now();
-      plan::Plan o = plan::plan_optimal(in, budget);
-      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      plan::Plan g = plan::plan_mutwo(in, budget);
-      std::printf("%s %d: %.3fs greedy %.4f opt %.4f | %s\n", in.graph.name.c_str(), step, s, g.feasible ? g.predicted.extra_ms : -1, o.feasible ? o.predicted.extra_ms : -1, o.note.c_str());
-    }
+  models::ModelOptions mo;
+  mo.name = "bert-tiny";
+  mo.batch = 8;
+  models::Model m = models::build_model(mo);
+  plan::PlanInput in = input_of(autodiff::build_training_step(std::move(m.graph), m.loss, {}));
+  const int64_t top = unplanned(in), low = plan::plan_mutwo(in, 0).predicted.peak_bytes;
+  for (double lim : {1.5, 3.0, 10.0}) {
+    const int64_t budget = low + (top - low) * 3 / 8;
+    plan::OptimalOptions o; o.time_limit_s = lim;
+    auto t0 = std::chrono::steady_clock::now();
+    plan::Plan p = plan::plan_optimal(in, budget, o);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    plan::Plan g = plan::plan_mutwo(in, budget);
+    std::printf("lim %g: %.3fs greedy %.4f opt %.4f feasible %d | %s\n", lim, s, g.predicted.extra_ms, p.predicted.extra_ms, p.feasible, p.note.c_str());
   }
 }
 }}

@@ -15,6 +15,7 @@
 #include "autodiff/autodiff.h"
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "cli/pipeline.h"
 #include "ir/text.h"
 #include "models/model.h"
 #include "runtime/executor.h"
@@ -135,6 +136,7 @@ struct InfoCommand {
 };
 
 int main_impl(int argc, char** argv) {
+  for (int i = 0; i < argc; ++i) command_line() += (i ? " " : "") + std::string(i ? argv[i] : "mutwo");
   CLI::App app{"mutwo: fit a deep-learning training step into a GPU memory budget (the mu-TWO approach)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mutwo 0.1");

@@ -25,7 +25,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Both measured timelines (allocated bytes after every node) on one plot.
+// Both measured timelines (allocated bytes at their high-water mark during every node) on one plot.
 void plot_before_after(const profile::Profile& before, const profile::Profile& after, int64_t budget,
                        const std::string& dir) {
   std::string dat = "# node before_MiB after_MiB\n";
@@ -77,7 +77,7 @@ int OptimizeCommand::run() const {
   if (dev.is_cpu()) runtime::track_cpu_memory();
   fs::create_directories(out);
   ir::Graph g = step.build();
-  Planned p = plan_step(g, dev, seed, planner, budget, !quiet);
+  Planned p = plan_step(g, dev, seed, planner, budget, !quiet, step.model, step.batch);
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
   if (!quiet) fmt::print(stderr, "optimize: measuring the baseline and the plan, {} steps each\n", steps);
@@ -127,7 +127,7 @@ int OptimizeCommand::run() const {
              check_detail.empty() ? "" : " (" + check_detail + ")");
   if (!p.plan.note.empty()) fmt::print("note: {}\n", p.plan.note);
 
-  // report.md: the numbers, the plot, the dropped activations by scope, how to reproduce.
+  // report.md: the numbers, the plot, the dropped activations by block, how to reproduce.
   std::map<std::string, std::pair<int, int64_t>> by_scope;
   for (ir::ValueId v : p.plan.drop) {
     std::string b = plan::block_of(base.value(v).name);
@@ -142,9 +142,7 @@ int OptimizeCommand::run() const {
                                step.model, step.batch, dev.str(), planner, format_bytes(p.plan.budget_bytes), table,
                                fits ? "fits" : "exceeds", check_result);
   for (const auto& [scope, e] : by_scope) md += fmt::format("| {} | {} | {} |\n", scope, e.first, format_bytes(e.second));
-  md += fmt::format("\n## Reproduce\n\n```sh\nmutwo optimize --model {} --batch {} --budget {} --planner {} --device {} "
-                    "--steps {} --seed {} --out {}{}\n```\n",
-                    step.model, step.batch, budget, planner, device, steps, seed, out, check ? " --check" : "");
+  md += fmt::format("\n## Reproduce\n\n```sh\n{}\n```\n", command_line());
   std::ofstream(out + "/report.md") << md;
 
   if (json_out) {

@@ -28,9 +28,16 @@ Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, i
   return m;
 }
 
+std::string& command_line() {
+  static std::string line;
+  return line;
+}
+
 Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, const std::string& planner,
-                  const std::string& budget, bool progress) {
+                  const std::string& budget, bool progress, const std::string& model, int64_t batch) {
   profile::ProfileOptions o;
+  o.model = model;
+  o.batch = batch;
   o.device = device.str();
   o.seed = seed;
   o.progress = progress;

@@ -31,7 +31,10 @@ struct Planned {
 
 // Profiles `g` on `device`, plans under `budget` ("2GiB", "60%", ...) with `planner`, rewrites.
 Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, const std::string& planner,
-                  const std::string& budget, bool progress);
+                  const std::string& budget, bool progress, const std::string& model, int64_t batch);
+
+// The command line as the user typed it (for the reproduce line of reports).
+std::string& command_line();
 
 // Runs both graphs one step from the same state and compares the loss and
 // every parameter gradient bit for bit; empty if equal, else what differs first.

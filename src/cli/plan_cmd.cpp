@@ -119,7 +119,8 @@ int PlanCommand::run() const {
   if (!sweep.empty()) {
     std::vector<plan::Plan> plans;
     json rows = json::array();
-    std::vector<std::string> planners = {"per-layer", "sqrt-n", planner};
+    std::vector<std::string> planners = {"per-layer", "sqrt-n"};
+    if (std::find(planners.begin(), planners.end(), planner) == planners.end()) planners.push_back(planner);
     for (const std::string& name : planners) {
       bool budgeted = name == planner;
       std::vector<int64_t> pcts = budgeted ? parse_int_list(sweep) : std::vector<int64_t>{100};

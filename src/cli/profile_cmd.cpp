@@ -87,7 +87,7 @@ void ProfileCommand::add_to(CLI::App& app) {
   step.add_to(app);
   app.add_option("--batches", batches, "profile several batch sizes, e.g. 8,16,32 (instead of --batch)");
   app.add_option("--device", device, "cpu or cuda")->capture_default_str();
-  app.add_option("--iters", iters, "measured steps (per-node times are medians)")->capture_default_str()->check(kPositive);
+  app.add_option("--iters", iters, "measured steps (times are those of the median step)")->capture_default_str()->check(kPositive);
   app.add_option("--warmup", warmup, "unmeasured steps first")->capture_default_str()->check(CLI::Range(0, 1000));
   app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
   app.add_option("--out", out, "directory for profile.json, CSVs, plots and trace.json")->required();

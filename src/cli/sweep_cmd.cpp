@@ -80,7 +80,7 @@ int SweepCommand::run() const {
     ir::Graph g = s.build();
     for (const std::string& v : {std::string("per-layer"), planner}) {
       if (!quiet) fmt::print(stderr, "sweep: batch {} {}\n", b, v);
-      Planned p = plan_step(g, dev, seed, v, v == "per-layer" ? "100%" : budget, false);
+      Planned p = plan_step(g, dev, seed, v, v == "per-layer" ? "100%" : budget, false, step.model, b);
       if (v == "per-layer") {
         pts.push_back({b, "baseline", measure(p.input.graph, dev, seed, steps), p.unplanned_peak, 0});
       }
@@ -109,9 +109,8 @@ int SweepCommand::run() const {
   std::ofstream(out + "/report.md") << fmt::format(
       "# mutwo sweep: {}\n\nPlanner `{}` at budget {} of each batch's unplanned peak; per-layer checkpointing "
       "for comparison.\n\n| batch | variant | peak | predicted | step ms |\n|---|---|---|---|---|\n{}\n"
-      "![peak](peak_vs_batch.svg)\n![time](time_vs_batch.svg)\n\n## Reproduce\n\n```sh\nmutwo sweep --model {} "
-      "--batches {} --budget {} --planner {} --device {} --steps {} --out {}\n```\n",
-      what, planner, budget, md_rows, step.model, batches, budget, planner, device, steps, out);
+      "![peak](peak_vs_batch.svg)\n![time](time_vs_batch.svg)\n\n## Reproduce\n\n```sh\n{}\n```\n",
+      what, planner, budget, md_rows, command_line());
   if (json_out) std::cout << json{{"command", "sweep"}, {"points", rows}, {"out_dir", out}}.dump() << std::endl;
   return 0;
 }
@@ -151,7 +150,7 @@ int MaxBatchCommand::run() const {
       if (!quiet) fmt::print(stderr, "max-batch: {} at batch {}\n", planner, b);
       try {
         ir::Graph g = s.build();
-        Planned p = plan_step(g, dev, seed, planner, std::to_string(cap), false);
+        Planned p = plan_step(g, dev, seed, planner, std::to_string(cap), false, step.model, b);
         if (planner != "none" && !p.plan.feasible) return 0;
         int64_t peak = measure(p.rewritten.graph, dev, seed, 1).peak_bytes;
         return peak <= cap ? peak : 0;

@@ -41,7 +41,7 @@ enum class Phase : uint8_t { forward, loss, backward, optimizer, recompute };
 //   input            fed from outside each step (images, token ids, labels)
 //   parameter        trained weights; persist across steps
 //   gradient         gradient of a parameter (made in backward, used by the optimizer)
-//   activation       made in forward/loss, used again in backward: the planner's candidates
+//   activation       made in forward/loss, used there and again in backward: the planner's candidates
 //   optimizer_state  momentum, Adam moments; persist across steps
 //   buffer           persistent non-trained state (batch-norm running statistics)
 //   other            everything else: temporaries, gradients of activations, the loss

@@ -137,7 +137,8 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
     if (best.feasible) return best;
   }
   best.note = fmt::format(
-      "no plan fits {}: the lowest peak reachable by recomputation is {} (persistent state alone is {})",
+      "no plan fits {}: the lowest peak the greedy reached is {} (persistent state alone is {}); "
+      "try a larger budget or a smaller batch",
       format_bytes(budget), format_bytes(best.predicted.peak_bytes),
       format_bytes(in.profile.persistent_bytes + in.start_extra_bytes));
   return best;

@@ -44,6 +44,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <iterator>
 #include <optional>
 #include <tuple>
 
@@ -51,18 +53,9 @@
 #include "ops/op.h"
 #include "support/error.h"
 #include "support/units.h"
-#include "rewrite/recompute.h"
-#include <cstdio>
 
 #if MUTWO_WITH_CBC
-#include <CbcHeuristic.hpp>
-#include <CbcHeuristicFPump.hpp>
 #include <CbcModel.hpp>
-#include <CbcSolver.hpp>
-#include <CglGomory.hpp>
-#include <CglKnapsackCover.hpp>
-#include <CglMixedIntegerRounding2.hpp>
-#include <CglProbing.hpp>
 #include <CoinPackedMatrix.hpp>
 #include <OsiClpSolverInterface.hpp>
 #endif
@@ -145,11 +138,10 @@ struct Lp {
       if (e.c < -1e-9) infeasible_constant = true;  // 0 >= -c fails: no plan meets this row
       return;
     }
-    rows.push_back(std::move(merged)); label.push_back(cur);
+    rows.push_back(std::move(merged));
     row_lo.push_back(-e.c);
   }
   bool infeasible_constant = false;
-  std::vector<int> label; int cur = -1;
 };
 
 using Lits = std::vector<std::pair<int, bool>>;  // (column of drop[c], negated: the literal is 1 - drop[c])
@@ -433,13 +425,11 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
     double most = mem.c;
     for (const auto& [col, v] : mem.t) most += std::max(0.0, v);
     if (most > cap + 1e-9) lp.ge(Lin(cap), mem);
-    lp.cur = -1;
   };
   int next = 0;  // the first stage at or after node n
   for (size_t n = 0; n < nn; ++n) {
     auto r = int32_t(n);
     while (next < ns && m.rank[size_t(next)] < r) ++next;
-    lp.cur = int(n);
     Lin mem(double(L.live_during[n] + in.workspace[n] + in.start_extra_bytes) / unit);
     for (const Saving& sv : savings)
       if (sv.from < r && r <= sv.to) mem += Lin::var(sv.col, -sv.bytes);
@@ -455,7 +445,6 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
   for (int s = 0; s < ns; ++s) {
     if (xcol[size_t(s)] < 0) continue;
     int32_t r = m.rank[size_t(s)];
-    lp.cur = -2 - s;
     Lin mem(double(L.live_before[size_t(r)] + in.start_extra_bytes) / unit);
     for (const Saving& sv : savings)
       if (sv.from < r && r <= sv.to) mem += Lin::var(sv.col, -sv.bytes);
@@ -471,13 +460,13 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
 }
 
 struct Solved {
-  bool solution = false, optimal = false, infeasible = false, stopped = false;
+  bool solution = false, optimal = false, infeasible = false;
   double obj = 0, bound = 0;
   std::vector<double> x;
 };
 
+// CBC's standard driver (preprocessing, cuts, heuristics), from `start` when given.
 Solved solve(const Lp& lp, double seconds, const std::vector<double>* start) {
-  Solved out;
   const int nc = static_cast<int>(lp.lo.size()), nr = static_cast<int>(lp.rows.size());
   std::vector<CoinBigIndex> starts{0};
   std::vector<int> cols, lens;
@@ -494,51 +483,30 @@ Solved solve(const Lp& lp, double seconds, const std::vector<double>* start) {
   solver.loadProblem(matrix, lp.lo.data(), lp.hi.data(), lp.cost.data(), lp.row_lo.data(), row_hi.data());
   for (int c = 0; c < nc; ++c)
     if (lp.integer[size_t(c)]) solver.setInteger(c);
-  solver.setHintParam(OsiDoReducePrint, true, OsiHintTry);
   CbcModel model(solver);
   model.setLogLevel(0);
-  model.messageHandler()->setLogLevel(0);
-  model.setMaximumSeconds(std::max(0.01, seconds));
-  CglProbing probing;
-  probing.setUsingObjective(true);
-  CglGomory gomory;
-  CglKnapsackCover knapsack;
-  CglMixedIntegerRounding2 mir;
-  static int variant = getenv("OPTV") ? atoi(getenv("OPTV")) : 0;
-  if (variant & 1) model.addCutGenerator(&probing, -1, "Probing");
-  if (variant & 2) model.addCutGenerator(&gomory, -98, "Gomory");
-  if (variant & 4) model.addCutGenerator(&knapsack, -98, "Knapsack");
-  if (variant & 8) model.addCutGenerator(&mir, -98, "MIR");
-  CbcRounding rounding(model);
-  CbcHeuristicFPump pump(model);
-  if (variant & 16) model.addHeuristic(&rounding);
-  if (variant & 32) model.addHeuristic(&pump);
   if (start) {
     double obj = 0;
     for (int c = 0; c < nc; ++c) obj += lp.cost[size_t(c)] * (*start)[size_t(c)];
     model.setBestSolution(start->data(), nc, obj, true);
   }
-  if (variant & 64) {
-    if (start && (variant & 128)) {
-      std::vector<std::pair<std::string, double>> ms;
-      for (int c = 0; c < nc; ++c) ms.emplace_back(model.solver()->getColName(c), (*start)[size_t(c)]);
-      model.setMIPStart(ms);
-    }
-    CbcMain0(model);
-    std::string secs = fmt::format("{}", std::max(0.01, seconds));
-    const char* argv[] = {"mutwo", "-log", "0", "-seconds", secs.c_str(), "-solve", "-quit"};
-    CbcMain1(7, argv, model);
-  } else {
-    model.branchAndBound();
-  }
-  out.infeasible = model.isProvenInfeasible() && !model.bestSolution();
-  out.stopped = model.isSecondsLimitReached();
+  CbcMain0(model);
+  const std::string secs = fmt::format("{:.3f}", std::max(0.01, seconds));
+  const char* argv[] = {"mutwo", "-log", "0", "-timeMode", "elapsed", "-seconds", secs.c_str(), "-solve", "-quit"};
+  const auto t0 = Clock::now();
+  CbcMain1(static_cast<int>(std::size(argv)), argv, model);
+  const double took = std::chrono::duration<double>(Clock::now() - t0).count();
+  fprintf(stderr, "DEBUG status %d sec %d took %.3f of %s obj %g bound %g\n", model.status(), model.secondaryStatus(), took, secs.c_str(), model.getObjValue(), model.getBestPossibleObjValue());
+  Solved out;
+  out.infeasible = model.status() == 0 && model.secondaryStatus() == 1 && !model.bestSolution();
   if (model.bestSolution()) {
     out.solution = true;
     out.x.assign(model.bestSolution(), model.bestSolution() + nc);
     out.obj = model.getObjValue();
-    out.bound = model.getBestPossibleObjValue();
-    out.optimal = model.isProvenOptimal() && !out.stopped;
+    out.bound = std::min(out.obj, model.getBestPossibleObjValue());
+    // Proven only when the search finished and the bound meets the plan (CBC
+    // stopped inside preprocessing can report an infeasible relaxation).
+    out.optimal = model.status() == 0 && out.obj - out.bound <= 1e-7 * std::max(1.0, std::abs(out.obj));
   }
   return out;
 }
@@ -562,27 +530,25 @@ Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt
     return none;
   }
   Plan greedy = plan_mutwo(in, budget);
-  const double unit = std::max(1.0, double(budget) / 1e6);
-  Model m = build(in, budget, unit, opt);
+  Model m = build(in, budget, std::max(1.0, double(budget) / 1e6), opt);
   const std::string size = fmt::format("{} variables, {} constraints, {} stages", m.lp.lo.size(), m.lp.rows.size(), m.stages());
   std::vector<std::string> notes;
 
-  // Warm start: the greedy's plan with the rest of the model solved around it.
+  // Warm start: the greedy's plan, the rest of the model solved around it.
   std::vector<double> start;
-  if (opt.warm_start && greedy.feasible) {
+  if (opt.warm_start && greedy.feasible && !m.lp.infeasible_constant) {
     Lp fixed = m.lp;
     std::vector<bool> chosen(in.graph.num_values(), false);
     for (ir::ValueId v : greedy.drop) chosen[size_t(v)] = true;
-    for (size_t c = 0; c < m.cands.size(); ++c) {
-      double d = chosen[size_t(m.cands[c].members[0])] ? 1 : 0;
-      fixed.lo[size_t(m.dcol[c])] = fixed.hi[size_t(m.dcol[c])] = d;
-    }
+    for (size_t c = 0; c < m.cands.size(); ++c)
+      fixed.lo[size_t(m.dcol[c])] = fixed.hi[size_t(m.dcol[c])] = chosen[size_t(m.cands[c].members[0])] ? 1 : 0;
     Solved w = solve(fixed, std::min(left(), 0.25 * opt.time_limit_s), nullptr);
     if (w.solution) start = w.x;
-    else if (!w.stopped) notes.push_back("warning: the model rejects the greedy's plan, which fits in simulation (a modelling bug)");
+    if (w.infeasible) notes.push_back("warning: the model rejects the greedy's plan, which fits in simulation (a modelling bug)");
   }
 
-  // Solve; exclude drop sets the model accepts but the simulator does not, and solve again.
+  // Solve; a drop set the model accepts but the simulator puts over budget is
+  // excluded (a no-good cut on drop[]) and CBC runs again.
   Plan best;
   bool have = false;
   int excluded = 0;
@@ -590,27 +556,14 @@ Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt
   while (!m.lp.infeasible_constant) {
     last = solve(m.lp, left(), start.empty() ? nullptr : &start);
     if (!last.solution) break;
-    std::vector<ir::ValueId> drop = drops_of(m, last.x);
-    Plan p = finish(in, "optimal", budget, drop);
+    Plan p = finish(in, "optimal", budget, drops_of(m, last.x));
     if (p.feasible) {
       best = std::move(p);
       have = true;
       break;
     }
     ++excluded;
-    {
-      rewrite::Recomputed rw = rewrite::insert_recomputation(in.graph, drop);
-      int pk = p.predicted.peak_node; int orig = rw.origin[size_t(pk)];
-      fprintf(stderr, "DEBUG excluded: sim peak %lld at rewritten %d (origin %d %s %s, phase %d)\n", (long long)p.predicted.peak_bytes, pk, orig,
-        in.graph.nodes()[size_t(orig)].op.c_str(), rw.graph.nodes()[size_t(pk)].outputs.empty() ? "" : rw.graph.value(rw.graph.nodes()[size_t(pk)].outputs[0]).name.c_str(), int(rw.graph.nodes()[size_t(pk)].phase));
-      for (size_t r = 0; r < m.lp.rows.size(); ++r) {
-        if (m.lp.label[r] != orig && !(m.lp.label[r] <= -2)) continue;
-        double act = 0; for (auto& [c, v] : m.lp.rows[r]) act += v * last.x[size_t(c)];
-        if (m.lp.label[r] == orig) fprintf(stderr, "  model row node %d: cap - mem = %g -> mem %g (unit %g)\n", orig, act - m.lp.row_lo[r], double(budget)/unit - (act - m.lp.row_lo[r]), unit);
-      }
-      fprintf(stderr, "  drops:"); for (auto v : drop) fprintf(stderr, " %s", in.graph.value(v).name.c_str()); fprintf(stderr, "\n");
-    }
-    Lin cut;  // at least one drop decision differs from this one
+    Lin cut;
     for (size_t c = 0; c < m.cands.size(); ++c)
       cut += last.x[size_t(m.dcol[c])] > 0.5 ? Lin(1) - Lin::var(m.dcol[c]) : Lin::var(m.dcol[c]);
     m.lp.ge(cut, Lin(1));
@@ -618,38 +571,35 @@ Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt
   }
   if (excluded)
     notes.push_back(fmt::format("{} MILP answer(s) fit the model but not the simulator (the model omits some clones "
-                                "of a stage): excluded and solved again",
+                                "within a stage): excluded and solved again",
                                 excluded));
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  const std::string why_stopped = left() <= 0 ? fmt::format("stopped at the time limit ({:g} s)", opt.time_limit_s)
+                                              : std::string("CBC stopped without a proof");
   if (have) {
-    if (last.optimal) {
+    if (last.optimal)
       notes.insert(notes.begin(), fmt::format("proven optimal by CBC in {:.2f} s ({})", secs, size));
-    } else {
-      double gap = last.obj > 1e-12 ? std::max(0.0, (last.obj - last.bound) / last.obj) : 0.0;
-      notes.insert(notes.begin(), fmt::format("{}, gap {:.1f}% ({})",
-                                              last.stopped ? fmt::format("stopped at the time limit ({:g} s)", opt.time_limit_s)
-                                                           : std::string("CBC stopped without a proof"),
-                                              100 * gap, size));
-    }
+    else
+      notes.insert(notes.begin(), fmt::format("{}, gap {:.1f}% ({})", why_stopped,
+                                              last.obj > 1e-12 ? 100 * (last.obj - last.bound) / last.obj : 0.0, size));
     best.note = fmt::format("{}", fmt::join(notes, "; "));
     return best;
   }
-  // No plan that fits: the model proved it, or time ran out, or the exclusions did.
+  // No plan that fits: proven by the model, or time ran out.
   Plan p = finish(in, "optimal", budget, greedy.drop);
-  if (last.solution) {  // the MILP's last answer fits the model but is over budget in simulation
+  if (last.solution) {  // the last answer fits the model, not the simulator, and time is up
     p = finish(in, "optimal", budget, drops_of(m, last.x));
     notes.insert(notes.begin(), fmt::format("the MILP thought its plan fits {} but it simulates to {} (over budget)",
                                             format_bytes(budget), format_bytes(p.predicted.peak_bytes)));
   } else if (m.lp.infeasible_constant || last.infeasible) {
     notes.insert(notes.begin(),
-                 fmt::format("no drop set fits {}: the MILP is infeasible, so no plan of recomputation fits (persistent "
+                 fmt::format("no drop set fits {}: the MILP is infeasible, so no recomputation plan fits (persistent "
                              "state alone is {}); shown: the greedy's lowest peak, {}",
                              format_bytes(budget), format_bytes(in.profile.persistent_bytes + in.start_extra_bytes),
                              format_bytes(p.predicted.peak_bytes)));
   } else {
-    notes.insert(notes.begin(), fmt::format("stopped at the time limit ({:g} s) before CBC found a plan that fits; "
-                                            "gap unknown; shown: the greedy's plan",
-                                            opt.time_limit_s));
+    notes.insert(notes.begin(), fmt::format("{} before CBC found a plan that fits; gap unknown; shown: the greedy's plan",
+                                            why_stopped));
   }
   p.note = fmt::format("{} ({})", fmt::join(notes, "; "), size);
   return p;

@@ -77,8 +77,8 @@ Plan plan_optimal(const PlanInput& in, int64_t budget_bytes);
 // -> "encoder.layer.3", "h.5.attn" -> "h.5"); "" when the scope has none.
 std::string block_of(const std::string& scope);
 
-// Drops the candidates made inside the given blocks except the ones read by a
-// forward node outside their block (the blocks' outputs), unless `keep_outputs` is false.
+// Drops the candidates made inside the given blocks, except those read by a
+// forward node outside their block (the block's outputs) when the block is in `keep_outputs_of`.
 std::vector<ir::ValueId> drop_inside_blocks(const PlanInput& in, const std::vector<std::string>& blocks,
                                             const std::vector<std::string>& keep_outputs_of);
 

@@ -82,14 +82,22 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
     }
     if (r.graph.nodes()[n].phase == ir::Phase::recompute) s.extra_ms += in.node_ms[origin];
   }
-  // The peak's breakdown: storages live during the peak node, by the role of
-  // their owner (a recomputed clone counts as activation).
+  // The peak's breakdown: storages live during the peak node, charged as the
+  // profile charges them (activation if any value sharing the storage is one),
+  // a recomputed clone counting as activation.
   s.live_at_peak.assign(in.graph.num_values(), false);
   if (s.peak_node >= 0) {
     auto k = s.peak_node;
     for (size_t v = 0; v < in.graph.num_values(); ++v) {
       auto owner = static_cast<size_t>(L.storage[v]);
       s.live_at_peak[v] = L.def[owner] >= 0 && L.def[owner] <= k && L.storage_end[owner] >= k;
+    }
+    std::vector<ir::Role> storage_role(r.graph.num_values());
+    for (const ir::Value& v : r.graph.values()) storage_role[static_cast<size_t>(v.id)] = v.role;
+    for (const ir::Value& v : r.graph.values()) {
+      auto owner = static_cast<size_t>(L.storage[static_cast<size_t>(v.id)]);
+      if (v.role == ir::Role::activation && !ir::is_persistent(r.graph.values()[owner].role))
+        storage_role[owner] = ir::Role::activation;
     }
     for (const ir::Value& v : r.graph.values()) {
       auto id = static_cast<size_t>(v.id);
@@ -99,7 +107,7 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
       ir::Role role = r.graph.nodes().size() > 0 && L.def[id] >= 0 &&
                               r.graph.nodes()[static_cast<size_t>(L.def[id])].phase == ir::Phase::recompute
                           ? ir::Role::activation
-                          : v.role;
+                          : storage_role[id];
       s.peak_by_role[static_cast<size_t>(role)] += v.type.bytes();
     }
     s.peak_by_role[static_cast<size_t>(ir::Role::other)] +=

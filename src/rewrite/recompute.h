@@ -34,8 +34,8 @@ struct Recomputed {
 
 Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop);
 
-// True for values recomputation may drop: activations that own their storage
-// (or are views of one that does) and are not made by a random op.
+// True for values recomputation may drop: activations not made by a random op.
+// (Planners drop whole storages: plan::candidates groups a view with its base.)
 bool droppable(const ir::Graph& g, ir::ValueId v);
 
 }  // namespace mutwo::rewrite
