@@ -496,17 +496,18 @@ Solved solve(const Lp& lp, double seconds, const std::vector<double>* start) {
   const auto t0 = Clock::now();
   CbcMain1(static_cast<int>(std::size(argv)), argv, model);
   const double took = std::chrono::duration<double>(Clock::now() - t0).count();
-  fprintf(stderr, "DEBUG status %d sec %d took %.3f of %s obj %g bound %g\n", model.status(), model.secondaryStatus(), took, secs.c_str(), model.getObjValue(), model.getBestPossibleObjValue());
+  // A finished search is a proof (an infeasible relaxation under the incumbent's
+  // cutoff included), except when time ran out: CBC stopped inside
+  // preprocessing can report a finished search.
+  const bool finished = model.status() == 0 && took < 0.95 * seconds;
   Solved out;
-  out.infeasible = model.status() == 0 && model.secondaryStatus() == 1 && !model.bestSolution();
+  out.infeasible = finished && !model.bestSolution();
   if (model.bestSolution()) {
     out.solution = true;
     out.x.assign(model.bestSolution(), model.bestSolution() + nc);
     out.obj = model.getObjValue();
-    out.bound = std::min(out.obj, model.getBestPossibleObjValue());
-    // Proven only when the search finished and the bound meets the plan (CBC
-    // stopped inside preprocessing can report an infeasible relaxation).
-    out.optimal = model.status() == 0 && out.obj - out.bound <= 1e-7 * std::max(1.0, std::abs(out.obj));
+    out.optimal = finished;
+    out.bound = finished ? out.obj : std::min(out.obj, model.getBestPossibleObjValue());
   }
   return out;
 }
