@@ -1,8 +1,7 @@
 // Gradient-check helpers for op tests: build `op(inputs)` plus its autodiff
 // backward as a graph, run it on the CPU executor, and compare output and
 // gradients with libtorch autograd on the same tensors. The same method as
-// test_ops_grad.cpp's (copied from there so that file stays untouched);
-// included by test_transformers.cpp.
+// Shared by test_ops_grad.cpp, test_resnet.cpp and test_transformers.cpp.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -63,7 +62,8 @@ struct GradGraph {
   std::vector<ValueId> grad;  // per input; kNoValue where autodiff gave none
 };
 
-inline GradGraph build_grad_graph(const Tensors& xs, const BuildFn& build) {
+// `wrt_inputs`: indices of the inputs to differentiate for (empty: all).
+inline GradGraph build_grad_graph(const Tensors& xs, const BuildFn& build, const std::vector<size_t>& wrt_inputs = {}) {
   GradGraph r;
   ops::Builder b(r.g);
   for (size_t i = 0; i < xs.size(); ++i)
@@ -71,7 +71,12 @@ inline GradGraph build_grad_graph(const Tensors& xs, const BuildFn& build) {
                            xs[i].is_floating_point() ? ir::Role::parameter : ir::Role::input));
   r.out = build(b, r.in);
   r.seed = b.input("seed", r.g.type(r.out), ir::Role::input);
-  auto grads = autodiff::append_gradients(r.g, r.out, r.seed, r.in);
+  std::vector<ValueId> wrt = r.in;
+  if (!wrt_inputs.empty()) {
+    wrt.clear();
+    for (size_t i : wrt_inputs) wrt.push_back(r.in[i]);
+  }
+  auto grads = autodiff::append_gradients(r.g, r.out, r.seed, wrt);
   r.g.outputs = {r.out};
   for (ValueId v : r.in) {
     auto it = grads.find(v);
@@ -91,9 +96,10 @@ class Runner : public runtime::NodeObserver {
     ex_.initialize();
     ex_.set_observer(this);
   }
+  void set(ValueId v, const at::Tensor& t) { ex_.value(v) = t.clone(); }
   void feed(const Tensors& xs, const at::Tensor& seed) {
-    for (size_t i = 0; i < xs.size(); ++i) ex_.value(gg_.in[i]) = xs[i].clone();
-    ex_.value(gg_.seed) = seed.clone();
+    for (size_t i = 0; i < xs.size(); ++i) set(gg_.in[i], xs[i]);
+    set(gg_.seed, seed);
   }
   // outputs[0] is the op's output, then the gradients in input order.
   Tensors step() {

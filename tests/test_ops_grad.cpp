@@ -17,16 +17,13 @@
 #include "ops/op.h"
 #include "runtime/executor.h"
 #include "support/error.h"
+#include "grad_check.h"
 
 namespace mutwo {
 namespace {
 
+using namespace grad_check;  // GradGraph, Runner, check_grads, randn, ... (tests/grad_check.h)
 using ir::ValueId;
-using Tensors = std::vector<at::Tensor>;
-// The op under test, built on the graph inputs that stand for the test tensors.
-using BuildFn = std::function<ValueId(ops::Builder&, const std::vector<ValueId>&)>;
-// The same op on ATen tensors: the forward that libtorch autograd differentiates.
-using AtenFn = std::function<at::Tensor(const Tensors&)>;
 
 // Every comparison with autograd is BIT-EXACT (at::equal), not a tolerance:
 // each derivative rule emits the very ATen kernel that autograd's formula
@@ -47,158 +44,11 @@ using AtenFn = std::function<at::Tensor(const Tensors&)>;
 // differences (FiniteDiff) use a tolerance: they are an independent check of
 // the math, accurate to about 1e-9 here.
 
-at::Generator& rng() {
-  static at::Generator g = at::detail::createCPUGenerator(20240611);
-  return g;
-}
-at::Tensor randn(at::IntArrayRef shape, at::ScalarType dt = at::kFloat) {
-  return at::randn(shape, rng(), at::TensorOptions().dtype(dt));
-}
 at::Tensor mask(at::IntArrayRef shape, double keep) {
   return at::empty(shape, at::TensorOptions().dtype(at::kBool)).bernoulli_(keep, rng());
 }
 at::Tensor labels(int64_t n, int64_t classes) { return at::randint(classes, {n}, rng(), at::kLong); }
 
-ir::TensorType type_of(const at::Tensor& t) {
-  ir::DType d = ir::DType::f32;
-  switch (t.scalar_type()) {
-    case at::kFloat: d = ir::DType::f32; break;
-    case at::kDouble: d = ir::DType::f64; break;
-    case at::kLong: d = ir::DType::i64; break;
-    case at::kBool: d = ir::DType::boolean; break;
-    default: ADD_FAILURE() << "unexpected test dtype " << t.scalar_type();
-  }
-  return ir::TensorType{t.sizes().vec(), d};
-}
-
-// inputs (one per test tensor: floating ones are parameters, the rest plain
-// inputs) -> op -> output; a `seed` input holds d(loss)/d(output), and
-// autodiff appends the gradients with respect to EVERY input, the
-// non-differentiable ones (targets, masks) included, which must get none.
-struct GradGraph {
-  ir::Graph g;
-  std::vector<ValueId> in;
-  ValueId out = ir::kNoValue, seed = ir::kNoValue;
-  std::vector<ValueId> grad;  // per input; kNoValue where autodiff gave none
-};
-
-// `wrt_inputs`: indices of the inputs to differentiate for (empty: all).
-GradGraph build_grad_graph(const Tensors& xs, const BuildFn& build, const std::vector<size_t>& wrt_inputs = {}) {
-  GradGraph r;
-  ops::Builder b(r.g);
-  for (size_t i = 0; i < xs.size(); ++i)
-    r.in.push_back(b.input("in" + std::to_string(i), type_of(xs[i]),
-                           xs[i].is_floating_point() ? ir::Role::parameter : ir::Role::input));
-  r.out = build(b, r.in);
-  r.seed = b.input("seed", r.g.type(r.out), ir::Role::input);
-  std::vector<ValueId> wrt = r.in;
-  if (!wrt_inputs.empty()) {
-    wrt.clear();
-    for (size_t i : wrt_inputs) wrt.push_back(r.in[i]);
-  }
-  auto grads = autodiff::append_gradients(r.g, r.out, r.seed, wrt);
-  r.g.outputs = {r.out};
-  for (ValueId v : r.in) {
-    auto it = grads.find(v);
-    r.grad.push_back(it == grads.end() ? ir::kNoValue : it->second);
-    if (it != grads.end()) r.g.outputs.push_back(it->second);
-  }
-  ops::verify(r.g);
-  return r;
-}
-
-// Runs a graph on the CPU executor and returns its outputs' tensors. The
-// executor frees every value after its last use and resets non-persistent
-// graph outputs at the end of step(), so the outputs are read by a
-// NodeObserver right after the last node, when liveness still holds them all
-// (graph outputs are never released mid-step). Nothing in src/ needs to change.
-class Runner : public runtime::NodeObserver {
- public:
-  explicit Runner(const GradGraph& gg) : gg_(gg), ex_(gg.g, runtime::ExecutorOptions{}) {
-    ex_.initialize();
-    ex_.set_observer(this);
-  }
-  void set(ValueId v, const at::Tensor& t) { ex_.value(v) = t.clone(); }
-  void feed(const Tensors& xs, const at::Tensor& seed) {
-    for (size_t i = 0; i < xs.size(); ++i) set(gg_.in[i], xs[i]);
-    set(gg_.seed, seed);
-  }
-  // outputs[0] is the op's output, then the gradients in input order.
-  Tensors step() {
-    got_.clear();
-    ex_.step();
-    EXPECT_EQ(got_.size(), ex_.graph().outputs.size());
-    return got_;
-  }
-  at::Tensor grad(const Tensors& outs, size_t input) const {
-    size_t k = 1;
-    for (size_t i = 0; i < input; ++i) k += gg_.grad[i] != ir::kNoValue;
-    return gg_.grad[input] == ir::kNoValue ? at::Tensor() : outs[k];
-  }
-
- private:
-  void after(size_t node) override {
-    if (node + 1 != ex_.graph().nodes().size()) return;
-    for (ValueId v : ex_.graph().outputs) got_.push_back(ex_.value(v));
-  }
-  const GradGraph& gg_;
-  runtime::Executor ex_;
-  Tensors got_;
-};
-
-// libtorch autograd's d(out)/d(x) . seed for every floating input (undefined for the others).
-Tensors autograd_grads(const Tensors& xs, const AtenFn& f, const at::Tensor& seed, at::Tensor* out) {
-  Tensors leaves, diff;
-  for (const at::Tensor& x : xs) {
-    at::Tensor l = x.detach().clone();
-    if (x.is_floating_point()) diff.push_back(l.requires_grad_(true));
-    leaves.push_back(l);
-  }
-  *out = f(leaves);
-  Tensors g = torch::autograd::grad({*out}, diff, {seed});
-  Tensors r;
-  size_t k = 0;
-  for (const at::Tensor& x : xs) r.push_back(x.is_floating_point() ? g[k++] : at::Tensor());
-  return r;
-}
-
-::testing::AssertionResult same(const at::Tensor& mine, const at::Tensor& ref) {
-  if (!mine.defined()) return ::testing::AssertionFailure() << "mutwo produced no tensor";
-  if (mine.sizes() != ref.sizes() || mine.scalar_type() != ref.scalar_type())
-    return ::testing::AssertionFailure() << "mutwo " << mine.sizes() << " " << mine.scalar_type() << " vs autograd "
-                                         << ref.sizes() << " " << ref.scalar_type();
-  if (at::equal(mine, ref)) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "not bit-exact"
-                                       << ", max |diff| = " << (mine - ref).abs().max().item<double>();
-}
-
-// The whole check of one op instance against autograd; returns the graph for extra checks.
-GradGraph check_grads(const std::string& what, const Tensors& xs, const BuildFn& build, const AtenFn& f) {
-  SCOPED_TRACE(what);
-  GradGraph gg = build_grad_graph(xs, build);
-  const ir::TensorType& ot = gg.g.type(gg.out);
-  at::Tensor seed = randn(ot.shape, xs[0].scalar_type());
-  Runner run(gg);
-  run.feed(xs, seed);
-  Tensors outs = run.step();
-  at::Tensor ref_out;
-  Tensors ref = autograd_grads(xs, f, seed, &ref_out);
-  EXPECT_TRUE(same(outs[0], ref_out.detach())) << "forward output";
-  for (size_t i = 0; i < xs.size(); ++i) {
-    SCOPED_TRACE("input " + std::to_string(i));
-    if (!xs[i].is_floating_point()) {
-      EXPECT_EQ(gg.grad[i], ir::kNoValue) << "a non-differentiable input got a gradient";
-      continue;
-    }
-    if (gg.grad[i] == ir::kNoValue) {
-      ADD_FAILURE() << "no gradient for a floating input";
-      continue;
-    }
-    EXPECT_EQ(ir::to_string(gg.g.type(gg.grad[i])), ir::to_string(type_of(xs[i]))) << "gradient type";
-    EXPECT_TRUE(same(run.grad(outs, i), ref[i]));
-  }
-  return gg;
-}
 
 // Central differences of L = sum(seed * out) through mutwo's own forward, in
 // f64, against mutwo's gradient (every floating input, every element).

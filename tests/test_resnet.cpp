@@ -45,25 +45,9 @@ using grad_check::check_grads;
 using grad_check::GradGraph;
 using grad_check::randn;
 
-// grad_check::build_grad_graph for the inputs at positions `wrt` only.
+// The gradient graph for the inputs at positions `wrt` only.
 GradGraph build_partial(const Tensors& xs, const BuildFn& build, const std::vector<size_t>& wrt) {
-  GradGraph r;
-  ops::Builder b(r.g);
-  for (size_t i = 0; i < xs.size(); ++i)
-    r.in.push_back(b.input("in" + std::to_string(i), grad_check::type_of(xs[i]), ir::Role::parameter));
-  r.out = build(b, r.in);
-  r.seed = b.input("seed", r.g.type(r.out), ir::Role::input);
-  std::vector<ValueId> want;
-  for (size_t i : wrt) want.push_back(r.in[i]);
-  auto grads = autodiff::append_gradients(r.g, r.out, r.seed, want);
-  r.g.outputs = {r.out};
-  for (ValueId v : r.in) {
-    auto it = grads.find(v);
-    r.grad.push_back(it == grads.end() ? ir::kNoValue : it->second);
-    if (it != grads.end()) r.g.outputs.push_back(it->second);
-  }
-  ops::verify(r.g);
-  return r;
+  return grad_check::build_grad_graph(xs, build, wrt);
 }
 
 // Reads every graph output right after the last node (step() drops non-persistent outputs at its end).
