@@ -10,6 +10,7 @@ packages=(
   python3-torch python3-torchvision  # tests/resnet_oracle.py: torchvision's ResNets as the oracle
   libopenblas0-pthread    # libtorch-dev's BLAS is the reference one, many times slower
   gnuplot-nox             # plots (mutwo profile, plan --sweep, optimize, sweep)
+  coinor-libcbc-dev       # COIN-OR CBC: the optimal planner's MILP (or configure with -DMUTWO_WITH_CBC=OFF)
 )
 missing=()
 for p in "${packages[@]}"; do

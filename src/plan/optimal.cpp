@@ -74,6 +74,8 @@ Plan plan_optimal(const PlanInput& in, int64_t budget) { return plan_optimal(in,
 
 #if !MUTWO_WITH_CBC
 
+bool optimal_model_fits(const PlanInput&, int64_t, const std::vector<ir::ValueId>&) { return false; }
+
 Plan plan_optimal(const PlanInput&, int64_t, const OptimalOptions&) {
   MUTWO_FAIL(
       "the optimal planner was built without COIN-OR CBC: install coinor-libcbc-dev (scripts/install-deps.sh) and "
@@ -87,6 +89,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kKept = -1;  // value kinds: kept at backward time whatever the plan
 constexpr int kTemp = -2;  // made in forward, never read in backward: always recomputed when needed
+constexpr size_t kBehind = 8;  // same-stage clones counted behind a clone's inputs, at most
 
 // A linear expression over LP columns.
 struct Lin {
@@ -178,8 +181,9 @@ struct Model {
   Lin R(int s, int q) const { return A(s, q) - A(s - 1, q); }
 };
 
-// Builds the MILP (see the top of this file). Memory rows are in units of `unit` bytes.
-Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptions& opt) {
+// Builds the MILP (see the top of this file). Memory rows are in units of `unit`
+// bytes; `behind` caps the same-stage clones counted behind each clone's inputs.
+Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptions& opt, size_t behind_cap) {
   const ir::Graph& g = in.graph;
   const auto& nodes = g.nodes();
   const size_t nn = nodes.size(), nv = g.num_values();
@@ -390,6 +394,35 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
     clone_mem[size_t(e.reader)][size_t(e.s - m.aw[size_t(e.reader)].first)] +=
         Lin::var(made_here, double(g.type(e.v).bytes()) / unit);
   }
+  // Clones of this stage that the clone's recursion made before it (roots
+  // behind its inputs, through values not kept) and that live past the stage.
+  for (size_t q = 0; q < nn; ++q) {
+    if (m.aw[q].first < 0) continue;
+    std::vector<std::pair<ir::ValueId, Lits>> todo, behind;
+    for (ir::ValueId a : nodes[q].inputs)
+      if (a != ir::kNoValue && kind[size_t(a)] != kKept) todo.push_back({a, kind[size_t(a)] >= 0 ? Lits{{m.dcol[size_t(kind[size_t(a)])], false}} : Lits{}});
+    while (!todo.empty() && behind.size() < behind_cap) {
+      auto [t, lits] = todo.back();
+      todo.pop_back();
+      for (ir::ValueId b : nodes[size_t(prod(t))].inputs) {
+        if (b == ir::kNoValue || kind[size_t(b)] == kKept || !L.owns_storage(b)) continue;
+        if (std::find(nodes[q].inputs.begin(), nodes[q].inputs.end(), b) != nodes[q].inputs.end()) continue;
+        if (std::none_of(behind.begin(), behind.end(), [&](const auto& e) { return e.first == b; })) behind.push_back({b, lits});
+        Lits more = lits;
+        if (kind[size_t(b)] >= 0) more.emplace_back(m.dcol[size_t(kind[size_t(b)])], false);
+        todo.push_back({b, more});
+      }
+    }
+    for (const auto& [v, lits] : behind) {
+      const Fut& f = clone_fut[size_t(v)];
+      for (int s = std::max(m.aw[q].first, f.first); f.first >= 0 && s <= std::min(m.aw[q].last, f.last); ++s)
+        if (auto c = conj(m.R(s, int(q)) + m.R(s, prod(v)) + fcol(f, s, 1) - 2, lits)) {
+          int z = lp.col(0, 1, false);
+          lp.ge(Lin::var(z), *c);
+          clone_mem[q][size_t(s - m.aw[q].first)] += Lin::var(z, double(g.type(v).bytes()) / unit);
+        }
+    }
+  }
   for (size_t q = 0; q < nn; ++q)
     for (int s = m.aw[q].first; m.aw[q].first >= 0 && s <= m.aw[q].last; ++s) {
       if (xcol[size_t(s)] < 0) xcol[size_t(s)] = lp.col(0, 1e30, false);
@@ -520,7 +553,22 @@ std::vector<ir::ValueId> drops_of(const Model& m, const std::vector<double>& x) 
   return drop;
 }
 
+// The model with drop[] fixed to a drop list.
+Lp with_drops(const Model& m, const PlanInput& in, const std::vector<ir::ValueId>& drop) {
+  Lp fixed = m.lp;
+  std::vector<bool> chosen(in.graph.num_values(), false);
+  for (ir::ValueId v : drop) chosen[size_t(v)] = true;
+  for (size_t c = 0; c < m.cands.size(); ++c)
+    fixed.lo[size_t(m.dcol[c])] = fixed.hi[size_t(m.dcol[c])] = chosen[size_t(m.cands[c].members[0])] ? 1 : 0;
+  return fixed;
+}
+
 }  // namespace
+
+bool optimal_model_fits(const PlanInput& in, int64_t budget, const std::vector<ir::ValueId>& drop) {
+  Model m = build(in, budget, std::max(1.0, double(budget) / 1e6), OptimalOptions{}, kBehind);
+  return !m.lp.infeasible_constant && solve(with_drops(m, in, drop), 60, nullptr).solution;
+}
 
 Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt) {
   const auto t0 = Clock::now();
@@ -531,22 +579,20 @@ Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt
     return none;
   }
   Plan greedy = plan_mutwo(in, budget);
-  Model m = build(in, budget, std::max(1.0, double(budget) / 1e6), opt);
-  const std::string size = fmt::format("{} variables, {} constraints, {} stages", m.lp.lo.size(), m.lp.rows.size(), m.stages());
+  const double unit = std::max(1.0, double(budget) / 1e6);
+  // First without the same-stage clones behind a clone's inputs (a smaller
+  // model, usually exact enough); with them from the first mismatch on.
+  Model m = build(in, budget, unit, opt, 0);
   std::vector<std::string> notes;
-
-  // Warm start: the greedy's plan, the rest of the model solved around it.
   std::vector<double> start;
-  if (opt.warm_start && greedy.feasible && !m.lp.infeasible_constant) {
-    Lp fixed = m.lp;
-    std::vector<bool> chosen(in.graph.num_values(), false);
-    for (ir::ValueId v : greedy.drop) chosen[size_t(v)] = true;
-    for (size_t c = 0; c < m.cands.size(); ++c)
-      fixed.lo[size_t(m.dcol[c])] = fixed.hi[size_t(m.dcol[c])] = chosen[size_t(m.cands[c].members[0])] ? 1 : 0;
-    Solved w = solve(fixed, std::min(left(), 0.25 * opt.time_limit_s), nullptr);
+  auto warm_start = [&] {  // the greedy's plan, the rest of the model solved around it
+    start.clear();
+    if (!opt.warm_start || !greedy.feasible || m.lp.infeasible_constant) return;
+    Solved w = solve(with_drops(m, in, greedy.drop), std::min(left(), 0.25 * opt.time_limit_s), nullptr);
     if (w.solution) start = w.x;
     if (w.infeasible) notes.push_back("warning: the model rejects the greedy's plan, which fits in simulation (a modelling bug)");
-  }
+  };
+  warm_start();
 
   // Solve; a drop set the model accepts but the simulator puts over budget is
   // excluded (a no-good cut on drop[]) and CBC runs again.
@@ -554,6 +600,7 @@ Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt
   bool have = false;
   int excluded = 0;
   Solved last;
+  std::vector<Lin> cuts;
   while (!m.lp.infeasible_constant) {
     last = solve(m.lp, left(), start.empty() ? nullptr : &start);
     if (!last.solution) break;
@@ -564,12 +611,19 @@ Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt
       break;
     }
     ++excluded;
-    Lin cut;
+    Lin cut;  // drop[] columns come first, so cuts carry over to a rebuilt model
     for (size_t c = 0; c < m.cands.size(); ++c)
       cut += last.x[size_t(m.dcol[c])] > 0.5 ? Lin(1) - Lin::var(m.dcol[c]) : Lin::var(m.dcol[c]);
+    cuts.push_back(cut);
+    if (excluded == 1) {
+      m = build(in, budget, unit, opt, kBehind);
+      warm_start();
+      for (size_t k = 0; k + 1 < cuts.size(); ++k) m.lp.ge(cuts[k], Lin(1));
+    }
     m.lp.ge(cut, Lin(1));
     if (left() <= 0) break;
   }
+  const std::string size = fmt::format("{} variables, {} constraints, {} stages", m.lp.lo.size(), m.lp.rows.size(), m.stages());
   if (excluded)
     notes.push_back(fmt::format("{} MILP answer(s) fit the model but not the simulator (the model omits some clones "
                                 "within a stage): excluded and solved again",

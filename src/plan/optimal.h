@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "plan/plan.h"
 
@@ -17,6 +18,10 @@ struct OptimalOptions {
 
 // plan_optimal(in, budget) is this with the default options.
 Plan plan_optimal(const PlanInput& in, int64_t budget_bytes, const OptimalOptions& options);
+
+// For tests: whether the MILP's memory model lets `drop` fit the budget. The
+// model is a relaxation: it must accept every drop list that fits in simulation.
+bool optimal_model_fits(const PlanInput& in, int64_t budget_bytes, const std::vector<ir::ValueId>& drop);
 
 // False when mutwo was configured with -DMUTWO_WITH_CBC=OFF (plan_optimal then throws UserError).
 bool optimal_planner_built();
