@@ -4,6 +4,8 @@
 // (feasible plans fit, sweeps never rise as the budget falls).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
 #include <set>
 
 #include "autodiff/autodiff.h"
@@ -169,6 +171,34 @@ TEST(Planners, UnknownPlannerAndBadProfileGraphAreUserErrors) {
   profile::Profile p = profile::describe(g);
   p.graph_text = "graph broken\n%x : f32[2] other = relu(%y) fwd\n";
   EXPECT_THROW(plan::make_input(p), UserError);
+}
+
+// Not a unit test: the greedy's planning time on bert-large, batch 32, seq 128
+// (target T5: under one second on one core), from the graph alone (node times
+// from FLOPs, 1 GFLOP = 1 ms). Run it with --gtest_also_run_disabled_tests
+// under `taskset -c 0`.
+TEST(Planners, DISABLED_PlanningTimeBertLargeBatch32) {
+  models::ModelOptions o;
+  o.name = "bert-large";
+  o.batch = 32;
+  models::Model m = models::build_model(o);
+  plan::PlanInput in;
+  in.graph = autodiff::build_training_step(std::move(m.graph), m.loss, {});
+  in.profile = profile::describe(in.graph);
+  for (const auto& n : in.profile.nodes) {
+    in.node_ms.push_back(n.flops * 1e-9 + 1e-3);
+    in.workspace.push_back(0);
+  }
+  const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
+  for (int pct : {80, 60, 40}) {
+    auto t0 = std::chrono::steady_clock::now();
+    plan::Plan p = plan::run_planner("mutwo", in, unplanned * pct / 100);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("bert-large b32, %zu nodes, %zu candidates: mutwo at %d%% of %lld bytes: %.3f s, %zu dropped, %s\n",
+                in.graph.nodes().size(), plan::candidates(in).size(), pct, static_cast<long long>(unplanned), s,
+                p.drop.size(), p.feasible ? "fits" : "over budget");
+    EXPECT_TRUE(p.feasible);
+  }
 }
 
 }  // namespace

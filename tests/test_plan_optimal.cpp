@@ -147,6 +147,43 @@ TEST(Optimal, MemoryModelIsARelaxationAndTightOnSmallGraphs) {
   }
 }
 
+// On graphs with few candidates the optimum equals brute force over every drop
+// set, and it never costs more than per-layer where per-layer fits.
+TEST(Optimal, EqualsBruteForceOnTinyGraphsAndNeverCostsMoreThanPerLayer) {
+  SKIP_WITHOUT_CBC();
+  int compared = 0;
+  for (const plan::PlanInput& base : {mlp(2), chain(6, false), chain(3, true)})
+    for (uint32_t seed : {0u, 3u}) {
+      const plan::PlanInput in = seed ? with_random_times(base, seed) : base;
+      const std::vector<plan::Candidate> cands = plan::candidates(in);
+      ASSERT_LE(cands.size(), 16u) << in.graph.name << ": too many candidates to enumerate";
+      ASSERT_GE(cands.size(), 4u) << in.graph.name << ": too few candidates to be a test";
+      std::vector<plan::Simulation> sims;  // one per subset of candidates
+      for (uint32_t mask = 0; mask < (1u << cands.size()); ++mask) {
+        std::vector<ir::ValueId> drop;
+        for (size_t c = 0; c < cands.size(); ++c)
+          if (mask >> c & 1) drop.insert(drop.end(), cands[c].members.begin(), cands[c].members.end());
+        sims.push_back(plan::simulate(in, drop));
+      }
+      const int64_t top = unplanned(in), low = plan::plan_mutwo(in, 0).predicted.peak_bytes;
+      for (int step = 0; step < 6; ++step) {
+        const int64_t budget = low + (top - low) * step / 6;
+        double best = 1e30;
+        for (const plan::Simulation& s : sims)
+          if (s.peak_bytes <= budget) best = std::min(best, s.extra_ms);
+        plan::Plan o = plan::plan_optimal(in, budget);
+        SCOPED_TRACE(fmt::format("{} seed {} at budget {}: {}", in.graph.name, seed, budget, o.note));
+        ASSERT_LT(best, 1e30) << "the greedy's lowest peak is some drop set's";
+        EXPECT_TRUE(o.feasible);
+        EXPECT_NEAR(o.predicted.extra_ms, best, 1e-9) << cands.size() << " candidates";
+        plan::Plan pl = plan::run_planner("per-layer", in, budget);
+        if (pl.feasible) EXPECT_LE(o.predicted.extra_ms, pl.predicted.extra_ms + 1e-9);
+        ++compared;
+      }
+    }
+  EXPECT_EQ(compared, 36);
+}
+
 TEST(Optimal, DropsNothingAtOrAboveTheUnplannedPeak) {
   SKIP_WITHOUT_CBC();
   plan::PlanInput in = mlp(2);

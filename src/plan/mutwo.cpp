@@ -78,6 +78,23 @@ class Closures {
   std::vector<uint32_t> mark_;
 };
 
+// The first plan that fits may overshoot the budget: its last choices freed
+// more than was still missing. Take back choices, latest (least bytes per ms)
+// first, while the plan still fits and gets cheaper.
+Plan take_back(const PlanInput& in, Plan best, const std::vector<Candidate>& cands, const std::vector<size_t>& chosen) {
+  std::vector<size_t> kept_choices(chosen);
+  for (size_t k = chosen.size(); k-- > 0;) {
+    std::vector<ir::ValueId> drop;
+    for (size_t c : kept_choices)
+      if (c != chosen[k]) drop.insert(drop.end(), cands[c].members.begin(), cands[c].members.end());
+    Plan p = finish(in, "mutwo", best.budget_bytes, std::move(drop));
+    if (!p.feasible || p.predicted.extra_ms >= best.predicted.extra_ms) continue;
+    kept_choices.erase(std::find(kept_choices.begin(), kept_choices.end(), chosen[k]));
+    best = std::move(p);
+  }
+  return best;
+}
+
 }  // namespace
 
 Plan plan_mutwo(const PlanInput& in, int64_t budget) {
@@ -134,7 +151,7 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
     }
     at_peak = p.predicted.live_at_peak;
     best = std::move(p);
-    if (best.feasible) return best;
+    if (best.feasible) return take_back(in, std::move(best), cands, chosen);
   }
   best.note = fmt::format(
       "no plan fits {}: the lowest peak the greedy reached is {} (persistent state alone is {}); "
