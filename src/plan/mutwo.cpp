@@ -80,7 +80,8 @@ class Closures {
 
 // The first plan that fits may overshoot the budget: its last choices freed
 // more than was still missing. Take back choices, latest (least bytes per ms)
-// first, while the plan still fits and gets cheaper.
+// first, where the plan still fits and gets cheaper and its peak does not fall
+// (so sweeps stay monotone: see docs/planners.md).
 Plan take_back(const PlanInput& in, Plan best, const std::vector<Candidate>& cands, const std::vector<size_t>& chosen) {
   std::vector<size_t> kept_choices(chosen);
   for (size_t k = chosen.size(); k-- > 0;) {
@@ -88,7 +89,9 @@ Plan take_back(const PlanInput& in, Plan best, const std::vector<Candidate>& can
     for (size_t c : kept_choices)
       if (c != chosen[k]) drop.insert(drop.end(), cands[c].members.begin(), cands[c].members.end());
     Plan p = finish(in, "mutwo", best.budget_bytes, std::move(drop));
-    if (!p.feasible || p.predicted.extra_ms >= best.predicted.extra_ms) continue;
+    if (!p.feasible || p.predicted.extra_ms >= best.predicted.extra_ms ||
+        p.predicted.peak_bytes < best.predicted.peak_bytes)
+      continue;
     kept_choices.erase(std::find(kept_choices.begin(), kept_choices.end(), chosen[k]));
     best = std::move(p);
   }
