@@ -16,10 +16,7 @@ card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -n1)
 date=$(date +%F)
 echo "card: $card; $(python3 -c 'import torch; print("torch", torch.__version__)')"
 
-prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
-  -DMUTWO_BUILD_TESTS=OFF -DMUTWO_FMT_HEADER_ONLY=ON -DMUTWO_WITH_CBC=OFF >/dev/null || exit 1
-ninja -C build-cuda mutwo >/dev/null || { ninja -C build-cuda mutwo | tail -n 30; exit 1; }
+scripts/build-cuda.sh || exit 1
 m=build-cuda/src/cli/mutwo
 res="$out/results.jsonl"
 

@@ -8,6 +8,8 @@ steps, step_ms = median of CUDA-event-timed steps after 2 warm-up steps.
 Written after ../shared/bench/torch_peers.py, so the comparison can be rerun
 from this repository alone:
   python3 bench/peers.py --models resnet-152,bert-base --batches 32 --variants eager,ckpt
+With --trace, also prints where one measured step spends its GPU time, by op
+(torch.profiler), to set beside `mutwo profile`'s nodes.csv.
 """
 import argparse, json, os, time
 import torch
@@ -56,7 +58,15 @@ def build(name, batch):
     raise SystemExit("unknown model " + name)
 
 
-def measure(name, batch, variant, steps):
+def trace(step, label):
+    from torch.profiler import profile, ProfilerActivity
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step(); torch.cuda.synchronize()
+    print(f"# {label}: one step, top ops by self CUDA time", flush=True)
+    print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25, max_name_column_width=48), flush=True)
+
+
+def measure(name, batch, variant, steps, show_trace=False):
     torch.manual_seed(0)
     m, inputs, loss_fn, ckpt = build(name, batch)
     if variant == "ckpt":
@@ -75,6 +85,8 @@ def measure(name, batch, variant, steps):
 
     step(); step()
     torch.cuda.synchronize()
+    if show_trace:
+        trace(step, f"{name} batch {batch} {variant}")
     torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(steps):
@@ -94,12 +106,13 @@ if __name__ == "__main__":
     ap.add_argument("--batches", default="32")
     ap.add_argument("--variants", default="eager,ckpt")
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--trace", action="store_true", help="print a per-op GPU time table per configuration")
     a = ap.parse_args()
     for model in a.models.split(","):
         for b in a.batches.split(","):
             for v in a.variants.split(","):
                 try:
-                    r = measure(model, int(b), v, a.steps)
+                    r = measure(model, int(b), v, a.steps, a.trace)
                 except torch.cuda.OutOfMemoryError:
                     r = dict(model=model, batch=int(b), system="pytorch", variant=v, error="out of memory")
                 print(json.dumps(r), flush=True)

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "autodiff/autodiff.h"
+#include "plan_inputs.h"
 #include "models/model.h"
 #include "ops/op.h"
 #include "plan/plan.h"
@@ -182,13 +183,7 @@ TEST(Planners, DISABLED_PlanningTimeBertLargeBatch32) {
   o.name = "bert-large";
   o.batch = 32;
   models::Model m = models::build_model(o);
-  plan::PlanInput in;
-  in.graph = autodiff::build_training_step(std::move(m.graph), m.loss, {});
-  in.profile = profile::describe(in.graph);
-  for (const auto& n : in.profile.nodes) {
-    in.node_ms.push_back(n.flops * 1e-9 + 1e-3);
-    in.workspace.push_back(0);
-  }
+  plan::PlanInput in = testing::input_of(autodiff::build_training_step(std::move(m.graph), m.loss, {}));
   const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
   for (int pct : {80, 60, 40}) {
     auto t0 = std::chrono::steady_clock::now();

@@ -245,7 +245,7 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
     bool forbidden = op.has(ops::kRandom) || op.has(ops::kInplace);  // the rewrite never recomputes these
     w.col = static_cast<int>(lp.lo.size());
     for (int s = w.first; s <= w.last; ++s) lp.col(0, forbidden ? 0 : 1, true);
-    lp.cost[size_t(w.col + w.last - w.first)] = std::max(0.0, in.node_ms[q]);
+    lp.cost[size_t(w.col + w.last - w.first)] = 1e3 * std::max(0.0, in.node_ms[q]);  // us: CBC's cutoff increment is absolute
   }
 
   // A: lower bounds (reads force recomputation) and upper bounds (and nothing else does).
@@ -570,12 +570,21 @@ bool optimal_model_fits(const PlanInput& in, int64_t budget, const std::vector<i
   return !m.lp.infeasible_constant && solve(with_drops(m, in, drop), 60, nullptr).solution;
 }
 
-Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt) {
+namespace {
+
+enum class Outcome { fits, infeasible, unknown };
+
+// The optimal plan at `budget`. When no drop set fits and `lowest` is set, the
+// plan shown is the one with the lowest peak any drop set reaches, found by
+// bisection on the budget, so that a smaller budget never shows a higher peak.
+Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& opt, bool lowest, Outcome* outcome) {
+  *outcome = Outcome::unknown;
   const auto t0 = Clock::now();
   auto left = [&] { return opt.time_limit_s - std::chrono::duration<double>(Clock::now() - t0).count(); };
   Plan none = finish(in, "optimal", budget, {});
   if (none.feasible) {
     none.note = "fits without recomputation";
+    *outcome = Outcome::fits;
     return none;
   }
   Plan greedy = plan_mutwo(in, budget);
@@ -638,6 +647,7 @@ Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt
       notes.insert(notes.begin(), fmt::format("{}, gap {:.1f}% ({})", why_stopped,
                                               last.obj > 1e-12 ? 100 * (last.obj - last.bound) / last.obj : 0.0, size));
     best.note = fmt::format("{}", fmt::join(notes, "; "));
+    *outcome = Outcome::fits;
     return best;
   }
   // No plan that fits: proven by the model, or time ran out.
@@ -647,10 +657,33 @@ Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt
     notes.insert(notes.begin(), fmt::format("the MILP thought its plan fits {} but it simulates to {} (over budget)",
                                             format_bytes(budget), format_bytes(p.predicted.peak_bytes)));
   } else if (m.lp.infeasible_constant || last.infeasible) {
+    *outcome = Outcome::infeasible;
+    // Bisect between this budget (no drop set fits) and the lowest peak known;
+    // each plan that fits lowers the upper end to its simulated peak. The
+    // probes alternate between one byte under the lowest peak known (usually
+    // the answer) and the middle.
+    int64_t lo = budget;
+    bool proven = lowest, first = true;
+    while (lowest && p.predicted.peak_bytes - lo > 1) {
+      OptimalOptions o = opt;
+      o.time_limit_s = left();
+      Outcome at_mid = Outcome::unknown;
+      const int64_t mid = first ? p.predicted.peak_bytes - 1 : lo + (p.predicted.peak_bytes - lo) / 2;
+      first = !first;
+      Plan q = o.time_limit_s > 0 ? optimal_at(in, mid, o, false, &at_mid) : Plan{};
+      if (at_mid == Outcome::fits) p = finish(in, "optimal", budget, q.drop);
+      else if (at_mid == Outcome::infeasible) lo = mid;
+      else {
+        proven = false;
+        break;
+      }
+    }
     notes.insert(notes.begin(),
                  fmt::format("no drop set fits {}: the MILP is infeasible, so no recomputation plan fits (persistent "
-                             "state alone is {}); shown: the greedy's lowest peak, {}",
+                             "state alone is {}); shown: {}, {}",
                              format_bytes(budget), format_bytes(in.profile.persistent_bytes + in.start_extra_bytes),
+                             proven ? "the lowest peak any drop set reaches"
+                                    : lowest ? "the lowest peak found before the time limit" : "the greedy's lowest peak",
                              format_bytes(p.predicted.peak_bytes)));
   } else {
     notes.insert(notes.begin(), fmt::format("{} before CBC found a plan that fits; gap unknown; shown: the greedy's plan",
@@ -658,6 +691,13 @@ Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt
   }
   p.note = fmt::format("{} ({})", fmt::join(notes, "; "), size);
   return p;
+}
+
+}  // namespace
+
+Plan plan_optimal(const PlanInput& in, int64_t budget, const OptimalOptions& opt) {
+  Outcome outcome;
+  return optimal_at(in, budget, opt, true, &outcome);
 }
 
 #endif  // MUTWO_WITH_CBC
