@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "autodiff/autodiff.h"
+#include "rewrite/recompute.h"
 #include "grad_check.h"
 #include "ir/text.h"
 #include "models/model.h"
@@ -89,13 +90,12 @@ TEST(ResnetOpGrad, EveryConvFamilyOpIsCovered) {
   // conv.cpp's rows with a derivative, each checked by a test below.
   for (const char* name : {"conv2d", "batch_norm", "max_pool2d", "adaptive_avg_pool2d"})
     EXPECT_NE(ops::op(name).grad, nullptr) << name;
-  for (const char* name : {"conv2d_backward", "batch_norm_backward", "batch_norm_update_stats", "max_pool2d_backward",
+  for (const char* name : {"conv2d_backward", "batch_norm_backward", "max_pool2d_backward",
                            "adaptive_avg_pool2d_backward"})
     EXPECT_EQ(ops::op(name).grad, nullptr) << name << " is not differentiated twice";
-  EXPECT_TRUE(ops::op("batch_norm_update_stats").has(ops::kInplace));
-  EXPECT_EQ(ops::op("batch_norm_update_stats").mutates, (std::vector<int>{1, 2}));
+  EXPECT_EQ(ops::op("batch_norm").mutates, (std::vector<int>{3, 4})) << "the running statistics, updated in place";
   EXPECT_TRUE(ops::op("conv2d").has(ops::kHeavy));
-  EXPECT_FALSE(ops::op("batch_norm").has(ops::kInplace)) << "batch_norm must stay functional (recomputable)";
+  EXPECT_FALSE(ops::op("batch_norm").has(ops::kInplace)) << "batch_norm must stay recomputable";
 }
 
 TEST(ResnetOpGrad, Conv2d) {
@@ -159,14 +159,19 @@ TEST(ResnetOpGrad, BatchNorm) {
   EXPECT_EQ(bwd.inputs[4], fwd.outputs[2]);
 }
 
-// Running statistics: PyTorch's in-place update, bit for bit, over two steps.
-TEST(ResnetBatchNorm, UpdateStatsMatchPyTorchRunningStatistics) {
+// Running statistics: PyTorch's in-place update, bit for bit, over two steps;
+// a recomputed clone of the node leaves them alone.
+TEST(ResnetBatchNorm, RunningStatisticsMatchPyTorchAndRecomputationLeavesThemAlone) {
   ir::Graph g;
   ops::Builder b(g);
   ValueId x = b.input("x", {{4, 3, 5, 5}, ir::DType::f32}, ir::Role::input, {ir::Init::normal, 1.0, 2.0});
   ValueId mean = b.input("bn.running_mean", {{3}, ir::DType::f32}, ir::Role::buffer, {ir::Init::zeros});
   ValueId var = b.input("bn.running_var", {{3}, ir::DType::f32}, ir::Role::buffer, {ir::Init::ones});
-  b.call("batch_norm_update_stats", {x, mean, var}, {{"momentum", 0.1}});
+  ValueId w = b.input("bn.weight", {{3}, ir::DType::f32}, ir::Role::parameter, {ir::Init::ones});
+  ValueId bias = b.input("bn.bias", {{3}, ir::DType::f32}, ir::Role::parameter, {ir::Init::zeros});
+  std::vector<ValueId> outs = b.call("batch_norm", {x, w, bias, mean, var}, {{"eps", 1e-5}, {"momentum", 0.1}});
+  b.phase = ir::Phase::loss;
+  b.op("sum", {b.op("mul", {outs[0], outs[0]})}, {}, "loss");
   ops::verify(g);
   runtime::Executor ex(g, {});
   ex.initialize();
@@ -179,6 +184,31 @@ TEST(ResnetBatchNorm, UpdateStatsMatchPyTorchRunningStatistics) {
   EXPECT_TRUE(at::equal(ex.value(mean), ref_mean)) << ex.value(mean) << ref_mean;
   EXPECT_TRUE(at::equal(ex.value(var), ref_var)) << ex.value(var) << ref_var;
   EXPECT_FALSE(at::equal(ref_var, at::ones({3}))) << "the update must have happened";
+
+  // Recomputing its outputs clones the node without the running statistics.
+  ir::Graph step = autodiff::build_training_step(g, g.find("loss"), {});
+  ASSERT_EQ(step.value(outs[0]).role, ir::Role::activation);
+  rewrite::Recomputed r = rewrite::insert_recomputation(step, {outs[0]});
+  int clones = 0;
+  for (const ir::Node& n : r.graph.nodes())
+    if (n.phase == ir::Phase::recompute && n.op == "batch_norm") {
+      ++clones;
+      EXPECT_EQ(n.inputs[3], ir::kNoValue);
+      EXPECT_EQ(n.inputs[4], ir::kNoValue);
+    }
+  EXPECT_EQ(clones, 1);
+  // Executed, both steps update the running statistics once per step, alike.
+  auto stats_after_two_steps = [&](const ir::Graph& graph) {
+    runtime::Executor e(graph, {c10::Device(c10::kCPU), 3});
+    e.initialize();
+    e.step();
+    e.step();
+    return std::make_pair(e.value(mean).clone(), e.value(var).clone());
+  };
+  auto [mean_a, var_a] = stats_after_two_steps(step);
+  auto [mean_b, var_b] = stats_after_two_steps(r.graph);
+  EXPECT_TRUE(at::equal(mean_a, mean_b)) << mean_a << mean_b;
+  EXPECT_TRUE(at::equal(var_a, var_b)) << var_a << var_b;
 }
 
 TEST(ResnetOpGrad, MaxPool2d) {
@@ -255,12 +285,14 @@ TEST(ResnetBuildErrors, BatchNormAndPooling) {
                     {"cannot build batch_norm", "more than one value per channel", "use a larger batch or image"});
   expect_substrings(build_error({f32({2, 4, 3, 3}), f32({3})}, "batch_norm", {{"eps", 1e-5}}),
                     {"batch_norm weight must have shape [4]"});
-  expect_substrings(build_error({f32({2, 4, 3, 3}), {{4}, ir::DType::i64}, {{4}, ir::DType::i64}},
-                                "batch_norm_update_stats", {{"momentum", 0.1}}),
+  expect_substrings(build_error({f32({2, 4, 3, 3}), f32({4}), f32({4}), {{4}, ir::DType::i64}, {{4}, ir::DType::i64}},
+                                "batch_norm", {{"eps", 1e-5}, {"momentum", 0.1}}),
                     {"running_mean must have element type f32"});
-  expect_substrings(
-      build_error({f32({2, 4, 3, 3}), f32({4}), f32({4})}, "batch_norm_update_stats", {{"momentum", 1.5}}),
-      {"momentum must be in [0, 1]"});
+  expect_substrings(build_error({f32({2, 4, 3, 3}), f32({4}), f32({4}), f32({4}), f32({4})}, "batch_norm",
+                                {{"eps", 1e-5}, {"momentum", 1.5}}),
+                    {"momentum must be in [0, 1]"});
+  expect_substrings(build_error({f32({2, 4, 3, 3}), f32({4}), f32({4}), f32({4})}, "batch_norm", {{"eps", 1e-5}}),
+                    {"give both running_mean and running_var, or neither"});
   expect_substrings(build_error({f32({1, 3, 8, 8})}, "max_pool2d", {{"kernel", Shape{3, 3}}, {"padding", Shape{2, 2}}}),
                     {"padding [2,2] must be at most half the kernel [3,3]"});
   expect_substrings(build_error({f32({1, 3, 2, 2})}, "max_pool2d", {{"kernel", Shape{3, 3}}}),
@@ -319,7 +351,6 @@ TEST(ResnetParams, NamesAreTorchvisionStateDictKeys) {
   EXPECT_EQ(g.type(g.find("fc.out")).shape, (Shape{1, 1000}));
   // 53 batch norms, each with running_mean and running_var.
   EXPECT_EQ(count_ops(g, "batch_norm"), 53);
-  EXPECT_EQ(count_ops(g, "batch_norm_update_stats"), 53);
   // Scopes: the stem, each block as "layerK.i", the head and the loss.
   std::set<std::string> scopes;
   for (const ir::Node& n : g.nodes()) scopes.insert(n.scope);
@@ -563,9 +594,9 @@ struct NodePeaks : runtime::NodeObserver {
 //                             4 weight sizes (37,767,424 bytes for 512x512x3x3,
 //                             twice its operands); backward bound: two copies
 //                             of every operand.
-//   batch_norm                2 per-channel float vectors (8 C bytes)
-//   batch_norm_update_stats   4 to 5 per-channel vectors: the batch mean and
-//                             variance it returns (dropped) and its own; bound 8.
+//   batch_norm                2 per-channel float vectors (8 C bytes); with
+//                             the running statistics up to 8 (measured after
+//                             the fused update; bound 8 vectors).
 //   batch_norm_backward       one buffer of x's size (bytes(x)); bound bytes(x) + 8 vectors
 //   sgd_step                  12: ATen's 0-dim tensor for a Scalar operand
 //   everything else           0
@@ -578,7 +609,7 @@ int64_t workspace_bound(const ir::Graph& g, const ir::Node& n) {
   int64_t vectors = x == ir::kNoValue || g.type(x).rank() < 2 ? 0 : 8 * g.type(x).shape[1] * int64_t{sizeof(float)};
   if (n.op == "conv2d") return operands;
   if (n.op == "conv2d_backward") return 2 * operands;
-  if (n.op == "batch_norm" || n.op == "batch_norm_update_stats") return vectors;
+  if (n.op == "batch_norm") return vectors;
   if (n.op == "batch_norm_backward") return bytes(x) + vectors;
   if (n.op == "sgd_step") return 12;
   return 0;

@@ -89,8 +89,8 @@ class ResnetBuilder {
   }
 
   // nn.BatchNorm2d in training mode: weight 1, bias 0; running_mean 0 and
-  // running_var 1 are buffers, updated in place by a separate node so that
-  // the normalisation itself stays functional (recomputable). torchvision's
+  // running_var 1 are buffers, which the batch_norm node updates in place (a
+  // recomputed clone leaves them out, so they are updated once). torchvision's
   // num_batches_tracked buffer is omitted: with a set momentum it only counts
   // steps and changes no number.
   ValueId bn(ValueId x, std::string_view name) {
@@ -103,10 +103,10 @@ class ResnetBuilder {
     ValueId bias = b_.input(p + ".bias", param, Role::parameter, {ir::Init::zeros});
     ValueId mean = b_.input(p + ".running_mean", stats, Role::buffer, {ir::Init::zeros});
     ValueId var = b_.input(p + ".running_var", stats, Role::buffer, {ir::Init::ones});
-    auto outs = b_.call("batch_norm", {x, w, bias}, {{"eps", c_.bn_eps}}, p + ".out");  // y: x's shape
-    b_.graph().rename(outs[1], p + ".save_mean");                                      // (C)
-    b_.graph().rename(outs[2], p + ".save_invstd");                                    // (C)
-    b_.call("batch_norm_update_stats", {x, mean, var}, {{"momentum", c_.bn_momentum}});
+    auto outs = b_.call("batch_norm", {x, w, bias, mean, var}, {{"eps", c_.bn_eps}, {"momentum", c_.bn_momentum}},
+                        p + ".out");                      // y: x's shape; updates mean and var
+    b_.graph().rename(outs[1], p + ".save_mean");    // (C)
+    b_.graph().rename(outs[2], p + ".save_invstd");  // (C)
     return outs[0];
   }
 

@@ -72,6 +72,12 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
     MUTWO_ASSERT(!ops::op(src.op).has(ops::kInplace), "cannot recompute through in-place op {}", src.op);
     ir::Node clone = src;
     clone.phase = ir::Phase::recompute;
+    // A clone never writes state: it leaves out what the op updates in place
+    // (batch_norm's running statistics), which must be optional inputs.
+    for (int i : ops::op(src.op).mutates) {
+      MUTWO_ASSERT(i >= ops::op(src.op).min_inputs, "{} writes into its required input {}", src.op, i);
+      if (static_cast<size_t>(i) < clone.inputs.size()) clone.inputs[static_cast<size_t>(i)] = ir::kNoValue;
+    }
     for (ir::ValueId& in : clone.inputs) in = self(self, in);
     clone.outputs.clear();
     for (ir::ValueId o : src.outputs) {
