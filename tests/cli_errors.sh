@@ -31,9 +31,12 @@ fi
 
 out=$("$mutwo" run --model mlp --batch 16 --steps 3 --json) || { echo "FAIL: mutwo run failed"; fails=$((fails+1)); }
 last=$(tail -n 1 <<<"$out")
-for key in '"losses":[' '"peak_bytes":' '"step_ms":'; do
+for key in '"losses":[' '"peak_bytes":' '"reserved_peak_bytes":' '"step_ms":'; do
   grep -qF "$key" <<<"$last" || { echo "FAIL: last line lacks $key: $last"; fails=$((fails+1)); }
 done
+# On CPU nothing is cached: reserved equals allocated.
+python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(r["reserved_peak_bytes"] != r["peak_bytes"])' "$last" \
+  || { echo "FAIL: CPU reserved peak differs from the allocated peak: $last"; fails=$((fails+1)); }
 
 info=$("$mutwo" info --model mlp --batch 8 --json | tail -n 1)
 grep -qF '"parameters":669706' <<<"$info" || { echo "FAIL: info: $info"; fails=$((fails+1)); }

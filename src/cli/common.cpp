@@ -6,6 +6,7 @@
 #include "autodiff/autodiff.h"
 #include "runtime/memory.h"
 #include "support/error.h"
+#include "support/units.h"
 
 namespace mutwo::cli {
 
@@ -76,6 +77,15 @@ c10::Device parse_device(const std::string& s) {
     MUTWO_CHECK(runtime::cuda_available(&why), "--device {}: {}", s, why);
   }
   return d;
+}
+
+std::string fragmentation_note(int64_t allocated_peak, int64_t reserved_peak) {
+  if (allocated_peak <= 0 || reserved_peak * 10 <= allocated_peak * 11) return "";
+  return fmt::format(
+      "fragmentation: the allocator reserved {} at its peak, {:.0f}% above the {} allocated (budgets apply to "
+      "allocated bytes; PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True usually narrows the gap)",
+      format_bytes(reserved_peak), 100.0 * static_cast<double>(reserved_peak - allocated_peak) / static_cast<double>(allocated_peak),
+      format_bytes(allocated_peak));
 }
 
 double median(std::vector<double> v) {

@@ -40,4 +40,8 @@ c10::Device parse_device(const std::string& s);
 
 double median(std::vector<double> v);
 
+// A line when the allocator reserved more than 10% above what was allocated at
+// the peak (fragmentation in CUDA's caching allocator); empty otherwise.
+std::string fragmentation_note(int64_t allocated_peak, int64_t reserved_peak);
+
 }  // namespace mutwo::cli

@@ -51,7 +51,7 @@ struct RunCommand {
     runtime::Executor ex(g, {dev, seed});
     ex.initialize();
     std::vector<double> losses, times;
-    int64_t peak = 0;
+    int64_t peak = 0, reserved = 0;
     fmt::print("mutwo run: {} batch {} on {}, {} nodes, {} steps\n", step.model, step.batch, dev.str(),
                g.nodes().size(), steps);
     for (int64_t s = 0; s < steps; ++s) {
@@ -59,17 +59,19 @@ struct RunCommand {
       losses.push_back(r.outputs.at(0));
       times.push_back(r.ms);
       peak = std::max(peak, r.peak_bytes);
+      reserved = std::max(reserved, r.reserved_peak_bytes);
       fmt::print("step {:>4}  loss {:.6f}  {:.2f} ms  peak {}\n", s + 1, r.outputs[0], r.ms, format_bytes(r.peak_bytes));
       std::fflush(stdout);
     }
     const auto& L = ex.liveness();
     fmt::print("peak memory {} (liveness predicts {} before kernel workspace), median step {:.2f} ms\n",
                format_bytes(peak), format_bytes(L.peak_bytes), median(times));
+    if (std::string note = fragmentation_note(peak, reserved); !note.empty()) fmt::print("{}\n", note);
     if (json_out) {
       json j{{"command", "run"},         {"model", step.model},           {"batch", step.batch},
              {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps},
              {"losses", losses},         {"step_ms_all", times},          {"step_ms", median(times)},
-             {"peak_bytes", peak},       {"predicted_peak_bytes", L.peak_bytes},
+             {"peak_bytes", peak},       {"reserved_peak_bytes", reserved}, {"predicted_peak_bytes", L.peak_bytes},
              {"persistent_bytes", L.persistent_bytes}, {"nodes", g.nodes().size()}};
       std::cout << j.dump() << std::endl;
     }

@@ -114,6 +114,7 @@ int OptimizeCommand::run() const {
   std::string table = row("", "baseline", "planned") + "|" + std::string(24, '-') + "|" + std::string(16, '-') + "|" +
                       std::string(16, '-') + "|\n";
   table += row("measured peak", format_bytes(mb.peak_bytes), format_bytes(mp.peak_bytes));
+  table += row("reserved peak", format_bytes(mb.reserved_peak_bytes), format_bytes(mp.reserved_peak_bytes));
   table += row("predicted peak", format_bytes(p.unplanned_peak), format_bytes(p.plan.predicted.peak_bytes));
   table += row("budget", "", format_bytes(p.plan.budget_bytes));
   table += row("step time", fmt::format("{:.2f} ms", mb.step_ms), fmt::format("{:.2f} ms", mp.step_ms));
@@ -126,6 +127,9 @@ int OptimizeCommand::run() const {
   fmt::print("measured peak {} the budget; bitwise check: {}{}\n", fits ? "fits" : "EXCEEDS", check_result,
              check_detail.empty() ? "" : " (" + check_detail + ")");
   if (!p.plan.note.empty()) fmt::print("note: {}\n", p.plan.note);
+  for (const Measured* m : {&mb, &mp})
+    if (std::string note = fragmentation_note(m->peak_bytes, m->reserved_peak_bytes); !note.empty())
+      fmt::print("{} ({}): {}\n", m == &mb ? "baseline" : "planned", dev.str(), note);
 
   // report.md: the numbers, the plot, the dropped activations by block, how to reproduce.
   std::map<std::string, std::pair<int, int64_t>> by_scope;
@@ -152,9 +156,14 @@ int OptimizeCommand::run() const {
            {"device", dev.str()},
            {"planner", planner},
            {"budget_bytes", p.plan.budget_bytes},
-           {"baseline", {{"peak_bytes", mb.peak_bytes}, {"step_ms", mb.step_ms}, {"predicted_peak_bytes", p.unplanned_peak}}},
+           {"baseline",
+            {{"peak_bytes", mb.peak_bytes},
+             {"reserved_peak_bytes", mb.reserved_peak_bytes},
+             {"step_ms", mb.step_ms},
+             {"predicted_peak_bytes", p.unplanned_peak}}},
            {"planned",
             {{"peak_bytes", mp.peak_bytes},
+             {"reserved_peak_bytes", mp.reserved_peak_bytes},
              {"step_ms", mp.step_ms},
              {"predicted_peak_bytes", p.plan.predicted.peak_bytes},
              {"predicted_extra_ms", p.plan.predicted.extra_ms},

@@ -21,6 +21,7 @@ Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, i
   for (int s = 0; s < steps; ++s) {
     runtime::StepResult r = ex.step();
     m.peak_bytes = std::max(m.peak_bytes, r.peak_bytes);
+    m.reserved_peak_bytes = std::max(m.reserved_peak_bytes, r.reserved_peak_bytes);
     times.push_back(r.ms);
     m.losses.push_back(r.outputs.at(0));
   }

@@ -14,7 +14,8 @@
 namespace mutwo::cli {
 
 struct Measured {
-  int64_t peak_bytes = 0;  // allocated, the most over the measured steps
+  int64_t peak_bytes = 0;           // allocated, the most over the measured steps
+  int64_t reserved_peak_bytes = 0;  // reserved by the allocator, the most over the measured steps
   double step_ms = 0;      // median
   std::vector<double> losses;
 };

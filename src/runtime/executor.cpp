@@ -121,7 +121,9 @@ StepResult Executor::step() {
   synchronize(dev);
   auto t1 = std::chrono::steady_clock::now();
   r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-  r.peak_bytes = memory_stats(dev).peak;
+  const MemoryStats after = memory_stats(dev);
+  r.peak_bytes = after.peak;
+  r.reserved_peak_bytes = after.reserved_peak;
   for (ir::ValueId v : graph_.outputs) {
     at::Tensor& t = slots_[static_cast<size_t>(v)];
     r.outputs.push_back(t.numel() == 1 ? t.item<double>() : 0.0);

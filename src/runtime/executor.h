@@ -23,6 +23,7 @@ struct ExecutorOptions {
 struct StepResult {
   std::vector<double> outputs;  // the graph outputs (the loss), as numbers
   int64_t peak_bytes = 0;       // measured, all tensors on the device
+  int64_t reserved_peak_bytes = 0;  // measured, what the allocator held (CUDA caching; CPU = peak_bytes)
   int64_t start_bytes = 0;      // measured when the step began (persistent state)
   double ms = 0;                // wall time of the step, device synchronised
 };

@@ -103,12 +103,14 @@ void track_cpu_memory() {
 MemoryStats memory_stats(const c10::Device& device) {
   if (device.is_cpu()) {
     MUTWO_ASSERT(CountingAllocator::instance, "track_cpu_memory() was not called");
-    return CountingAllocator::instance->stats();
+    MemoryStats s = CountingAllocator::instance->stats();
+    s.reserved_peak = s.peak;
+    return s;
   }
 #ifdef MUTWO_WITH_CUDA
   auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index() < 0 ? 0 : device.index());
   const auto& a = s.allocated_bytes[0];  // StatType::AGGREGATE
-  return {a.current, a.peak};
+  return {a.current, a.peak, s.reserved_bytes[0].peak};
 #else
   MUTWO_FAIL("this mutwo was built without CUDA");
 #endif

@@ -1,6 +1,8 @@
 // Measured memory: on CPU a counting allocator installed through c10's
 // allocator hook; on CUDA the caching allocator's own statistics. Both report
-// bytes allocated to tensors (current and peak since the last reset).
+// bytes allocated to tensors (current and peak since the last reset), and the
+// bytes reserved from the device (CUDA: segments the caching allocator holds,
+// allocated or not; CPU: the same as allocated, as nothing is cached).
 #pragma once
 
 #include <c10/core/Device.h>
@@ -11,8 +13,9 @@
 namespace mutwo::runtime {
 
 struct MemoryStats {
-  int64_t current = 0;  // bytes allocated now
-  int64_t peak = 0;     // most bytes allocated at once since reset_peak
+  int64_t current = 0;        // bytes allocated now
+  int64_t peak = 0;           // most bytes allocated at once since reset_peak
+  int64_t reserved_peak = 0;  // most bytes reserved at once since reset_peak
 };
 
 // Installs the counting CPU allocator (idempotent). CPU tensors allocated
