@@ -2,7 +2,9 @@
 
 One training step (forward, loss, backward, SGD with momentum 0.9) of the same
 models mutwo builds, in PyTorch eager mode, and with torch.utils.checkpoint
-around every block ("ckpt", what users do today). Prints one JSON line per
+around every block ("ckpt", what users do today), and torch.compile ("compile",
+or "compile:B" with the partitioner's activation_memory_budget B in [0, 1],
+the peer of a memory budget). Prints one JSON line per
 configuration: peak = torch.cuda.max_memory_allocated during the measured
 steps, step_ms = median of CUDA-event-timed steps after 2 warm-up steps.
 Written after ../shared/bench/torch_peers.py, so the comparison can be rerun
@@ -75,9 +77,16 @@ def measure(name, batch, variant, steps, show_trace=False):
     m = m.to(dev).train()
     inputs = tuple(t.to(dev) for t in inputs)
     opt = torch.optim.SGD(m.parameters(), lr=1e-3, momentum=0.9)
+    fn = loss_fn
+    if variant.startswith("compile"):  # torch.compile; "compile:B" with activation_memory_budget B
+        import torch._dynamo as dynamo
+        import torch._functorch.config as fc
+        dynamo.reset()
+        fc.activation_memory_budget = float(variant.split(":")[1]) if ":" in variant else 1.0
+        fn = torch.compile(loss_fn)
 
     def step():
-        loss = loss_fn(m, *inputs)
+        loss = fn(m, *inputs)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -96,7 +105,7 @@ def measure(name, batch, variant, steps, show_trace=False):
     times.sort()
     return dict(model=name, batch=batch, system="pytorch", variant=variant,
                 peak_bytes=torch.cuda.max_memory_allocated(), step_ms=times[len(times) // 2],
-                loss=float(loss), card=torch.cuda.get_device_name(), torch=torch.__version__,
+                loss=float(loss.detach()), card=torch.cuda.get_device_name(), torch=torch.__version__,
                 date=time.strftime("%Y-%m-%d"))
 
 

@@ -23,6 +23,8 @@ expect_error "unknown device 'tpu'" run --device tpu --steps 1
 expect_error "--optimizer" run --optimizer rmsprop
 expect_error "frobnicate" frobnicate
 expect_error "--dropout" run --dropout 1.5
+expect_error "--cuda-graph needs --device cuda" run --model mlp --cuda-graph --steps 1
+expect_error "bias correction" run --model mlp --optimizer adam --cuda-graph --steps 1
 if "$mutwo" run --device cuda --steps 1 >/dev/null 2>&1 || [ $? -ne 2 ]; then
   echo "note: this build has CUDA; skipping the no-CUDA check"
 else

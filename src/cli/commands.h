@@ -48,6 +48,7 @@ struct OptimizeCommand {
   uint64_t seed = 0;
   std::string out;
   bool check = false;
+  bool cuda_graph = false;
   bool json_out = false;
   bool quiet = false;
 

@@ -35,10 +35,13 @@ struct RunCommand {
   std::string device = "cpu";
   uint64_t seed = 0;
   bool json_out = false;
+  bool cuda_graph = false;
 
   void add_to(CLI::App& app) {
     step.add_to(app);
     app.add_option("--steps", steps, "training steps to run")->capture_default_str()->check(kPositive);
+    app.add_flag("--cuda-graph", cuda_graph,
+                 "CUDA: steps 1-2 node by node, then the step captured once as a CUDA graph and replayed");
     app.add_option("--device", device, "cpu or cuda")->capture_default_str();
     app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
     app.add_flag("--json", json_out, "end with one JSON line");
@@ -48,7 +51,9 @@ struct RunCommand {
     c10::Device dev = parse_device(device);
     if (dev.is_cpu()) runtime::track_cpu_memory();
     ir::Graph g = step.build();
-    runtime::Executor ex(g, {dev, seed});
+    runtime::ExecutorOptions o{dev, seed};
+    o.cuda_graph = cuda_graph;
+    runtime::Executor ex(g, o);
     ex.initialize();
     std::vector<double> losses, times;
     int64_t peak = 0, reserved = 0;
@@ -69,7 +74,7 @@ struct RunCommand {
     if (std::string note = fragmentation_note(peak, reserved); !note.empty()) fmt::print("{}\n", note);
     if (json_out) {
       json j{{"command", "run"},         {"model", step.model},           {"batch", step.batch},
-             {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps},
+             {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps}, {"cuda_graph", cuda_graph},
              {"losses", losses},         {"step_ms_all", times},          {"step_ms", median(times)},
              {"peak_bytes", peak},       {"reserved_peak_bytes", reserved}, {"predicted_peak_bytes", L.peak_bytes},
              {"persistent_bytes", L.persistent_bytes}, {"nodes", g.nodes().size()}};

@@ -68,6 +68,7 @@ void OptimizeCommand::add_to(CLI::App& app) {
   app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
   app.add_option("--out", out, "directory for the plan, rewritten graph, plots and report.md")->required();
   app.add_flag("--check", check, "also compare loss and every gradient bit for bit with the unplanned step");
+  app.add_flag("--cuda-graph", cuda_graph, "CUDA: time baseline and plan as captured CUDA graphs (the check runs without)");
   app.add_flag("--json", json_out, "end with one JSON line");
   app.add_flag("--quiet", quiet, "no progress lines on stderr");
 }
@@ -81,8 +82,8 @@ int OptimizeCommand::run() const {
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
   if (!quiet) fmt::print(stderr, "optimize: measuring the baseline and the plan, {} steps each\n", steps);
-  Measured mb = measure(base, dev, seed, steps);
-  Measured mp = measure(planned, dev, seed, steps);
+  Measured mb = measure(base, dev, seed, steps, cuda_graph);
+  Measured mp = measure(planned, dev, seed, steps, cuda_graph);
 
   std::string check_result = "skipped";
   std::string check_detail;
@@ -155,6 +156,7 @@ int OptimizeCommand::run() const {
            {"batch", step.batch},
            {"device", dev.str()},
            {"planner", planner},
+           {"cuda_graph", cuda_graph},
            {"budget_bytes", p.plan.budget_bytes},
            {"baseline",
             {{"peak_bytes", mb.peak_bytes},

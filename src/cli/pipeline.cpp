@@ -12,10 +12,12 @@
 
 namespace mutwo::cli {
 
-Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps) {
-  runtime::Executor ex(g, {device, seed});
+Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps, bool cuda_graph) {
+  runtime::ExecutorOptions o{device, seed};
+  o.cuda_graph = cuda_graph;
+  runtime::Executor ex(g, o);
   ex.initialize();
-  ex.step();  // warm-up: allocator caches and library handles
+  for (int w = 0; w < (cuda_graph ? 2 : 1); ++w) ex.step();  // warm-up: allocator caches and library handles
   Measured m;
   std::vector<double> times;
   for (int s = 0; s < steps; ++s) {

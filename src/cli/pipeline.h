@@ -20,8 +20,9 @@ struct Measured {
   std::vector<double> losses;
 };
 
-// One warm-up step, then `steps` measured ones, from `seed`.
-Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps);
+// One warm-up step (two with cuda_graph: the third is captured), then `steps`
+// measured ones, from `seed`.
+Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps, bool cuda_graph = false);
 
 struct Planned {
   plan::PlanInput input;  // the profiled step (its graph is the baseline)

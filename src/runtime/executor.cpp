@@ -5,9 +5,13 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
+#include <optional>
 
 #ifdef MUTWO_WITH_CUDA
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #endif
 
 #include "ops/kernel.h"
@@ -24,6 +28,18 @@ struct Executor::Instr {
   std::vector<at::Tensor*> out;
   std::vector<at::Tensor*> release;
   bool view;
+};
+
+// The captured step (ExecutorOptions::cuda_graph). The caching allocator
+// serves the capture from a private pool that the graph keeps, and replays
+// allocate nothing: the memory statistics of every replayed step are the ones
+// read around the capture, which made exactly the allocations of one step.
+struct Executor::CudaGraph {
+#ifdef MUTWO_WITH_CUDA
+  c10::cuda::CUDAStream stream;  // captures need a stream other than the default one
+  std::unique_ptr<at::cuda::CUDAGraph> graph;
+  StepResult captured;  // start, peak and reserved peak bytes measured at capture
+#endif
 };
 
 Executor::Executor(const ir::Graph& g, ExecutorOptions options)
@@ -44,10 +60,23 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
     for (ir::ValueId v : liveness_.release_after[n]) ins.release.push_back(&slots_[static_cast<size_t>(v)]);
     program_.push_back(std::move(ins));
   }
+  if (options_.cuda_graph) {
+    for (const ir::Node& node : graph_.nodes())
+      MUTWO_CHECK(node.op.find("adam") == std::string::npos,
+                  "--cuda-graph: {} changes its bias correction every step, which a captured graph cannot replay; "
+                  "use --optimizer sgd or leave out --cuda-graph",
+                  node.op);
+    MUTWO_CHECK(options_.device.is_cuda(), "--cuda-graph needs --device cuda");
+  }
 #ifdef MUTWO_WITH_CUDA
   if (options_.device.is_cuda()) {
-    generator_ = at::cuda::detail::createCUDAGenerator(options_.device.index() < 0 ? 0 : options_.device.index());
+    const c10::DeviceIndex index = options_.device.index() < 0 ? 0 : options_.device.index();
+    // A graph replays random ops with fresh numbers only from the default
+    // generator, which every capture registers; otherwise a private one.
+    generator_ = options_.cuda_graph ? at::cuda::detail::getDefaultCUDAGenerator(index)
+                                     : at::cuda::detail::createCUDAGenerator(index);
     generator_.set_current_seed(options_.seed);
+    if (options_.cuda_graph) cuda_graph_.reset(new CudaGraph{c10::cuda::getStreamFromPool(false, index), nullptr, {}});
   }
 #endif
   if (!generator_.defined()) generator_ = at::detail::createCPUGenerator(options_.seed);
@@ -100,15 +129,8 @@ at::Tensor& Executor::value(ir::ValueId v) {
   return slots_[static_cast<size_t>(v)];
 }
 
-StepResult Executor::step() {
-  const c10::Device dev = options_.device;
-  ++step_;
-  const auto options = at::TensorOptions().device(dev);
-  synchronize(dev);
-  reset_peak(dev);
-  StepResult r;
-  r.start_bytes = memory_stats(dev).current;
-  auto t0 = std::chrono::steady_clock::now();
+void Executor::run_nodes() {
+  const auto options = at::TensorOptions().device(options_.device);
   for (size_t n = 0; n < program_.size(); ++n) {
     Instr& ins = program_[n];
     if (observer_) observer_->before(n);
@@ -118,6 +140,24 @@ StepResult Executor::step() {
     for (at::Tensor* t : ins.release) t->reset();
     if (observer_) observer_->after(n);
   }
+}
+
+StepResult Executor::step() {
+  const c10::Device dev = options_.device;
+  ++step_;
+#ifdef MUTWO_WITH_CUDA
+  std::optional<c10::cuda::CUDAStreamGuard> on_side_stream;
+  if (cuda_graph_) {
+    if (step_ >= 3) return replay_step();  // steps 1 and 2 warm up (momentum's first step, library workspaces)
+    on_side_stream.emplace(cuda_graph_->stream);
+  }
+#endif
+  synchronize(dev);
+  reset_peak(dev);
+  StepResult r;
+  r.start_bytes = memory_stats(dev).current;
+  auto t0 = std::chrono::steady_clock::now();
+  run_nodes();
   synchronize(dev);
   auto t1 = std::chrono::steady_clock::now();
   r.ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
@@ -130,6 +170,47 @@ StepResult Executor::step() {
     if (!ir::is_persistent(graph_.value(v).role) && !options_.keep_outputs) t.reset();
   }
   return r;
+}
+
+StepResult Executor::replay_step() {
+#ifdef MUTWO_WITH_CUDA
+  MUTWO_ASSERT(!observer_, "node observers cannot watch a replayed CUDA graph");
+  const c10::Device dev = options_.device;
+  CudaGraph& cg = *cuda_graph_;
+  c10::cuda::CUDAStreamGuard guard(cg.stream);
+  if (!cg.graph) {
+    synchronize(dev);
+    reset_peak(dev);
+    cg.captured.start_bytes = memory_stats(dev).current;
+    cg.graph = std::make_unique<at::cuda::CUDAGraph>();
+    try {
+      cg.graph->capture_begin();
+      run_nodes();
+      cg.graph->capture_end();
+    } catch (const c10::Error& e) {
+      MUTWO_FAIL("--cuda-graph: capturing the step failed (an op synchronises with the host?): {}; "
+                 "run without --cuda-graph",
+                 e.what_without_backtrace());
+    }
+    const MemoryStats s = memory_stats(dev);
+    cg.captured.peak_bytes = s.peak;
+    cg.captured.reserved_peak_bytes = s.reserved_peak;
+  }
+  StepResult r = cg.captured;
+  synchronize(dev);
+  auto t0 = std::chrono::steady_clock::now();
+  cg.graph->replay();
+  synchronize(dev);
+  r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  // The outputs stay in their slots: replays write the same memory.
+  for (ir::ValueId v : graph_.outputs) {
+    const at::Tensor& t = slots_[static_cast<size_t>(v)];
+    r.outputs.push_back(t.numel() == 1 ? t.item<double>() : 0.0);
+  }
+  return r;
+#else
+  MUTWO_FAIL("--cuda-graph: this mutwo was built without CUDA");
+#endif
 }
 
 }  // namespace mutwo::runtime

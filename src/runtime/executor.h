@@ -18,6 +18,11 @@ struct ExecutorOptions {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   uint64_t seed = 0;  // initial values and dropout masks
   bool keep_outputs = false;  // leave the graph outputs in their slots after step() (for checks)
+  // CUDA only: run the first two steps node by node on a side stream, capture
+  // the third in a CUDA graph and replay that graph from then on, so the host
+  // launches one graph per step instead of a kernel per node. Refused (UserError)
+  // for Adam, whose bias correction changes every step.
+  bool cuda_graph = false;
 };
 
 struct StepResult {
@@ -60,7 +65,10 @@ class Executor {
 
  private:
   struct Instr;
+  struct CudaGraph;  // executor.cpp, CUDA builds only
   static void check_aliasing(const Instr& ins);
+  void run_nodes();
+  StepResult replay_step();
   ir::Graph graph_;
   ExecutorOptions options_;
   analysis::Liveness liveness_;
@@ -70,6 +78,7 @@ class Executor {
   at::Tensor absent_;
   int64_t step_ = 0;
   NodeObserver* observer_ = nullptr;
+  std::unique_ptr<CudaGraph> cuda_graph_;
 };
 
 // A tensor filled as `init` says, for a value of type `t` (on the CPU).

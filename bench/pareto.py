@@ -1,0 +1,49 @@
+"""Pareto plots from a bench/gpu.sh results file: for every model and batch,
+peak memory against step time, every system and variant on one plot
+(pareto_<model>_<batch>.svg/.png), plus the table of points (.dat). Rendered
+with gnuplot where it is installed (the data and script are written anyway).
+
+  python3 bench/pareto.py bench/results/gpu_h200_2026-11-26_run3.jsonl --out bench/results/plots
+"""
+import argparse, collections, json, os, shutil, subprocess
+
+ap = argparse.ArgumentParser()
+ap.add_argument("results")
+ap.add_argument("--out", default="bench/out/plots")
+a = ap.parse_args()
+os.makedirs(a.out, exist_ok=True)
+
+points = collections.defaultdict(list)  # (model, batch) -> [(label, peak MiB, step ms)]
+card = ""
+for line in open(a.results):
+    r = json.loads(line)
+    card = r.get("card", card)
+    key = (r.get("model"), r.get("batch"))
+    if r.get("system") == "pytorch" and "peak_bytes" in r:
+        points[key].append((f"PyTorch {r['variant']}", r["peak_bytes"], r["step_ms"]))
+    elif r.get("command") == "run":
+        points[key].append((f"mutwo {r['variant']}", r["peak_bytes"], r["step_ms"]))
+    elif r.get("command") == "optimize":
+        graph = " (CUDA graph)" if r.get("cuda_graph") else ""
+        p = r["planned"]
+        points[key].append((f"mutwo {r['variant']}{graph}", p["peak_bytes"], p["step_ms"]))
+
+for (model, batch), pts in sorted(points.items(), key=lambda kv: str(kv[0])):
+    if not model or len(pts) < 2:
+        continue
+    name = f"pareto_{model}_{batch}"
+    with open(os.path.join(a.out, name + ".dat"), "w") as f:
+        f.write("# label\tpeak_MiB\tstep_ms\n")
+        for label, peak, ms in pts:
+            f.write(f'"{label}"\t{peak / 2**20:.1f}\t{ms:.2f}\n')
+    body = (f"set title '{model}, batch {batch}: peak memory against step time ({card})' noenhanced\n"
+            "set xlabel 'step time (ms)'\nset ylabel 'peak allocated (MiB)'\nset grid\nset key off\n"
+            "set offsets graph 0.05, graph 0.35, graph 0.1, graph 0.1\n"
+            f"plot '{name}.dat' using 3:2 with points pt 7 ps 1.5, '' using 3:2:1 with labels offset 1,0.6 left noenhanced\n")
+    gp = (f"set terminal svg size 900,600 dynamic background rgb 'white'\nset output '{name}.svg'\n{body}"
+          f"set terminal pngcairo size 900,600 background rgb 'white'\nset output '{name}.png'\n{body}")
+    with open(os.path.join(a.out, name + ".gp"), "w") as f:
+        f.write(gp)
+    if shutil.which("gnuplot"):
+        subprocess.run(["gnuplot", name + ".gp"], cwd=a.out, check=True)
+    print(os.path.join(a.out, name + ".svg"))
