@@ -404,7 +404,9 @@ TEST(ResnetParams, TrainingStepsVerify) {
     // Every parameter gets exactly one optimizer update; buffers are never a gradient's target.
     int64_t params = 0;
     for (const ir::Value& v : g.values()) params += v.role == ir::Role::parameter;
-    EXPECT_EQ(count_ops(g, "sgd_step"), params) << "resnet-" << depth;
+    EXPECT_EQ(count_ops(g, "sgd_step"), 1) << "resnet-" << depth << ": one multi-tensor sgd_step";
+    EXPECT_EQ(g.nodes().back().op == "sgd_step" ? g.nodes().back().inputs.size() : 0, static_cast<size_t>(3 * params))
+        << "resnet-" << depth << ": sgd_step takes every parameter, its gradient and its momentum buffer";
     EXPECT_EQ(g.find("bn1.running_mean.grad"), ir::kNoValue);
     if (depth == 18) {  // the text form round-trips (absent inputs, in-place nodes, int-list attributes)
       std::string text = ir::print(g);

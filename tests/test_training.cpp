@@ -1,14 +1,20 @@
 // Training tests: the MLP's losses and parameters after 5 steps against a
 // reference written with libtorch autograd and torch::optim (SGD with momentum,
-// Adam, AdamW); measured CPU peak memory against the liveness prediction;
-// dropout's determinism under a seed.
+// Adam, AdamW); the multi-tensor optimizer node against per-parameter nodes and
+// torch::optim, bit for bit, and its shape errors; measured CPU peak memory
+// against the liveness prediction; dropout's determinism under a seed.
 #include <gtest/gtest.h>
 #include <torch/torch.h>  // the reference needs torch::optim; only this test file includes it
 
 #include "autodiff/autodiff.h"
+#include "ir/text.h"
 #include "models/model.h"
+#include "ops/builder.h"
+#include "ops/kernel.h"
+#include "ops/op.h"
 #include "runtime/executor.h"
 #include "runtime/memory.h"
+#include "support/error.h"
 
 namespace mutwo {
 namespace {
@@ -134,6 +140,173 @@ TEST(Reference, MlpWithAdamWMatchesTorchOptim) {
   oc.lr = 1e-3;
   oc.weight_decay = 0.01;
   expect_matches_reference(oc);
+}
+
+// --- the multi-tensor optimizer node ------------------------------------------
+
+// Parameters of mixed shapes and element types; their gradients are graph
+// inputs that the test feeds each step.
+struct OptimParam {
+  std::string name;
+  ir::TensorType type;
+};
+const std::vector<OptimParam> kOptimParams = {{"a.weight", {{4, 3}}},
+                                              {"a.bias", {{4}}},
+                                              {"b.weight", {{2, 3, 2}, ir::DType::f64}},
+                                              {"c.scale", {{1}}}};
+
+// Only optimizer nodes: one over every parameter (fused), or one per parameter.
+ir::Graph optimizer_only_graph(const autodiff::OptimizerConfig& oc, bool fused) {
+  ir::Graph g;
+  ops::Builder b(g);
+  std::vector<std::pair<ir::ValueId, ir::ValueId>> grads;
+  for (const auto& p : kOptimParams)
+    grads.emplace_back(b.input(p.name, p.type, ir::Role::parameter, ir::Init{ir::Init::uniform, -1, 1}),
+                       b.input(p.name + ".grad", p.type, ir::Role::input));
+  if (fused) autodiff::append_optimizer(g, grads, oc);
+  else
+    for (const auto& pg : grads) autodiff::append_optimizer(g, {pg}, oc);
+  ops::verify(g);
+  return g;
+}
+
+// The parameters (and optimizer state, by name) after `steps` steps with
+// seeded random gradients.
+std::map<std::string, at::Tensor> run_optimizer(const ir::Graph& g, int steps) {
+  runtime::Executor ex(g, {c10::Device(c10::kCPU), 5});
+  ex.initialize();
+  at::Generator gen = at::detail::createCPUGenerator(9);
+  for (int s = 0; s < steps; ++s) {
+    for (const auto& p : kOptimParams)
+      ex.value(g.find(p.name + ".grad")) =
+          at::randn(p.type.shape, gen, at::TensorOptions().dtype(ops::to_aten(p.type.dtype)));
+    ex.step();
+  }
+  std::map<std::string, at::Tensor> out;
+  for (const ir::Value& v : g.values())
+    if (v.role == ir::Role::parameter || v.role == ir::Role::optimizer_state) out[v.name] = ex.value(v.id).clone();
+  return out;
+}
+
+// The same updates by torch::optim, from the same initial values and gradients.
+std::map<std::string, at::Tensor> run_torch_optim(const autodiff::OptimizerConfig& oc, int steps) {
+  ir::Graph g = optimizer_only_graph(oc, true);
+  runtime::Executor ex(g, {c10::Device(c10::kCPU), 5});
+  ex.initialize();
+  std::vector<at::Tensor> params;
+  for (const auto& p : kOptimParams) params.push_back(ex.value(g.find(p.name)).clone().set_requires_grad(true));
+  std::unique_ptr<torch::optim::Optimizer> opt;
+  if (oc.kind == autodiff::Optimizer::sgd)
+    opt = std::make_unique<torch::optim::SGD>(params, torch::optim::SGDOptions(oc.lr)
+                                                          .momentum(oc.momentum)
+                                                          .dampening(oc.dampening)
+                                                          .weight_decay(oc.weight_decay)
+                                                          .nesterov(oc.nesterov));
+  else if (oc.kind == autodiff::Optimizer::adam)
+    opt = std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(oc.lr)
+                                                           .betas({oc.beta1, oc.beta2})
+                                                           .eps(oc.eps)
+                                                           .weight_decay(oc.weight_decay));
+  else
+    opt = std::make_unique<torch::optim::AdamW>(params, torch::optim::AdamWOptions(oc.lr)
+                                                            .betas({oc.beta1, oc.beta2})
+                                                            .eps(oc.eps)
+                                                            .weight_decay(oc.weight_decay));
+  at::Generator gen = at::detail::createCPUGenerator(9);
+  for (int s = 0; s < steps; ++s) {
+    for (size_t i = 0; i < params.size(); ++i)
+      params[i].mutable_grad() = at::randn(kOptimParams[i].type.shape, gen,
+                                           at::TensorOptions().dtype(ops::to_aten(kOptimParams[i].type.dtype)));
+    opt->step();
+  }
+  std::map<std::string, at::Tensor> out;
+  for (size_t i = 0; i < params.size(); ++i) out[kOptimParams[i].name] = params[i].detach().clone();
+  return out;
+}
+
+TEST(Optimizer, OneMultiTensorNodeEqualsPerParameterNodesAndTorchOptimBitForBit) {
+  const int steps = 3;
+  std::vector<std::pair<std::string, autodiff::OptimizerConfig>> configs;
+  for (bool nesterov : {false, true}) {
+    autodiff::OptimizerConfig oc;
+    oc.lr = 0.05;
+    oc.momentum = 0.9;
+    oc.dampening = nesterov ? 0 : 0.1;  // torch::optim: nesterov needs dampening 0
+    oc.weight_decay = 1e-2;
+    oc.nesterov = nesterov;
+    configs.emplace_back(nesterov ? "sgd nesterov" : "sgd momentum", oc);
+  }
+  autodiff::OptimizerConfig plain;
+  plain.momentum = 0;
+  plain.weight_decay = 1e-2;
+  configs.emplace_back("sgd without momentum", plain);
+  for (auto kind : {autodiff::Optimizer::adam, autodiff::Optimizer::adamw}) {
+    autodiff::OptimizerConfig oc;
+    oc.kind = kind;
+    oc.lr = 1e-2;
+    oc.weight_decay = 1e-2;
+    configs.emplace_back(kind == autodiff::Optimizer::adam ? "adam" : "adamw", oc);
+  }
+  for (const auto& [what, oc] : configs) {
+    ir::Graph fused = optimizer_only_graph(oc, true);
+    ir::Graph separate = optimizer_only_graph(oc, false);
+    ASSERT_EQ(fused.nodes().size(), 1u) << what;
+    ASSERT_EQ(separate.nodes().size(), kOptimParams.size()) << what;
+    auto a = run_optimizer(fused, steps);
+    auto b = run_optimizer(separate, steps);
+    auto ref = run_torch_optim(oc, steps);
+    auto initial = run_optimizer(fused, 0);
+    ASSERT_EQ(a.size(), b.size()) << what;
+    for (const auto& [name, t] : a) EXPECT_TRUE(at::equal(t, b.at(name))) << what << ": " << name;
+    for (const auto& [name, t] : ref) {
+      EXPECT_TRUE(at::equal(a.at(name), t)) << what << ": " << name << " differs from torch::optim";
+      EXPECT_FALSE(at::equal(a.at(name), initial.at(name))) << what << ": " << name << " never moved";
+    }
+  }
+}
+
+// Runs `f`, expecting a UserError whose message contains every needle.
+template <class F>
+void expect_user_error(F&& f, std::initializer_list<std::string> needles) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error containing: " << *needles.begin();
+  } catch (const UserError& e) {
+    for (const auto& needle : needles)
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << "message was: " << e.what();
+  }
+}
+
+TEST(Optimizer, MultiTensorNodeNamesTheParameterOfABadEntry) {
+  ir::Graph g;
+  ops::Builder b(g);
+  b.phase = ir::Phase::optimizer;
+  auto value = [&](const std::string& name, ir::TensorType t, ir::Role r) { return b.input(name, std::move(t), r); };
+  ir::ValueId w = value("a.weight", {{4, 3}}, ir::Role::parameter);
+  ir::ValueId s = value("c.scale", {{5}}, ir::Role::parameter);
+  ir::ValueId gw = value("a.weight.grad", {{4, 3}}, ir::Role::input);
+  ir::ValueId gs = value("c.scale.grad", {{5}}, ir::Role::input);
+  ir::ValueId gs_bad = value("c.scale.grad.bad", {{6}}, ir::Role::input);
+  ir::ValueId mw = value("a.weight.momentum", {{4, 3}}, ir::Role::optimizer_state);
+  ir::ValueId mw_f64 = value("a.weight.momentum.f64", {{4, 3}, ir::DType::f64}, ir::Role::optimizer_state);
+  ir::ValueId ms = value("c.scale.momentum", {{5}}, ir::Role::optimizer_state);
+  ir::Attrs sgd{{"lr", 0.1}, {"momentum", 0.9}};
+  auto sgd_step = [&](std::vector<ir::ValueId> in) { return [&b, &sgd, in] { b.call("sgd_step", in, sgd); }; };
+  EXPECT_NO_THROW(b.call("sgd_step", {w, s, gw, gs, mw, ms}, sgd));
+  expect_user_error(sgd_step({w, s, gw, gs_bad, mw, ms}),
+                    {"%c.scale.grad.bad, in the gradients, must be f32[5] like its parameter %c.scale, got f32[6]"});
+  expect_user_error(sgd_step({w, s, gw, gs, mw_f64, ms}),
+                    {"in the momentum buffers, must be f32[4,3] like its parameter %a.weight, got f64[4,3]"});
+  expect_user_error(sgd_step({w, s, gw, gs, mw}), {"sgd_step takes 3 lists of equal length",
+                                                   "(parameters, gradients, momentum buffers)", "got 5 inputs"});
+  expect_user_error(sgd_step({w, w, gw, gw, mw, mw}), {"sgd_step writes into %a.weight twice (inputs 0 and 1)"});
+  expect_user_error([&] { b.call("adam_step", {w, s, gw, gs, mw, ms, mw, mw}, {{"lr", 0.1}}); },
+                    {"%a.weight.momentum, in the second moments, must be f32[5] like its parameter %c.scale"});
+  // The verifier (a graph read from text) says the same, after the node.
+  ir::Graph bad = ir::parse(
+      "graph t\n%p : f32[3] parameter\n%q : f32[2] parameter\n%p.grad : f32[3] input\n%q.grad : f32[3] input\n"
+      "_ = sgd_step(%p, %q, %p.grad, %q.grad) {lr=0.1} optim\n");
+  expect_user_error([&] { ops::verify(bad); }, {"%q.grad, in the gradients, must be f32[2] like its parameter %q"});
 }
 
 // Records the allocator's peak during each node.

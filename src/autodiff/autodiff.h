@@ -1,6 +1,7 @@
 // Reverse-mode autodiff and the training step: from a forward graph with a
-// scalar loss, append the backward nodes, then one optimizer node per
-// parameter. The result is one training-step graph in execution order.
+// scalar loss, append the backward nodes, then one multi-tensor optimizer
+// node over every parameter. The result is one training-step graph in
+// execution order.
 #pragma once
 
 #include <unordered_map>
@@ -33,8 +34,9 @@ std::unordered_map<ir::ValueId, ir::ValueId> append_gradients(ir::Graph& g, ir::
 // parameters' gradients get role `gradient`. Returns (parameter, gradient) pairs.
 std::vector<std::pair<ir::ValueId, ir::ValueId>> append_backward(ir::Graph& g, ir::ValueId loss);
 
-// Appends one in-place optimizer node per (parameter, gradient), creating the
-// optimizer state values (zeros: "<p>.momentum", "<p>.adam_m", "<p>.adam_v").
+// Appends one in-place multi-tensor optimizer node (sgd_step or adam_step)
+// over every (parameter, gradient), creating the optimizer state values
+// (zeros: "<p>.momentum", "<p>.adam_m", "<p>.adam_v"); none without parameters.
 void append_optimizer(ir::Graph& g, const std::vector<std::pair<ir::ValueId, ir::ValueId>>& grads,
                       const OptimizerConfig& config);
 

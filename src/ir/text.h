@@ -6,7 +6,7 @@
 //   %fc1.weight : f32[256,784] parameter
 //   %fc1.out : f32[64,256] activation = linear(%x, %fc1.weight, %fc1.bias) fwd scope=fc1
 //   %loss : f32[] other, %loss.total_weight : f32[] other = nll_loss(%logp, %y) {reduction=1} loss
-//   _ = sgd_step(%fc1.weight, %fc1.weight.grad, %fc1.weight.momentum) {lr=0.01} optim scope=fc1
+//   _ = sgd_step(%fc1.weight, %fc1.weight.grad, %fc1.weight.momentum) {lr=0.01, momentum=0.9} optim
 //   outputs %loss
 //
 // Values without a producer (inputs, parameters, optimizer state, buffers) are

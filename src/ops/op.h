@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,7 +22,7 @@ enum Tag : uint32_t {
   kView = 1u << 2,       // output 0 aliases input 0's storage
   kReduction = 1u << 3,  // reduces over dimensions
   kHeavy = 1u << 4,      // matmul/conv class: expensive per byte
-  kInplace = 1u << 5,    // writes into some inputs (optimizer steps); see OpDef::mutates
+  kInplace = 1u << 5,    // writes into some inputs (optimizer steps); see OpDef::mutated_inputs
 };
 
 class Builder;
@@ -32,8 +33,10 @@ class Builder;
 struct InferArgs {
   const ir::Node& node;
   std::vector<const ir::TensorType*> in;
+  const ir::Graph* graph = nullptr;  // where known: lets messages name inputs
   const ir::TensorType& input(size_t i) const { return *in[i]; }
   bool has(size_t i) const { return i < in.size() && in[i] != nullptr; }
+  std::string name(size_t i) const;  // "%<input i's name>", or "input i" without the graph
 };
 using InferFn = std::vector<ir::TensorType> (*)(const InferArgs&);
 
@@ -66,6 +69,14 @@ using FlopsFn = double (*)(const FlopArgs&);
 struct KernelCall;  // kernel.h: ATen tensors in and out
 using KernelFn = void (*)(KernelCall&);
 
+// Input positions a node writes in place, for ops whose positions depend on
+// the node (variadic ops); called only on nodes that passed shape inference.
+using MutatesFn = std::vector<int> (*)(const ir::Node&);
+
+// max_inputs of a variadic op: any number from min_inputs up; the op's shape
+// inference checks the count.
+inline constexpr int kVariadic = std::numeric_limits<int>::max();
+
 struct OpDef {
   std::string_view name;
   uint32_t tags = 0;
@@ -75,9 +86,11 @@ struct OpDef {
   GradFn grad = nullptr;    // nullptr: no input is differentiable through this op
   FlopsFn flops = nullptr;  // nullptr: numel of the outputs
   KernelFn kernel = nullptr;
-  std::vector<int> mutates = {};  // input positions written in place (with kInplace)
+  std::vector<int> mutates = {};  // input positions written in place
+  MutatesFn mutates_of = nullptr;  // instead of `mutates` where the positions depend on the node
 
   bool has(Tag t) const { return (tags & t) != 0; }
+  std::vector<int> mutated_inputs(const ir::Node& n) const { return mutates_of ? mutates_of(n) : mutates; }
 };
 
 // The table. Lookup throws UserError for an unknown name (listing near names).

@@ -45,6 +45,11 @@ std::vector<const ir::TensorType*> input_types(const ir::Graph& g, const ir::Nod
 
 std::string GradArgs::grad_name(size_t i) const { return b.graph().value(node.inputs[i]).name + ".grad"; }
 
+std::string InferArgs::name(size_t i) const {
+  if (!graph || i >= node.inputs.size() || node.inputs[i] == ir::kNoValue) return fmt::format("input {}", i);
+  return "%" + graph->value(node.inputs[i]).name;
+}
+
 const std::vector<OpDef>& all_ops() { return table().rows; }
 
 const OpDef* find_op(std::string_view name) {
@@ -66,10 +71,12 @@ ir::OpCheck check(const ir::Graph& g, const ir::Node& n) {
   auto count = static_cast<int>(n.inputs.size());
   MUTWO_CHECK(count >= d.min_inputs && count <= d.max_inputs, "op {} takes {} inputs, got {}", d.name,
               d.min_inputs == d.max_inputs ? fmt::format("{}", d.min_inputs)
+              : d.max_inputs == kVariadic  ? fmt::format("at least {}", d.min_inputs)
                                            : fmt::format("{} to {}", d.min_inputs, d.max_inputs),
               count);
-  InferArgs args{n, input_types(g, n)};
-  return ir::OpCheck{d.infer(args), d.mutates};
+  InferArgs args{n, input_types(g, n), &g};
+  std::vector<ir::TensorType> outputs = d.infer(args);  // first: mutated_inputs may assume a well-formed node
+  return ir::OpCheck{std::move(outputs), d.mutated_inputs(n)};
 }
 
 double flops(const ir::Graph& g, const ir::Node& n) {

@@ -74,7 +74,7 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
     clone.phase = ir::Phase::recompute;
     // A clone never writes state: it leaves out what the op updates in place
     // (batch_norm's running statistics), which must be optional inputs.
-    for (int i : ops::op(src.op).mutates) {
+    for (int i : ops::op(src.op).mutated_inputs(src)) {
       MUTWO_ASSERT(i >= ops::op(src.op).min_inputs, "{} writes into its required input {}", src.op, i);
       if (static_cast<size_t>(i) < clone.inputs.size()) clone.inputs[static_cast<size_t>(i)] = ir::kNoValue;
     }
