@@ -9,7 +9,8 @@
 # Per model:batch in CONFIGS: the peers (PEERS, default eager,ckpt; add
 # compile,compile:0.5 for torch.compile), mutwo's baseline step node by node
 # and, with GRAPH=1 (default), as a replayed CUDA graph; the per-layer plan and
-# mutwo's greedy at per-layer's predicted peak (target T2), with --check when
+# mutwo's greedy at per-layer's predicted peak or PyTorch's per-block checkpoint
+# peak, whichever is lower (target T2), with --check when
 # CHECK=1 (default). Then, optionally: SWEEP="90 75 60" (budget sweep of the
 # greedy for each config, targets T3/T4), MAXBATCH=8GiB (largest batch for each
 # model, T7). A step that fails is logged and the rest goes on.
@@ -57,7 +58,18 @@ for cfg in $configs; do
   line=$($m profile --model "$model" --batch "$batch" --device cuda --out "$prof" --json --quiet | last_json) \
     && emit profile "$line"
   pl=$($m plan --profile "$prof/profile.json" --planner per-layer --budget 100% --out "$prof/plan_pl.json" --json | last_json)
-  budget=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['predicted_peak_bytes'])" "$pl") || continue
+  # The budget for T2: per-layer's predicted peak, or PyTorch's per-block checkpoint peak if lower.
+  budget=$(python3 - "$pl" "$res" "$model" "$batch" <<'PY'
+import json, sys
+budget = json.loads(sys.argv[1])["predicted_peak_bytes"]
+for line in open(sys.argv[2]):
+    r = json.loads(line)
+    if r.get("system") == "pytorch" and r.get("variant") == "ckpt" and r.get("model") == sys.argv[3] \
+            and str(r.get("batch")) == sys.argv[4] and "peak_bytes" in r:
+        budget = min(budget, r["peak_bytes"])
+print(budget)
+PY
+) || continue
   flags=""; [ "$check" = 1 ] && flags="$flags --check"; [ "$graph" = 1 ] && flags="$flags --cuda-graph"
   for planner in per-layer mutwo; do
     line=$($m optimize --model "$model" --batch "$batch" --device cuda --planner $planner --budget "$budget" \

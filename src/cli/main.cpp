@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "autodiff/autodiff.h"
 #include "cli/commands.h"
@@ -50,6 +51,8 @@ struct RunCommand {
   int run() const {
     c10::Device dev = parse_device(device);
     if (dev.is_cpu()) runtime::track_cpu_memory();
+    std::optional<runtime::SideStream> side;
+    if (cuda_graph) side.emplace(dev);  // warm-up, capture and replays on one stream
     ir::Graph g = step.build();
     runtime::ExecutorOptions o{dev, seed};
     o.cuda_graph = cuda_graph;

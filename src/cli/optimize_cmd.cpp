@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <map>
 #include <set>
@@ -76,6 +77,8 @@ void OptimizeCommand::add_to(CLI::App& app) {
 int OptimizeCommand::run() const {
   c10::Device dev = parse_device(device);
   if (dev.is_cpu()) runtime::track_cpu_memory();
+  std::optional<runtime::SideStream> side;
+  if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
   fs::create_directories(out);
   ir::Graph g = step.build();
   Planned p = plan_step(g, dev, seed, planner, budget, !quiet, step.model, step.batch);

@@ -76,7 +76,11 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
     generator_ = options_.cuda_graph ? at::cuda::detail::getDefaultCUDAGenerator(index)
                                      : at::cuda::detail::createCUDAGenerator(index);
     generator_.set_current_seed(options_.seed);
-    if (options_.cuda_graph) cuda_graph_.reset(new CudaGraph{c10::cuda::getStreamFromPool(false, index), nullptr, {}});
+    if (options_.cuda_graph) {  // the current stream if it is not the default one (see SideStream), else one from the pool
+      c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(index);
+      c10::cuda::CUDAStream stream = current == c10::cuda::getDefaultCUDAStream(index) ? c10::cuda::getStreamFromPool(false, index) : current;
+      cuda_graph_.reset(new CudaGraph{stream, nullptr, {}});
+    }
   }
 #endif
   if (!generator_.defined()) generator_ = at::detail::createCPUGenerator(options_.seed);

@@ -13,6 +13,8 @@
 #ifdef MUTWO_WITH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #endif
 
 #include "support/error.h"
@@ -132,6 +134,22 @@ void synchronize(const c10::Device& device) {
   if (device.is_cuda()) c10::cuda::device_synchronize();
 #endif
 }
+
+struct SideStream::Impl {
+#ifdef MUTWO_WITH_CUDA
+  c10::cuda::CUDAStreamGuard guard;
+#endif
+};
+
+SideStream::SideStream(const c10::Device& device) {
+#ifdef MUTWO_WITH_CUDA
+  if (device.is_cuda())
+    impl_.reset(new Impl{c10::cuda::CUDAStreamGuard(c10::cuda::getStreamFromPool(false, device.index() < 0 ? 0 : device.index()))});
+#else
+  (void)device;
+#endif
+}
+SideStream::~SideStream() = default;
 
 bool cuda_available(std::string* why_not) {
 #ifdef MUTWO_WITH_CUDA

@@ -8,6 +8,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace mutwo::runtime {
@@ -27,6 +28,20 @@ void reset_peak(const c10::Device& device);
 
 // Waits for the device to finish queued work (a no-op on CPU).
 void synchronize(const c10::Device& device);
+
+// CUDA: makes a stream other than the default one current for its lifetime,
+// so that profiling, measuring and CUDA-graph capture (which needs such a
+// stream) share one set of cuBLAS/cuBLASLt workspaces instead of allocating a
+// second set that no prediction counts. A no-op on CPU.
+class SideStream {
+ public:
+  explicit SideStream(const c10::Device& device);
+  ~SideStream();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // Whether this build and machine can run on CUDA, with a reason if not.
 bool cuda_available(std::string* why_not = nullptr);
