@@ -11,9 +11,11 @@
 # and, with GRAPH=1 (default), as a replayed CUDA graph; the per-layer plan and
 # mutwo's greedy at per-layer's predicted peak or PyTorch's per-block checkpoint
 # peak, whichever is lower (target T2), with --check when
-# CHECK=1 (default). Then, optionally: SWEEP="90 75 60" (budget sweep of the
-# greedy for each config, targets T3/T4), MAXBATCH=8GiB (largest batch for each
-# model, T7). A step that fails is logged and the rest goes on.
+# CHECK=1 (default); each plan's rewritten step is also run alone in a fresh
+# process. Then, optionally: SWEEP="90 75 60" (budget sweep of the greedy for
+# each config, or only those in SWEEP_ONLY; targets T3/T4), MAXBATCH=8GiB
+# (largest batch for each model, T7). A step that fails is logged and the rest
+# goes on.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench/out}
@@ -72,14 +74,20 @@ PY
 ) || continue
   flags=""; [ "$check" = 1 ] && flags="$flags --check"; [ "$graph" = 1 ] && flags="$flags --cuda-graph"
   for planner in per-layer mutwo; do
+    dir="build-cuda/opt_${planner}_${model}_$batch"
     line=$($m optimize --model "$model" --batch "$batch" --device cuda --planner $planner --budget "$budget" \
-           --steps 5 $flags --out "build-cuda/opt_${planner}_${model}_$batch" --json --quiet | last_json) \
-      && emit "$planner" "$line"
+           --steps 5 $flags --out "$dir" --json --quiet | last_json) && emit "$planner" "$line"
+    # The rewritten step again in a fresh process, as a user would train with it.
+    line=$($m run --graph "$dir/rewritten.ir" --steps 5 --device cuda --json | last_json) \
+      && emit "$planner-fresh-process" "$line"
   done
-  for pct in ${SWEEP:-}; do
+  case " ${SWEEP_ONLY:-$cfg} " in *" $cfg "*) sweep=${SWEEP:-} ;; *) sweep="" ;; esac
+  for pct in $sweep; do
+    dir="build-cuda/sweep_${model}_${batch}_$pct"
     line=$($m optimize --model "$model" --batch "$batch" --device cuda --planner mutwo --budget "$pct%" \
-           --steps 3 --out "build-cuda/sweep_${model}_${batch}_$pct" --json --quiet | last_json) \
-      && emit "sweep-$pct" "$line"
+           --steps 3 --out "$dir" --json --quiet | last_json) && emit "sweep-$pct" "$line"
+    line=$($m run --graph "$dir/rewritten.ir" --steps 3 --device cuda --json | last_json) \
+      && emit "sweep-$pct-fresh-process" "$line"
   done
 done
 if [ -n "${MAXBATCH:-}" ]; then

@@ -10,8 +10,10 @@
 #include <algorithm>
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <optional>
+#include <sstream>
 
 #include "autodiff/autodiff.h"
 #include "cli/commands.h"
@@ -21,6 +23,7 @@
 #include "models/model.h"
 #include "runtime/executor.h"
 #include "runtime/memory.h"
+#include "ops/op.h"
 #include "support/error.h"
 #include "support/units.h"
 
@@ -30,6 +33,20 @@ namespace {
 
 using nlohmann::json;
 
+// A training step from its IR text, verified; bad files are UserErrors naming them.
+ir::Graph load_graph(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    ir::Graph g = ir::parse(text.str());
+    ops::verify(g);
+    return g;
+  } catch (const UserError& e) {
+    MUTWO_FAIL("--graph {}: {}", path, e.what());
+  }
+}
+
 struct RunCommand {
   StepOptions step;
   int64_t steps = 10;
@@ -37,9 +54,13 @@ struct RunCommand {
   uint64_t seed = 0;
   bool json_out = false;
   bool cuda_graph = false;
+  std::string graph_file;
 
   void add_to(CLI::App& app) {
     step.add_to(app);
+    app.add_option("--graph", graph_file,
+                   "run this training-step graph (IR text, e.g. optimize's rewritten.ir) instead of building --model")
+        ->check(CLI::ExistingFile);
     app.add_option("--steps", steps, "training steps to run")->capture_default_str()->check(kPositive);
     app.add_flag("--cuda-graph", cuda_graph,
                  "CUDA: steps 1-2 node by node, then the step captured once as a CUDA graph and replayed");
@@ -53,14 +74,15 @@ struct RunCommand {
     if (dev.is_cpu()) runtime::track_cpu_memory();
     std::optional<runtime::SideStream> side;
     if (cuda_graph) side.emplace(dev);  // warm-up, capture and replays on one stream
-    ir::Graph g = step.build();
+    ir::Graph g = graph_file.empty() ? step.build() : load_graph(graph_file);
     runtime::ExecutorOptions o{dev, seed};
     o.cuda_graph = cuda_graph;
     runtime::Executor ex(g, o);
     ex.initialize();
     std::vector<double> losses, times;
     int64_t peak = 0, reserved = 0;
-    fmt::print("mutwo run: {} batch {} on {}, {} nodes, {} steps\n", step.model, step.batch, dev.str(),
+    const std::string what = graph_file.empty() ? fmt::format("{} batch {}", step.model, step.batch) : graph_file;
+    fmt::print("mutwo run: {} on {}, {} nodes, {} steps\n", what, dev.str(),
                g.nodes().size(), steps);
     for (int64_t s = 0; s < steps; ++s) {
       runtime::StepResult r = ex.step();
@@ -76,7 +98,8 @@ struct RunCommand {
                format_bytes(peak), format_bytes(L.peak_bytes), median(times));
     if (std::string note = fragmentation_note(peak, reserved); !note.empty()) fmt::print("{}\n", note);
     if (json_out) {
-      json j{{"command", "run"},         {"model", step.model},           {"batch", step.batch},
+      json j{{"command", "run"},         {"model", graph_file.empty() ? step.model : g.name},
+             {"batch", graph_file.empty() ? json(step.batch) : json()}, {"graph", graph_file},
              {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps}, {"cuda_graph", cuda_graph},
              {"losses", losses},         {"step_ms_all", times},          {"step_ms", median(times)},
              {"peak_bytes", peak},       {"reserved_peak_bytes", reserved}, {"predicted_peak_bytes", L.peak_bytes},
