@@ -15,10 +15,13 @@ os.makedirs(a.out, exist_ok=True)
 
 points = collections.defaultdict(list)  # (model, batch) -> [(label, peak MiB, step ms)]
 card = ""
+last_batch = {}  # model -> batch of its latest row: a fresh-process run of a saved graph has none of its own
 for line in open(a.results):
     r = json.loads(line)
     card = r.get("card", card)
-    key = (r.get("model"), r.get("batch"))
+    if r.get("batch") is not None:
+        last_batch[r.get("model")] = r["batch"]
+    key = (r.get("model"), r.get("batch", last_batch.get(r.get("model"))) or last_batch.get(r.get("model")))
     if r.get("system") == "pytorch" and "peak_bytes" in r:
         points[key].append((f"PyTorch {r['variant']}", r["peak_bytes"], r["step_ms"]))
     elif r.get("command") == "run":
@@ -33,15 +36,19 @@ for (model, batch), pts in sorted(points.items(), key=lambda kv: str(kv[0])):
         continue
     name = f"pareto_{model}_{batch}"
     with open(os.path.join(a.out, name + ".dat"), "w") as f:
-        f.write("# label\tpeak_MiB\tstep_ms\n")
+        f.write("# label\tpeak_MiB\tstep_ms (one block per point)\n")
         for label, peak, ms in pts:
-            f.write(f'"{label}"\t{peak / 2**20:.1f}\t{ms:.2f}\n')
+            f.write(f'"{label}"\t{peak / 2**20:.1f}\t{ms:.2f}\n\n\n')
+    # One series per point, in the key: PyTorch in squares, mutwo in circles.
+    series = ", ".join(
+        f"'{name}.dat' index {i} using 3:2 with points pt {5 if label.startswith('PyTorch') else 7} ps 1.6 "
+        f"title '{label} ({peak / 2**20:.0f} MiB, {ms:.1f} ms)'" for i, (label, peak, ms) in enumerate(pts))
     body = (f"set title '{model}, batch {batch}: peak memory against step time ({card})' noenhanced\n"
-            "set xlabel 'step time (ms)'\nset ylabel 'peak allocated (MiB)'\nset grid\nset key off\n"
-            "set offsets graph 0.05, graph 0.35, graph 0.1, graph 0.1\n"
-            f"plot '{name}.dat' using 3:2 with points pt 7 ps 1.5, '' using 3:2:1 with labels offset 1,0.6 left noenhanced\n")
-    gp = (f"set terminal svg size 900,600 dynamic background rgb 'white'\nset output '{name}.svg'\n{body}"
-          f"set terminal pngcairo size 900,600 background rgb 'white'\nset output '{name}.png'\n{body}")
+            "set xlabel 'step time (ms)'\nset ylabel 'peak allocated (MiB)'\nset grid\n"
+            "set key outside right top noenhanced\nset offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1\n"
+            f"plot {series}\n")
+    gp = (f"set terminal svg size 1200,600 dynamic background rgb 'white'\nset output '{name}.svg'\n{body}"
+          f"set terminal pngcairo size 1200,600 background rgb 'white'\nset output '{name}.png'\n{body}")
     with open(os.path.join(a.out, name + ".gp"), "w") as f:
         f.write(gp)
     if shutil.which("gnuplot"):
