@@ -87,8 +87,9 @@ TEST(Rewrite, ClonesVerifyAndAreNamedAfterTheirSource) {
   // No backward node reads a dropped value any more.
   std::set<ir::ValueId> dropped(drop.begin(), drop.end());
   for (const ir::Node& node : r.graph.nodes())
-    if (node.phase == ir::Phase::backward)
+    if (node.phase == ir::Phase::backward) {
       for (ir::ValueId v : node.inputs) EXPECT_FALSE(dropped.count(v)) << r.graph.value(v).name;
+    }
 }
 
 // T8 on CPU: recomputation changes nothing in the arithmetic, dropout included.

@@ -158,7 +158,9 @@ TEST(Optimal, EqualsBruteForceOnTinyGraphsAndNeverCostsMoreThanPerLayer) {
         EXPECT_TRUE(o.feasible);
         EXPECT_NEAR(o.predicted.extra_ms, best, 1e-9) << cands.size() << " candidates";
         plan::Plan pl = plan::run_planner("per-layer", in, budget);
-        if (pl.feasible) EXPECT_LE(o.predicted.extra_ms, pl.predicted.extra_ms + 1e-9);
+        if (pl.feasible) {
+          EXPECT_LE(o.predicted.extra_ms, pl.predicted.extra_ms + 1e-9);
+        }
         ++compared;
       }
     }
