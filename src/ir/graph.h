@@ -77,6 +77,12 @@ class Graph {
   std::string name = "graph";
 
   ValueId add_value(std::string name, TensorType type, Role role, Init init = {});
+  // This graph's values become `other`'s (same ids and names); its nodes are
+  // left alone. A rewrite that keeps every value id copies them at once this way.
+  void copy_values_from(const Graph& other) {
+    values_ = other.values_;
+    by_name_ = other.by_name_;
+  }
   // Makes a unique name from `base` ("x", "x.1", "x.2", ...).
   std::string unique_name(std::string_view base) const;
   void append(Node node) { nodes_.push_back(std::move(node)); }

@@ -54,8 +54,8 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
   out.graph.name = g.name;
   // A dropped activation is no longer read by the backward pass: in the
   // rewritten step it is a forward temporary.
-  for (const ir::Value& v : g.values())
-    out.graph.add_value(v.name, v.type, dropped[static_cast<size_t>(v.id)] ? ir::Role::other : v.role, v.init);
+  out.graph.copy_values_from(g);
+  for (ir::ValueId v : drop) out.graph.value(v).role = ir::Role::other;
   out.graph.outputs = g.outputs;
   std::unordered_map<ir::ValueId, ir::ValueId> clone_of;  // original value -> its recomputed clone
 
