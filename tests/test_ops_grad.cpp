@@ -122,6 +122,7 @@ TEST(OpGrad, EveryDifferentiableOpIsCovered) {
   // A new derivative must be added here, with its test.
   const std::set<std::string> covered{
       "add", "mul", "relu", "gelu", "dropout_apply", "reshape", "sum", "mean", "linear", "log_softmax", "nll_loss",
+      "cross_entropy",
       // test_resnet.cpp
       "conv2d", "batch_norm", "max_pool2d", "adaptive_avg_pool2d",
       // test_transformers.cpp
@@ -254,6 +255,33 @@ TEST(OpGrad, CrossEntropyChain) {
   check_grads("log_softmax + nll_loss", {randn({5, 7}), labels(5, 7)}, log_softmax_nll(1, -100), [](const Tensors& t) {
     return std::get<0>(at::nll_loss_forward(at::_log_softmax(t[0], 1, false), t[1], c10::nullopt, 1, -100));
   });
+}
+
+// The fused op against autograd through log_softmax + nll_loss (mean): equal
+// within rounding (1e-6 of the largest value), not bit for bit, as its
+// backward computes softmax - onehot itself; ignored rows get no gradient.
+TEST(OpGrad, CrossEntropyFused) {
+  for (int64_t ignore : {int64_t{-100}, int64_t{3}}) {
+    at::Tensor target = labels(9, 11);
+    target[0] = 3;  // one ignored row when ignore_index is 3
+    target[1] = 0;
+    check_grads(
+        fmt::format("cross_entropy ignore_index {}", ignore), {randn({9, 11}) * 3, target},
+        [=](ops::Builder& b, const std::vector<ValueId>& in) {
+          return b.call("cross_entropy", in, {{"ignore_index", ignore}})[0];
+        },
+        [=](const Tensors& t) {
+          return std::get<0>(at::nll_loss_forward(at::_log_softmax(t[0], 1, false), t[1], c10::nullopt, 1, ignore));
+        },
+        1e-6);
+  }
+}
+
+TEST(FiniteDiff, CrossEntropyFused) {
+  check_finite_differences("cross_entropy", {randn({4, 5}), labels(4, 5)},
+                           [](ops::Builder& b, const std::vector<ValueId>& in) {
+                             return b.call("cross_entropy", in, {{"ignore_index", int64_t{-100}}})[0];
+                           });
 }
 
 // Asking for the gradient of a non-differentiable input alone yields none.

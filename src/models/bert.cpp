@@ -147,9 +147,9 @@ Model build_bert(const BertConfig& c) {
   ops::Builder::Scope s(b, "loss");
   ValueId flat = b.op("reshape", {logits}, {{"shape", ir::Shape{B * T, V}}}, "loss.logits");  // (B*T, V)
   ValueId labels = b.op("reshape", {ids}, {{"shape", ir::Shape{B * T}}}, "loss.labels");      // (B*T)
-  ValueId logp = b.op("log_softmax", {flat}, {{"dim", int64_t{1}}}, "loss.log_softmax");
-  auto outs = b.call("nll_loss", {logp, labels}, {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}}, "loss");
-  m.graph.rename(outs[1], "loss.total_weight");
+  // Fused: the vocabulary head's backward then holds one (B*T, V) buffer, not three.
+  auto outs = b.call("cross_entropy", {flat, labels}, {{"ignore_index", int64_t{-100}}}, "loss");
+  m.graph.rename(outs[1], "loss.logsumexp");  // (B*T)
   m.loss = outs[0];
   return m;
 }

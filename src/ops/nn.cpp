@@ -1,6 +1,7 @@
 // Neural-network ops: linear (and its two backward matmuls), log_softmax and
 // nll_loss (cross-entropy as two ops), each with the ATen backward kernel that
-// PyTorch's autograd uses.
+// PyTorch's autograd uses; and cross_entropy, the two fused for vocabulary-sized
+// heads, with a backward of its own that needs one buffer instead of three.
 #include "ops/builder.h"
 #include "ops/infer.h"
 #include "ops/kernel.h"
@@ -108,12 +109,16 @@ double softmax_flops(const FlopArgs& a) { return 5.0 * static_cast<double>(a.out
 // -> (loss, total_weight). total_weight is what nll_loss_backward needs.
 int64_t reduction(const ir::Node& n) { return n.attrs.i_or("reduction", 1); }
 int64_t ignore_index(const ir::Node& n) { return n.attrs.i_or("ignore_index", -100); }
+// (N, C) float scores and (N) i64 class targets, as nll_loss and cross_entropy take them.
+void check_scores_and_target(const InferArgs& a, const std::string& op) {
+  infer::require_float(a.input(0), op + " input");
+  infer::require_rank(a.input(0), 2, op + " input (N, classes)");
+  infer::require_dtype(a.input(1), ir::DType::i64, op + " target");
+  infer::require_shape(a.input(1), {a.input(0).shape[0]}, op + " target");
+}
 Types nll_loss_infer(const InferArgs& a) {
   const TensorType& logp = a.input(0);
-  infer::require_float(logp, "nll_loss input");
-  infer::require_rank(logp, 2, "nll_loss input (N, classes)");
-  infer::require_dtype(a.input(1), ir::DType::i64, "nll_loss target");
-  infer::require_shape(a.input(1), {logp.shape[0]}, "nll_loss target");
+  check_scores_and_target(a, "nll_loss");
   int64_t r = reduction(a.node);
   MUTWO_CHECK(r >= 0 && r <= 2, "nll_loss: reduction must be 0 (none), 1 (mean) or 2 (sum), got {}", r);
   Shape loss = r == 0 ? Shape{logp.shape[0]} : Shape{};
@@ -142,6 +147,58 @@ void nll_loss_backward_kernel(KernelCall& k) {
                                       ignore_index(k.node), k.input(3));
 }
 
+// cross_entropy(logits (N,C), target (N) i64) {ignore_index} -> (loss (), logsumexp (N)):
+// log_softmax + nll_loss (mean over the targets not ignored) as one op, for
+// vocabulary-sized heads. It keeps only a per-row logsumexp for the backward,
+// which makes the gradient in one (N,C) buffer from the logits: the two-op
+// form holds log-probabilities, their gradient and the logits' gradient at
+// once. Equal to the two-op form within rounding, not bit for bit.
+Types cross_entropy_infer(const InferArgs& a) {
+  const TensorType& x = a.input(0);
+  check_scores_and_target(a, "cross_entropy");
+  return {TensorType{{}, x.dtype}, TensorType{{x.shape[0]}, x.dtype}};
+}
+Grads cross_entropy_grad(GradArgs& a) {
+  if (!a.needs(0)) return {ir::kNoValue, ir::kNoValue};
+  return {a.b.op("cross_entropy_backward", {a.g(0), a.in(0), a.in(1), a.out(1)}, a.node.attrs, a.grad_name(0)),
+          ir::kNoValue};
+}
+// The targets that count, as 0/1 in x's dtype, and their number.
+std::pair<at::Tensor, at::Tensor> counted(const at::Tensor& target, const ir::Node& n, at::ScalarType dtype) {
+  at::Tensor valid = target.ne(ignore_index(n)).to(dtype);
+  return {valid, valid.sum()};
+}
+void cross_entropy_kernel(KernelCall& k) {
+  const at::Tensor& x = k.input(0);
+  const at::Tensor& target = k.input(1);
+  at::Tensor lse = at::logsumexp(x, {1});                                           // (N)
+  at::Tensor picked = x.gather(1, target.clamp_min(0).unsqueeze(1)).squeeze(1);   // (N)
+  auto [valid, count] = counted(target, k.node, x.scalar_type());
+  k.output(0) = ((lse - picked) * valid).sum() / count;
+  k.output(1) = lse;
+}
+Types cross_entropy_backward_infer(const InferArgs& a) {
+  std::vector<const TensorType*> fwd_in{a.in[1], a.in[2]};
+  InferArgs fwd{a.node, fwd_in};
+  Types t = cross_entropy_infer(fwd);
+  infer::require_shape(a.input(0), {}, "cross_entropy gradient");
+  infer::require_shape(a.input(3), t[1].shape, "cross_entropy logsumexp");
+  return {a.input(1)};
+}
+// d/dx = (softmax(x) - onehot(target)) * g / count on counted rows, in one buffer.
+void cross_entropy_backward_kernel(KernelCall& k) {
+  const at::Tensor& x = k.input(1);
+  const at::Tensor& target = k.input(2);
+  at::Tensor grad = x - k.input(3).unsqueeze(1);
+  grad.exp_();
+  at::Tensor index = target.clamp_min(0).unsqueeze(1);
+  grad.scatter_(1, index, grad.gather(1, index) - 1);
+  auto [valid, count] = counted(target, k.node, x.scalar_type());
+  grad.mul_((valid * (k.input(0) / count)).unsqueeze(1));
+  k.output(0) = grad;
+}
+double cross_entropy_flops(const FlopArgs& a) { return 6.0 * static_cast<double>(a.in[0]->numel()); }
+
 }  // namespace
 
 void add_nn_ops(std::vector<OpDef>& t) {
@@ -156,6 +213,10 @@ void add_nn_ops(std::vector<OpDef>& t) {
                log_softmax_backward_kernel});
   t.push_back({"nll_loss", kReduction, 2, 2, nll_loss_infer, nll_loss_grad, nullptr, nll_loss_kernel});
   t.push_back({"nll_loss_backward", 0, 4, 4, nll_loss_backward_infer, nullptr, nullptr, nll_loss_backward_kernel});
+  t.push_back({"cross_entropy", kReduction, 2, 2, cross_entropy_infer, cross_entropy_grad, cross_entropy_flops,
+               cross_entropy_kernel});
+  t.push_back({"cross_entropy_backward", 0, 4, 4, cross_entropy_backward_infer, nullptr, cross_entropy_flops,
+               cross_entropy_backward_kernel});
 }
 
 }  // namespace mutwo::ops
