@@ -18,12 +18,14 @@
 #include <sstream>
 
 #include "autodiff/autodiff.h"
-#include "rewrite/recompute.h"
+#include "build_errors.h"
 #include "grad_check.h"
 #include "ir/text.h"
 #include "models/model.h"
+#include "node_peaks.h"
 #include "ops/builder.h"
 #include "ops/op.h"
+#include "rewrite/recompute.h"
 #include "runtime/executor.h"
 #include "runtime/memory.h"
 #include "support/error.h"
@@ -243,23 +245,9 @@ TEST(ResnetOpGrad, AdaptiveAvgPool2d) {
 // --- build-time errors ---------------------------------------------------------
 
 std::string build_error(const std::vector<ir::TensorType>& ins, const std::string& op, ir::Attrs attrs = {}) {
-  ir::Graph g;
-  ops::Builder b(g);
-  ops::Builder::Scope s(b, "layer2.0");
-  std::vector<ValueId> ids;
-  for (size_t i = 0; i < ins.size(); ++i) ids.push_back(b.input("in" + std::to_string(i), ins[i], ir::Role::parameter));
-  try {
-    b.call(op, ids, std::move(attrs));
-  } catch (const UserError& e) {
-    EXPECT_TRUE(g.nodes().empty()) << "a rejected node was appended";
-    return e.what();
-  }
-  ADD_FAILURE() << op << " was accepted";
-  return "";
+  return testing::build_error_in("layer2.0", ins, op, std::move(attrs));
 }
-void expect_substrings(const std::string& msg, const std::vector<std::string>& subs) {
-  for (const std::string& s : subs) EXPECT_NE(msg.find(s), std::string::npos) << "'" << s << "' not in: " << msg;
-}
+using testing::expect_substrings;
 ir::TensorType f32(Shape s) { return {std::move(s), ir::DType::f32}; }
 
 TEST(ResnetBuildErrors, Conv2d) {
@@ -577,12 +565,7 @@ TEST(ResnetOracle, Resnet50MatchesTorchvision) {
 
 // --- memory ------------------------------------------------------------------------
 
-// Records the allocator's peak during each node.
-struct NodePeaks : runtime::NodeObserver {
-  std::vector<int64_t> peak;
-  void before(size_t) override { runtime::reset_peak(c10::Device(c10::kCPU)); }
-  void after(size_t) override { peak.push_back(runtime::memory_stats(c10::Device(c10::kCPU)).peak); }
-};
+using testing::NodePeaks;
 
 // What a node may allocate beyond its outputs (its workspace) on the CPU, as
 // measured with Debian's libtorch 1.13 (oneDNN convolutions). Observed on

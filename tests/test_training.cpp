@@ -9,6 +9,7 @@
 #include "autodiff/autodiff.h"
 #include "ir/text.h"
 #include "models/model.h"
+#include "node_peaks.h"
 #include "ops/builder.h"
 #include "ops/kernel.h"
 #include "ops/op.h"
@@ -309,12 +310,7 @@ TEST(Optimizer, MultiTensorNodeNamesTheParameterOfABadEntry) {
   expect_user_error([&] { ops::verify(bad); }, {"%q.grad, in the gradients, must be f32[2] like its parameter %q"});
 }
 
-// Records the allocator's peak during each node.
-struct NodePeaks : runtime::NodeObserver {
-  std::vector<int64_t> peak;
-  void before(size_t) override { runtime::reset_peak(c10::Device(c10::kCPU)); }
-  void after(size_t) override { peak.push_back(runtime::memory_stats(c10::Device(c10::kCPU)).peak); }
-};
+using testing::NodePeaks;
 
 TEST(Memory, MeasuredCpuPeakEqualsLivenessPrediction) {
   runtime::track_cpu_memory();

@@ -44,14 +44,7 @@ void plot_before_after(const profile::Profile& before, const profile::Profile& a
       before.model, before.batch, before.device, static_cast<double>(budget) / 1048576.0);
   body += "plot 'memory_timeline_before_after.dat' using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'baseline', "
           "'' using 1:3 with lines lw 2 lc rgb '#ff7f0e' title 'with recomputation'";
-  std::string gp = fmt::format(
-      "set termoption noenhanced\nset terminal svg size 1100,520 dynamic background rgb 'white' noenhanced\n"
-      "set output 'memory_timeline_before_after.svg'\n{0}\n"
-      "set terminal pngcairo size 1100,520 background rgb 'white' noenhanced\n"
-      "set output 'memory_timeline_before_after.png'\n{0}\n",
-      body);
-  std::ofstream(dir + "/memory_timeline_before_after.gp") << gp;
-  report::render(dir, "memory_timeline_before_after.gp");
+  report::plot(dir, "memory_timeline_before_after", body);
 }
 
 std::string pct(double a, double b) { return b > 0 ? fmt::format("{:+.1f}%", 100.0 * (a - b) / b) : "n/a"; }

@@ -77,13 +77,7 @@ void plot_tradeoff(const std::vector<plan::Plan>& plans, const plan::PlanInput& 
       "set title \"{} batch {} on {}: predicted peak against extra recompute time\"\nset xlabel 'extra time (ms)'\n"
       "set ylabel 'predicted peak (MiB)'\nset grid\nset key outside right top\nplot {}",
       in.profile.model, in.profile.batch, in.profile.device, plot);
-  std::string gp = fmt::format(
-      "set termoption noenhanced\nset terminal svg size 900,520 dynamic background rgb 'white' noenhanced\n"
-      "set output 'tradeoff.svg'\n{0}\nset terminal pngcairo size 900,520 background rgb 'white' noenhanced\n"
-      "set output 'tradeoff.png'\n{0}\n",
-      body);
-  std::ofstream(dir + "/tradeoff.gp") << gp;
-  report::render(dir, "tradeoff.gp");
+  report::plot(dir, "tradeoff", body, 900, 520);
 }
 
 }  // namespace

@@ -44,12 +44,7 @@ void plot_lines(const std::vector<Point>& pts, const std::vector<std::string>& v
   std::string body = fmt::format("set title \"{}\"\nset xlabel 'batch'\nset ylabel '{}'\nset grid\nset key top left\n"
                                  "set yrange [0:*]\nplot {}",
                                  title, ylabel, plot);
-  std::ofstream(dir + "/" + name + ".gp") << fmt::format(
-      "set termoption noenhanced\nset terminal svg size 900,500 dynamic background rgb 'white' noenhanced\n"
-      "set output '{0}.svg'\n{1}\nset terminal pngcairo size 900,500 background rgb 'white' noenhanced\n"
-      "set output '{0}.png'\n{1}\n",
-      name, body);
-  report::render(dir, name + ".gp");
+  report::plot(dir, name, body, 900, 500);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // BERT for masked-LM pre-training, as Hugging Face's BertForMaskedLM (eager
 // attention, no pooler, decoder tied to the word embedding), in the sizes of
 // Google's BERT release: bert-tiny (L2 H128 A2) to bert-large (L24 H1024 A16).
+#include "models/loss.h"
 #include "models/model.h"
 #include "models/transformer.h"
 #include "support/error.h"
@@ -147,10 +148,7 @@ Model build_bert(const BertConfig& c) {
   ops::Builder::Scope s(b, "loss");
   ValueId flat = b.op("reshape", {logits}, {{"shape", ir::Shape{B * T, V}}}, "loss.logits");  // (B*T, V)
   ValueId labels = b.op("reshape", {ids}, {{"shape", ir::Shape{B * T}}}, "loss.labels");      // (B*T)
-  // Fused: the vocabulary head's backward then holds one (B*T, V) buffer, not three.
-  auto outs = b.call("cross_entropy", {flat, labels}, {{"ignore_index", int64_t{-100}}}, "loss");
-  m.graph.rename(outs[1], "loss.logsumexp");  // (B*T)
-  m.loss = outs[0];
+  m.loss = cross_entropy_loss(b, flat, labels, CrossEntropyForm::fused);
   return m;
 }
 

@@ -11,6 +11,7 @@
 #include <iterator>
 #include <random>
 
+#include "models/loss.h"
 #include "models/model.h"
 #include "models/transformer.h"
 #include "support/error.h"
@@ -168,10 +169,7 @@ Model build_gpt(const GptConfig& c) {
   ValueId labels = b.op("shift_left", {ids}, {{"fill", int64_t{-100}}}, "loss.labels");         // (B, T)
   ValueId flat_labels = b.op("reshape", {labels}, {{"shape", ir::Shape{B * T}}}, "loss.labels_flat");  // (B*T)
   ValueId flat = b.op("reshape", {logits}, {{"shape", ir::Shape{B * T, V}}}, "loss.logits");        // (B*T, V)
-  // Fused: the vocabulary head's backward then holds one (B*T, V) buffer, not three.
-  auto outs = b.call("cross_entropy", {flat, flat_labels}, {{"ignore_index", int64_t{-100}}}, "loss");
-  m.graph.rename(outs[1], "loss.logsumexp");  // (B*T)
-  m.loss = outs[0];
+  m.loss = cross_entropy_loss(b, flat, flat_labels, CrossEntropyForm::fused);
   return m;
 }
 

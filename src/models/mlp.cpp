@@ -1,6 +1,7 @@
 // The MLP: the foundation's small model (linear, relu/gelu, dropout, cross-entropy).
 #include <cmath>
 
+#include "models/loss.h"
 #include "models/model.h"
 #include "ops/builder.h"
 #include "support/error.h"
@@ -52,10 +53,7 @@ Model build_mlp(const MlpConfig& c) {
   }
   b.phase = ir::Phase::loss;
   ops::Builder::Scope s(b, "loss");
-  ValueId logp = b.op("log_softmax", {logits}, {{"dim", int64_t{1}}}, "loss.log_softmax");
-  auto outs = b.call("nll_loss", {logp, labels}, {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}}, "loss");
-  m.graph.rename(outs[1], "loss.total_weight");
-  m.loss = outs[0];
+  m.loss = cross_entropy_loss(b, logits, labels, CrossEntropyForm::two_ops);
   return m;
 }
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "models/loss.h"
 #include "models/model.h"
 #include "ops/builder.h"
 #include "support/error.h"
@@ -163,10 +164,7 @@ Model build_resnet(const ResnetConfig& c) {
 
   b.phase = ir::Phase::loss;
   ops::Builder::Scope s(b, "loss");
-  ValueId logp = b.op("log_softmax", {logits}, {{"dim", int64_t{1}}}, "loss.log_softmax");
-  auto outs = b.call("nll_loss", {logp, labels}, {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}}, "loss");
-  m.graph.rename(outs[1], "loss.total_weight");
-  m.loss = outs[0];
+  m.loss = cross_entropy_loss(b, logits, labels, CrossEntropyForm::two_ops);
   return m;
 }
 

@@ -19,21 +19,6 @@ using ir::DType;
 using ir::Shape;
 using ir::TensorType;
 using ir::ValueId;
-using Types = std::vector<TensorType>;
-using Grads = std::vector<ValueId>;
-
-Types same_as_input0(const InferArgs& a) {
-  infer::require_float(a.input(0), "input");
-  return {a.input(0)};
-}
-
-// Inputs 0 and 1 of one shape and dtype (an op's gradient and saved tensor).
-Types pair_same_shape(const InferArgs& a) {
-  infer::require_float(a.input(0), "gradient");
-  infer::require_shape(a.input(1), a.input(0).shape, "saved tensor");
-  infer::require_same_dtype(a.input(0), a.input(1), "gradient and saved tensor");
-  return {a.input(0)};
-}
 
 // Names a multi-output backward node's output after the input it is the gradient of.
 void name_gradient(GradArgs& a, ValueId v, size_t input) {
@@ -188,7 +173,7 @@ Grads softmax_grad(GradArgs& a) {
 }
 void softmax_kernel(KernelCall& k) { k.output(0) = at::_softmax(k.input(0), k.node.attrs.i("dim"), false); }
 Types softmax_backward_infer(const InferArgs& a) {
-  pair_same_shape(a);
+  infer::pair_same_shape(a);
   return softmax_infer(a);
 }
 void softmax_backward_kernel(KernelCall& k) {
@@ -309,7 +294,7 @@ void causal_mask_fill_kernel(KernelCall& k) {
 Types scale_infer(const InferArgs& a) {
   double alpha = a.node.attrs.f("alpha");
   MUTWO_CHECK(std::isfinite(alpha), "scale: alpha must be finite, got {}", alpha);
-  return same_as_input0(a);
+  return infer::same_as_input0(a);
 }
 Grads scale_grad(GradArgs& a) { return {a.b.op("scale", {a.g()}, a.node.attrs, a.grad_name(0))}; }
 void scale_kernel(KernelCall& k) { k.output(0) = at::mul(k.input(0), k.node.attrs.f("alpha")); }
@@ -334,8 +319,8 @@ void add_attention_ops(std::vector<OpDef>& t) {
   t.push_back({"causal_mask_fill", kPointwise, 1, 1, causal_mask_fill_infer, causal_mask_fill_grad, nullptr,
                causal_mask_fill_kernel});
   t.push_back({"scale", kPointwise, 1, 1, scale_infer, scale_grad, nullptr, scale_kernel});
-  t.push_back({"tanh", kPointwise, 1, 1, same_as_input0, tanh_grad, nullptr, tanh_kernel});
-  t.push_back({"tanh_backward", kPointwise, 2, 2, pair_same_shape, nullptr, nullptr, tanh_backward_kernel});
+  t.push_back({"tanh", kPointwise, 1, 1, infer::same_as_input0, tanh_grad, nullptr, tanh_kernel});
+  t.push_back({"tanh_backward", kPointwise, 2, 2, infer::pair_same_shape, nullptr, nullptr, tanh_backward_kernel});
 }
 
 }  // namespace mutwo::ops

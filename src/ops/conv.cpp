@@ -26,8 +26,6 @@ using ir::DType;
 using ir::Shape;
 using ir::TensorType;
 using ir::ValueId;
-using Types = std::vector<TensorType>;
-using Grads = std::vector<ValueId>;
 
 // --- helpers -----------------------------------------------------------------
 

@@ -10,27 +10,12 @@ namespace {
 
 using ir::TensorType;
 using ir::ValueId;
-using Types = std::vector<TensorType>;
-using Grads = std::vector<ValueId>;
-
-Types same_as_input0(const InferArgs& a) {
-  infer::require_float(a.input(0), "input");
-  return {a.input(0)};
-}
 
 // Two floating inputs of one dtype, broadcast together.
 Types binary_broadcast(const InferArgs& a) {
   infer::require_float(a.input(0), "left operand");
   infer::require_same_dtype(a.input(0), a.input(1), "operands");
   return {TensorType{infer::broadcast(a.input(0).shape, a.input(1).shape), a.input(0).dtype}};
-}
-
-// Inputs 0 and 1 of one shape and dtype (an op's gradient and saved tensor).
-Types pair_same_shape(const InferArgs& a) {
-  infer::require_float(a.input(0), "gradient");
-  infer::require_shape(a.input(1), a.input(0).shape, "saved tensor");
-  infer::require_same_dtype(a.input(0), a.input(1), "gradient and saved tensor");
-  return {a.input(0)};
 }
 
 // add: out = a + b (broadcast). d/da = d/db = g, reduced to each shape by autodiff.
@@ -68,7 +53,7 @@ std::string gelu_mode(const ir::Node& n) { return n.attrs.has("approximate") ? n
 Types gelu_infer(const InferArgs& a) {
   auto m = gelu_mode(a.node);
   MUTWO_CHECK(m == "none" || m == "tanh", "gelu: approximate must be \"none\" or \"tanh\", got \"{}\"", m);
-  return same_as_input0(a);
+  return infer::same_as_input0(a);
 }
 Grads gelu_grad(GradArgs& a) {
   return {a.b.op("gelu_backward", {a.g(), a.in(0)}, a.node.attrs, a.grad_name(0))};
@@ -79,7 +64,7 @@ void gelu_backward_kernel(KernelCall& k) {
 }
 Types gelu_backward_infer(const InferArgs& a) {
   gelu_infer(a);
-  return pair_same_shape(a);
+  return infer::pair_same_shape(a);
 }
 
 // dropout_mask {p}: a bool tensor of x's shape, true with probability 1-p.
@@ -123,8 +108,8 @@ void add_elementwise_ops(std::vector<OpDef>& t) {
   t.push_back({"add", kPointwise, 2, 2, binary_broadcast, add_grad, nullptr, add_kernel});
   t.push_back({"mul", kPointwise, 2, 2, binary_broadcast, mul_grad, nullptr, mul_kernel});
   t.push_back({"full", 0, 0, 0, full_infer, nullptr, nullptr, full_kernel});
-  t.push_back({"relu", kPointwise, 1, 1, same_as_input0, relu_grad, nullptr, relu_kernel});
-  t.push_back({"relu_backward", kPointwise, 2, 2, pair_same_shape, nullptr, nullptr, relu_backward_kernel});
+  t.push_back({"relu", kPointwise, 1, 1, infer::same_as_input0, relu_grad, nullptr, relu_kernel});
+  t.push_back({"relu_backward", kPointwise, 2, 2, infer::pair_same_shape, nullptr, nullptr, relu_backward_kernel});
   t.push_back({"gelu", kPointwise, 1, 1, gelu_infer, gelu_grad, gelu_flops, gelu_kernel});
   t.push_back({"gelu_backward", kPointwise, 2, 2, gelu_backward_infer, nullptr, gelu_flops, gelu_backward_kernel});
   t.push_back({"dropout_mask", kRandom, 1, 1, dropout_mask_infer, nullptr, nullptr, dropout_mask_kernel});

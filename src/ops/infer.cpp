@@ -26,6 +26,18 @@ void require_shape(const TensorType& t, const Shape& s, std::string_view what) {
   MUTWO_CHECK(t.shape == s, "{} must have shape {}, got {}", what, ir::shape_string(s), ir::to_string(t));
 }
 
+Types same_as_input0(const InferArgs& a) {
+  require_float(a.input(0), "input");
+  return {a.input(0)};
+}
+
+Types pair_same_shape(const InferArgs& a) {
+  require_float(a.input(0), "gradient");
+  require_shape(a.input(1), a.input(0).shape, "saved tensor");
+  require_same_dtype(a.input(0), a.input(1), "gradient and saved tensor");
+  return {a.input(0)};
+}
+
 Shape broadcast(const Shape& a, const Shape& b) {
   size_t n = std::max(a.size(), b.size());
   Shape out(n);

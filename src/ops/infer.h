@@ -20,6 +20,12 @@ void require_same_dtype(const TensorType& a, const TensorType& b, std::string_vi
 void require_rank(const TensorType& t, int64_t rank, std::string_view what);
 void require_shape(const TensorType& t, const Shape& s, std::string_view what);
 
+// Shape inference of an op whose one output is like its floating input 0.
+Types same_as_input0(const InferArgs& a);
+// Of a pointwise backward op: inputs 0 (a gradient) and 1 (a saved tensor) of
+// one shape and dtype; its output is like input 0.
+Types pair_same_shape(const InferArgs& a);
+
 // Numpy-style broadcast; throws UserError naming both shapes.
 Shape broadcast(const Shape& a, const Shape& b);
 

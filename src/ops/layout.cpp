@@ -18,8 +18,6 @@ using ir::DType;
 using ir::Shape;
 using ir::TensorType;
 using ir::ValueId;
-using Types = std::vector<TensorType>;
-using Grads = std::vector<ValueId>;
 
 // ---- permute(x) {dims}: a view with the dimensions reordered (dims[i] is the
 // input dimension that becomes output dimension i). Its derivative permutes the

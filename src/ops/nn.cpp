@@ -13,8 +13,6 @@ namespace {
 using ir::Shape;
 using ir::TensorType;
 using ir::ValueId;
-using Types = std::vector<TensorType>;
-using Grads = std::vector<ValueId>;
 
 // linear(x, w, b?): x (..., in), w (out, in), b (out) -> (..., out).
 Types linear_infer(const InferArgs& a) {

@@ -38,7 +38,8 @@ struct InferArgs {
   bool has(size_t i) const { return i < in.size() && in[i] != nullptr; }
   std::string name(size_t i) const;  // "%<input i's name>", or "input i" without the graph
 };
-using InferFn = std::vector<ir::TensorType> (*)(const InferArgs&);
+using Types = std::vector<ir::TensorType>;  // what shape inference returns: one type per output
+using InferFn = Types (*)(const InferArgs&);
 
 // Derivative input: the forward node, the gradients of its outputs (kNoValue
 // where none flows), and a builder positioned in the backward pass. Returns one
@@ -56,7 +57,8 @@ struct GradArgs {
   ir::ValueId g(size_t i = 0) const { return grad_out[i]; }
   std::string grad_name(size_t i) const;  // "<input i's name>.grad"
 };
-using GradFn = std::vector<ir::ValueId> (*)(GradArgs&);
+using Grads = std::vector<ir::ValueId>;  // what a derivative returns: one gradient per input
+using GradFn = Grads (*)(GradArgs&);
 
 // FLOP estimate from the node and its resolved types.
 struct FlopArgs {

@@ -22,7 +22,6 @@ namespace mutwo::ops {
 namespace {
 
 using ir::TensorType;
-using Types = std::vector<TensorType>;
 using Lists = std::vector<std::string_view>;  // what each input list holds, in input order
 
 Lists sgd_lists(const ir::Attrs& a) {

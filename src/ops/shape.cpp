@@ -13,8 +13,6 @@ namespace {
 using ir::Shape;
 using ir::TensorType;
 using ir::ValueId;
-using Types = std::vector<TensorType>;
-using Grads = std::vector<ValueId>;
 
 // reshape {shape}: one entry may be -1. A view of its (contiguous) input.
 Shape resolve_reshape(const Shape& in, const Shape& target) {

@@ -55,6 +55,11 @@ std::string title(const profile::Profile& p) {
 
 }  // namespace
 
+bool plot(const std::string& dir, const std::string& name, const std::string& body, int w, int h) {
+  write_file(dir + "/" + name + ".gp", terminals(name, body, w, h));
+  return render(dir, name + ".gp");
+}
+
 bool render(const std::string& dir, const std::string& script) {
   static int available = -1;
   if (available < 0) {
@@ -104,8 +109,7 @@ bool plot_memory_timeline(const profile::Profile& p, const std::string& dir) {
       "plot {}'memory_timeline.dat' using 1:{} with lines lw 1.2 lc rgb 'black' title 'measured (during node)'",
       title(p), mib(p.peak_bytes), p.peak_node, share, p.nodes.empty() ? 1 : p.nodes.size() - 1, marks, layers,
       kStack.size() + 2);
-  write_file(dir + "/memory_timeline.gp", terminals("memory_timeline", plot));
-  return render(dir, "memory_timeline.gp");
+  return report::plot(dir, "memory_timeline", plot);
 }
 
 bool plot_peak_breakdown(const profile::Profile& p, const std::string& dir) {
@@ -124,8 +128,7 @@ bool plot_peak_breakdown(const profile::Profile& p, const std::string& dir) {
       "plot 'peak_breakdown.dat' using 0:2:xtic(1) with boxes lc rgb '#ff7f0e', '' using 0:2:(sprintf('%.1f',$2)) "
       "with labels offset 0,0.7",
       title(p), mib(p.peak_bytes), p.peak_node);
-  write_file(dir + "/peak_breakdown.gp", terminals("peak_breakdown", plot, 800, 480));
-  return render(dir, "peak_breakdown.gp");
+  return report::plot(dir, "peak_breakdown", plot, 800, 480);
 }
 
 bool plot_batches(const std::vector<profile::Profile>& ps, const std::string& dir) {
@@ -149,14 +152,12 @@ bool plot_batches(const std::vector<profile::Profile>& ps, const std::string& di
       "set style data histograms\nset style histogram rowstacked\nset style fill solid 0.85 noborder\n"
       "set boxwidth 0.6\nset key outside right top\nset grid ytics\nset yrange [0:*]\nplot {}",
       ps[0].model, ps[0].device, cols);
-  write_file(dir + "/peak_vs_batch.gp", terminals("peak_vs_batch", peak, 900, 500));
+  bool a = report::plot(dir, "peak_vs_batch", peak, 900, 500);
   std::string latency = fmt::format(
       "set title \"{} on {}: step time against batch size\"\nset xlabel 'batch'\nset ylabel 'ms (median step)'\n"
       "set grid\nset yrange [0:*]\nunset key\nplot 'batches.dat' using 1:{} with linespoints pt 7 lw 2",
       ps[0].model, ps[0].device, kStack.size() + 4);
-  write_file(dir + "/latency_vs_batch.gp", terminals("latency_vs_batch", latency, 800, 480));
-  bool a = render(dir, "peak_vs_batch.gp");
-  return render(dir, "latency_vs_batch.gp") && a;
+  return report::plot(dir, "latency_vs_batch", latency, 800, 480) && a;
 }
 
 }  // namespace mutwo::report

@@ -32,4 +32,9 @@ bool plot_batches(const std::vector<profile::Profile>& ps, const std::string& di
 // Runs gnuplot on a script in `dir`; false if gnuplot is missing.
 bool render(const std::string& dir, const std::string& script);
 
+// Writes DIR/NAME.gp drawing `body` (gnuplot commands ending in a plot
+// command, reading data files in `dir`) to NAME.svg and NAME.png of w x h
+// pixels, and renders it; false if gnuplot is missing.
+bool plot(const std::string& dir, const std::string& name, const std::string& body, int w = 1100, int h = 520);
+
 }  // namespace mutwo::report
