@@ -23,6 +23,7 @@ enum Tag : uint32_t {
   kReduction = 1u << 3,  // reduces over dimensions
   kHeavy = 1u << 4,      // matmul/conv class: expensive per byte
   kInplace = 1u << 5,    // writes into some inputs (optimizer steps); see OpDef::mutated_inputs
+  kStepCount = 1u << 6,  // its arithmetic depends on the step number (Adam's bias correction): a captured CUDA graph cannot replay it
 };
 
 class Builder;

@@ -157,7 +157,7 @@ void adam_kernel(KernelCall& k) {
 void add_optim_ops(std::vector<OpDef>& t) {
   // name, tags, inputs (min, max), shape inference, derivative, FLOPs, kernel, -, inputs written in place
   t.push_back({"sgd_step", kInplace, 2, kVariadic, sgd_infer, nullptr, sgd_flops, sgd_kernel, {}, sgd_mutates});
-  t.push_back({"adam_step", kInplace, 4, kVariadic, adam_infer, nullptr, adam_flops, adam_kernel, {}, adam_mutates});
+  t.push_back({"adam_step", kInplace | kStepCount, 4, kVariadic, adam_infer, nullptr, adam_flops, adam_kernel, {}, adam_mutates});
 }
 
 }  // namespace mutwo::ops

@@ -62,7 +62,7 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
   }
   if (options_.cuda_graph) {
     for (const ir::Node& node : graph_.nodes())
-      MUTWO_CHECK(node.op.find("adam") == std::string::npos,
+      MUTWO_CHECK(!ops::op(node.op).has(ops::kStepCount),
                   "--cuda-graph: {} changes its bias correction every step, which a captured graph cannot replay; "
                   "use --optimizer sgd or leave out --cuda-graph",
                   node.op);
