@@ -1,13 +1,13 @@
 // mutwo optimize: profile, plan, rewrite, then train with the rewritten step,
 // measured against the baseline; optionally checks gradients bit for bit.
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <optional>
-#include <nlohmann/json.hpp>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "cli/commands.h"
