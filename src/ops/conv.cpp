@@ -225,11 +225,10 @@ Grads batch_norm_grad(GradArgs& a) {
 // of ATen's _batch_norm_impl_index, training mode), so forward and backward
 // make the calls eager PyTorch makes: cuDNN is about twice as fast as ATen's
 // own CUDA kernels here.
-bool batch_norm_uses_cudnn(const at::Tensor& x, const c10::optional<at::Tensor>& w,
-                           const c10::optional<at::Tensor>& b, double eps) {
+bool batch_norm_uses_cudnn(const at::Tensor& x, const c10::optional<at::Tensor>& w, bool has_bias, double eps) {
   const auto& hooks = at::detail::getCUDAHooks();
   return x.is_cuda() && at::globalContext().userEnabledCuDNN() && hooks.compiledWithCuDNN() &&
-         hooks.versionCuDNN() >= 5110L && w && w->defined() && b && b->defined() &&
+         hooks.versionCuDNN() >= 5110L && w && w->defined() && has_bias &&
          x.scalar_type() == at::kFloat && w->scalar_type() == at::kFloat && x.dim() >= 3 && x.size(0) <= 880801 &&
          eps >= hooks.batchnormMinEpsilonCuDNN() && x.numel() < std::numeric_limits<int32_t>::max();
 }
@@ -238,7 +237,7 @@ void batch_norm_kernel(KernelCall& k) {
   const at::Tensor& x = k.input(0);
   auto w = optional_input(k, 1), b = optional_input(k, 2), mean = optional_input(k, 3), var = optional_input(k, 4);
   const double eps = k.node.attrs.f("eps"), momentum = k.node.attrs.f_or("momentum", 0.1);
-  if (batch_norm_uses_cudnn(x, w, b, eps)) {
+  if (batch_norm_uses_cudnn(x, w, b.has_value(), eps)) {
     auto [y, save_mean, save_invstd, reserve] =
         at::cudnn_batch_norm(x, *w, b, mean, var, /*training=*/true, momentum, eps);
     // The backward passes an empty reserve: exact only while cuDNN keeps none
@@ -282,9 +281,7 @@ void batch_norm_backward_kernel(KernelCall& k) {
   const at::Tensor& x = k.input(1);
   auto w = optional_input(k, 2);
   const double eps = k.node.attrs.f("eps");
-  // The forward's bias only decides the kernel; any defined tensor stands for it.
-  const bool has_bias = k.node.attrs.i_or("has_bias", 1) != 0;
-  if (batch_norm_uses_cudnn(x, w, has_bias ? w : c10::nullopt, eps)) {
+  if (batch_norm_uses_cudnn(x, w, k.node.attrs.i_or("has_bias", 1) != 0, eps)) {
     auto grads = at::cudnn_batch_norm_backward(x, k.input(0).contiguous(x.suggest_memory_format()), *w,
                                                /*running_mean=*/{}, /*running_var=*/{}, k.input(3), k.input(4), eps,
                                                /*reserveSpace=*/at::empty({0}, x.options().dtype(at::kByte)));
