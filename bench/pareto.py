@@ -1,6 +1,7 @@
 """Pareto plots from a bench/gpu.sh results file: for every model and batch,
 peak memory against step time, every system and variant on one plot
-(pareto_<model>_<batch>.svg/.png), plus the table of points (.dat). Rendered
+(pareto_<model>_<batch>.svg/.png; a saved graph rerun in a fresh process is
+left out, being the same step), plus the table of points (.dat). Rendered
 with gnuplot where it is installed (the data and script are written anyway).
 
   python3 bench/pareto.py bench/results/gpu_h200_2026-11-26_run3.jsonl --out bench/results/plots
@@ -24,7 +25,7 @@ for line in open(a.results):
     key = (r.get("model"), r.get("batch", last_batch.get(r.get("model"))) or last_batch.get(r.get("model")))
     if r.get("system") == "pytorch" and "peak_bytes" in r:
         points[key].append((f"PyTorch {r['variant']}", r["peak_bytes"], r["step_ms"]))
-    elif r.get("command") == "run":
+    elif r.get("command") == "run" and not r["variant"].endswith("-fresh-process"):  # same step, in the JSON
         points[key].append((f"mutwo {r['variant']}", r["peak_bytes"], r["step_ms"]))
     elif r.get("command") == "optimize":
         graph = " (CUDA graph)" if r.get("cuda_graph") else ""
@@ -45,10 +46,10 @@ for (model, batch), pts in sorted(points.items(), key=lambda kv: str(kv[0])):
         f"title '{label} ({peak / 2**20:.0f} MiB, {ms:.1f} ms)'" for i, (label, peak, ms) in enumerate(pts))
     body = (f"set title '{model}, batch {batch}: peak memory against step time ({card})' noenhanced\n"
             "set xlabel 'step time (ms)'\nset ylabel 'peak allocated (MiB)'\nset grid\n"
-            "set key outside right top noenhanced\nset offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1\n"
+            "set key outside right top vertical maxrows 60 font ',10' noenhanced\nset offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1\n"
             f"plot {series}\n")
-    gp = (f"set terminal svg size 1200,600 dynamic background rgb 'white'\nset output '{name}.svg'\n{body}"
-          f"set terminal pngcairo size 1200,600 background rgb 'white'\nset output '{name}.png'\n{body}")
+    gp = (f"set terminal svg size 1400,650 dynamic background rgb 'white'\nset output '{name}.svg'\n{body}"
+          f"set terminal pngcairo size 1400,650 background rgb 'white'\nset output '{name}.png'\n{body}")
     with open(os.path.join(a.out, name + ".gp"), "w") as f:
         f.write(gp)
     if shutil.which("gnuplot"):

@@ -356,5 +356,20 @@ TEST(Dropout, SameSeedSameLossesDifferentSeedDifferent) {
   EXPECT_NE(a.losses, d.losses);
 }
 
+TEST(Determinism, ScopeTurnsDeterministicKernelsOnAndRestoresTheSetting) {
+  ASSERT_FALSE(at::globalContext().deterministicAlgorithms());
+  {
+    runtime::DeterministicAlgorithms on;
+    EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
+    EXPECT_TRUE(at::globalContext().deterministicAlgorithmsWarnOnly()) << "an op without one must still run";
+    {
+      runtime::DeterministicAlgorithms nested;
+      EXPECT_TRUE(at::globalContext().deterministicAlgorithms());
+    }
+    EXPECT_TRUE(at::globalContext().deterministicAlgorithms()) << "the inner scope restores the outer one's setting";
+  }
+  EXPECT_FALSE(at::globalContext().deterministicAlgorithms());
+}
+
 }  // namespace
 }  // namespace mutwo

@@ -54,6 +54,7 @@ struct RunCommand {
   uint64_t seed = 0;
   bool json_out = false;
   bool cuda_graph = false;
+  bool deterministic = false;
   std::string graph_file;
 
   void add_to(CLI::App& app) {
@@ -64,6 +65,8 @@ struct RunCommand {
     app.add_option("--steps", steps, "training steps to run")->capture_default_str()->check(kPositive);
     app.add_flag("--cuda-graph", cuda_graph,
                  "CUDA: steps 1-2 node by node, then the step captured once as a CUDA graph and replayed");
+    app.add_flag("--deterministic", deterministic,
+                 "deterministic kernels (warn-only), so that two runs from one seed give the same losses");
     app.add_option("--device", device, "cpu or cuda")->capture_default_str();
     app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
     app.add_flag("--json", json_out, "end with one JSON line");
@@ -72,6 +75,8 @@ struct RunCommand {
   int run() const {
     c10::Device dev = parse_device(device);
     if (dev.is_cpu()) runtime::track_cpu_memory();
+    std::optional<runtime::DeterministicAlgorithms> det;
+    if (deterministic) det.emplace();
     std::optional<runtime::SideStream> side;
     if (cuda_graph) side.emplace(dev);  // warm-up, capture and replays on one stream
     ir::Graph g = graph_file.empty() ? step.build() : load_graph(graph_file);
@@ -101,6 +106,7 @@ struct RunCommand {
       json j{{"command", "run"},         {"model", graph_file.empty() ? step.model : g.name},
              {"batch", graph_file.empty() ? json(step.batch) : json()}, {"graph", graph_file},
              {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps}, {"cuda_graph", cuda_graph},
+             {"deterministic", deterministic},
              {"losses", losses},         {"step_ms_all", times},          {"step_ms", median(times)},
              {"peak_bytes", peak},       {"reserved_peak_bytes", reserved}, {"predicted_peak_bytes", L.peak_bytes},
              {"persistent_bytes", L.persistent_bytes}, {"nodes", g.nodes().size()}};

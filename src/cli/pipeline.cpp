@@ -13,12 +13,16 @@
 namespace mutwo::cli {
 
 Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps, bool cuda_graph) {
+  // What earlier work in this process left cached would change this step's
+  // peak: start from a fresh process's allocator.
+  runtime::release_cached_memory(device);
+  Measured m;
+  m.leftover_bytes = runtime::memory_stats(device).current;
   runtime::ExecutorOptions o{device, seed};
   o.cuda_graph = cuda_graph;
   runtime::Executor ex(g, o);
   ex.initialize();
   for (int w = 0; w < (cuda_graph ? 2 : 1); ++w) ex.step();  // warm-up: allocator caches and library handles
-  Measured m;
   std::vector<double> times;
   for (int s = 0; s < steps; ++s) {
     runtime::StepResult r = ex.step();
@@ -66,15 +70,9 @@ ir::Graph with_gradients(const ir::Graph& g) {
 
 std::string compare_bitwise(const ir::Graph& base, const ir::Graph& planned, const c10::Device& device,
                             uint64_t seed) {
-  // Deterministic kernels for the check (CUDA's embedding backward, for one,
-  // otherwise accumulates with atomics in a run-dependent order). Warn-only:
-  // an op without a deterministic version still runs, and the check says so
-  // by failing rather than by refusing.
-  struct Deterministic {
-    bool before = at::globalContext().deterministicAlgorithms();
-    Deterministic() { at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true); }
-    ~Deterministic() { at::globalContext().setDeterministicAlgorithms(before, false); }
-  } deterministic;
+  // Deterministic kernels; an op without one still runs, and the check says
+  // so by failing rather than by refusing.
+  runtime::DeterministicAlgorithms deterministic;
   ir::Graph a = with_gradients(base), b = with_gradients(planned);
   runtime::Executor ea(a, {device, seed, /*keep_outputs=*/true});
   runtime::Executor eb(b, {device, seed, /*keep_outputs=*/true});

@@ -16,6 +16,7 @@ namespace mutwo::cli {
 struct Measured {
   int64_t peak_bytes = 0;           // allocated, the most over the measured steps
   int64_t reserved_peak_bytes = 0;  // reserved by the allocator, the most over the measured steps
+  int64_t leftover_bytes = 0;  // allocated before the step's own values (nothing, in a fresh process)
   double step_ms = 0;      // median
   std::vector<double> losses;
 };

@@ -136,6 +136,7 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
   p.iters = o.iters;
   p.warmup = o.warmup;
 
+  runtime::release_cached_memory(device);  // measure as a fresh process would (sweep and max-batch profile many)
   runtime::Executor ex(g, {device, o.seed});
   ex.initialize();
   auto t_start = std::chrono::steady_clock::now();

@@ -43,6 +43,23 @@ class NodeObserver {
   virtual void after(size_t node) {}
 };
 
+// While alive, ATen picks deterministic kernels (CUDA's embedding backward,
+// for one, otherwise accumulates with atomics in a run-dependent order), so two
+// runs of one step give the same bits. Warn-only: an op without a
+// deterministic version still runs. Restores the previous setting.
+class DeterministicAlgorithms {
+ public:
+  DeterministicAlgorithms() : before_(at::globalContext().deterministicAlgorithms()) {
+    at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
+  }
+  ~DeterministicAlgorithms() { at::globalContext().setDeterministicAlgorithms(before_, false); }
+  DeterministicAlgorithms(const DeterministicAlgorithms&) = delete;
+  DeterministicAlgorithms& operator=(const DeterministicAlgorithms&) = delete;
+
+ private:
+  bool before_;
+};
+
 class Executor {
  public:
   Executor(const ir::Graph& g, ExecutorOptions options);

@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #ifdef MUTWO_WITH_CUDA
+#include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -132,6 +133,17 @@ void reset_peak(const c10::Device& device) {
 void synchronize(const c10::Device& device) {
 #ifdef MUTWO_WITH_CUDA
   if (device.is_cuda()) c10::cuda::device_synchronize();
+#endif
+}
+
+void release_cached_memory(const c10::Device& device) {
+#ifdef MUTWO_WITH_CUDA
+  if (!device.is_cuda()) return;
+  synchronize(device);
+  at::cuda::clearCublasWorkspaces();
+  c10::cuda::CUDACachingAllocator::emptyCache();
+#else
+  (void)device;
 #endif
 }
 
