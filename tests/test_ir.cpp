@@ -2,6 +2,8 @@
 // text checked), and liveness on small hand-made graphs.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "analysis/liveness.h"
 #include "autodiff/autodiff.h"
 #include "ir/text.h"
@@ -185,6 +187,54 @@ TEST(Autodiff, TrainingStepHasRolesAndNoUnneededGradients) {
   EXPECT_EQ(optim, 1);
   EXPECT_EQ(g.nodes().back().op, "sgd_step");
   EXPECT_EQ(g.nodes().back().inputs.size(), 18u);
+}
+
+// A linear head and the fused loss: the loss gradient overwrites the logits,
+// their last reader, unless something else holds them.
+TEST(Reinplace, LossGradientOverwritesTheLogitsWhereTheyDie) {
+  ir::Graph fwd;
+  ops::Builder b(fwd);
+  auto x = b.input("x", TensorType{{6, 4}}, Role::input);
+  auto w = b.input("w", TensorType{{5, 4}}, Role::parameter);
+  auto t = b.input("t", TensorType{{6}, ir::DType::i64}, Role::input);
+  b.phase = ir::Phase::loss;
+  auto logits = b.op("linear", {x, w}, {}, "logits");
+  auto loss = b.call("cross_entropy", {logits, t}, {{"ignore_index", int64_t{-100}}})[0];
+  ir::Graph g = autodiff::build_training_step(std::move(fwd), loss, {});
+  auto backward_of_loss = [&]() -> size_t {
+    for (size_t n = 0; n < g.nodes().size(); ++n)
+      if (g.nodes()[n].op.rfind("cross_entropy_backward", 0) == 0) return n;
+    throw std::runtime_error("no cross_entropy_backward node");
+  };
+  const size_t n = backward_of_loss();
+  EXPECT_EQ(g.nodes()[n].op, "cross_entropy_backward_");
+  analysis::Liveness L = analysis::analyze_liveness(g);
+  EXPECT_EQ(L.storage[static_cast<size_t>(g.nodes()[n].outputs[0])], logits) << "one buffer for logits and gradient";
+  EXPECT_EQ(L.live_during[n], L.live_before[n]) << "the gradient takes no new bytes";
+
+  // Held as a graph output, the logits keep their values: the plain op.
+  g.outputs.push_back(logits);
+  ops::reinplace(g);
+  EXPECT_EQ(g.nodes()[n].op, "cross_entropy_backward");
+  EXPECT_GT(analysis::analyze_liveness(g).live_during[n], L.live_before[n]);
+  // And back, when they are no longer held.
+  g.outputs.pop_back();
+  ops::reinplace(g);
+  EXPECT_EQ(g.nodes()[n].op, "cross_entropy_backward_");
+}
+
+TEST(Liveness, RejectsAReaderAfterAnOverwrite) {
+  ir::Graph g = ir::parse(
+      "graph t\n%x : f32[6,5] input\n%t : i64[6] input\n%l : f32[6,5] activation = relu(%x) fwd\n"
+      "%loss : f32[] other, %lse : f32[6] other = cross_entropy(%l, %t) {ignore_index=-100} loss\n"
+      "%g : f32[] other = full() {shape=[], value=1.0, dtype=\"f32\"} bwd\n"
+      "%dl : f32[6,5] other = cross_entropy_backward_(%l, %g, %t, %lse) {ignore_index=-100} bwd\n"
+      "%r : f32[6,5] other = relu_backward(%dl, %l) bwd\noutputs %loss, %r\n");
+  expect_user_error([&] { analysis::analyze_liveness(g); },
+                    "node 3 (cross_entropy_backward_) writes its result over %l, but %l is read by node 4");
+  ops::reinplace(g);
+  EXPECT_EQ(g.nodes()[3].op, "cross_entropy_backward") << "reinplace undoes an overwrite that is not the last read";
+  EXPECT_NO_THROW(analysis::analyze_liveness(g));
 }
 
 }  // namespace

@@ -136,6 +136,34 @@ TEST(Planners, FeasiblePlansFitAndSweepsNeverRise) {
   EXPECT_TRUE(none.drop.empty());
 }
 
+// Only what is idle at the peak may be dropped. Here the peak is the fused
+// loss's forward node, made so by a workspace there the size of the logits (as
+// ATen's whole-tensor logsumexp on CUDA): the logits are live at the peak but
+// read by it. Dropping them would recompute the vocabulary projection and free
+// nothing there.
+TEST(Planners, GreedyDropsOnlyWhatIsIdleAtThePeak) {
+  ir::Graph g = step_of("bert-tiny", 16, 0.0);  // 256 rows of 30,522 logits: the head dominates
+  plan::PlanInput in = testing::input_of(g);
+  const ir::ValueId logits = in.graph.find("loss.logits");
+  ASSERT_NE(logits, ir::kNoValue);
+  size_t loss_node = 0;
+  for (size_t n = 0; n < in.graph.nodes().size(); ++n)
+    if (in.graph.nodes()[n].op == "cross_entropy") loss_node = n;
+  in.workspace[loss_node] = in.graph.type(logits).bytes();
+  // A head nearly free to recompute (as on a GPU, against its bytes): the
+  // first pick by bytes per ms, were the logits eligible.
+  for (size_t n = 0; n < loss_node; ++n)
+    if (in.graph.nodes()[n].scope.rfind("cls", 0) == 0) in.node_ms[n] = 1e-9;
+  const plan::Simulation unplanned = plan::simulate(in, {});
+  ASSERT_EQ(unplanned.peak_node, static_cast<int32_t>(loss_node));
+  EXPECT_FALSE(unplanned.idle_at_peak[static_cast<size_t>(logits)]) << "live at the peak, but read there";
+  for (int pct = 95; pct >= 30; pct -= 5) {
+    plan::Plan p = plan::run_planner("mutwo", in, unplanned.peak_bytes * pct / 100);
+    for (ir::ValueId v : p.drop)
+      EXPECT_NE(in.graph.value(v).name, "loss.logits") << pct << "%: the logits were dropped";
+  }
+}
+
 TEST(Planners, PerLayerKeepsBlockOutputsAndDropsTheirInsides) {
   ir::Graph g = step_of("bert-tiny", 2, 0.0);
   plan::PlanInput in = plan::make_input(profile::describe(g));

@@ -4,7 +4,8 @@
 // For each planner and budgets from 110% down to 30% of the unplanned peak:
 // a feasible plan fits and its prediction is the simulator's; at or above the
 // unplanned peak mutwo and optimal drop nothing; none, per-layer and sqrt-n
-// ignore the budget; as the budget falls mutwo's peak never rises and the
+// ignore the budget; as the budget falls mutwo's peak never rises, a plan of
+// mutwo's that drops anything peaks below the unplanned step, and the
 // optimum never gets cheaper (and matches brute force); only whole storages of
 // non-random activations are dropped; every recompute node reads only clones
 // made before it or values kept at that point.
@@ -275,7 +276,7 @@ const Sweep& sweep(Family f, uint32_t seed) {
 }
 
 struct Tally {
-  int graphs = 0, mutwo_drops_at_half = 0, per_layer_drops = 0, optimal_graphs = 0, brute_forced = 0;
+  int graphs = 0, mutwo_lowers_at_half = 0, per_layer_drops = 0, optimal_graphs = 0, brute_forced = 0;
 };
 
 void check_sweep(const Sweep& s, Tally& tally) {
@@ -316,7 +317,10 @@ void check_sweep(const Sweep& s, Tally& tally) {
         EXPECT_TRUE(p.drop.empty()) << "dropped with room to spare";
       }
       tally.per_layer_drops += name == "per-layer" && k == 0 && !p.drop.empty();
-      tally.mutwo_drops_at_half += name == "mutwo" && k == 12 && !p.drop.empty();  // at 50%
+      tally.mutwo_lowers_at_half += name == "mutwo" && k == 12 && p.predicted.peak_bytes < s.top;  // at 50%
+      if (name == "mutwo" && !p.drop.empty()) {  // only what is idle at the peak is dropped
+        EXPECT_LT(p.predicted.peak_bytes, s.top) << "the greedy dropped without lowering the peak";
+      }
       if (k > 0) {
         const plan::Plan& q = plans[k - 1];
         if (budget_free) {
@@ -354,7 +358,7 @@ void check_sweep(const Sweep& s, Tally& tally) {
 void check_family(Family f) {
   Tally tally;
   for (uint32_t seed = 0; seed < kSeeds; ++seed) check_sweep(sweep(f, seed), tally);
-  EXPECT_GE(tally.mutwo_drops_at_half * 4, tally.graphs * 3) << "mutwo dropped nothing at 50% in most graphs";
+  EXPECT_GE(tally.mutwo_lowers_at_half * 2, tally.graphs) << "mutwo lowered no peak at 50% in most graphs";
   EXPECT_GE(tally.per_layer_drops * 4, tally.graphs * 3) << "per-layer dropped nothing in most graphs";
   if (plan::optimal_planner_built()) {
     EXPECT_GE(tally.optimal_graphs, 2) << "the optimal planner ran on too few graphs";

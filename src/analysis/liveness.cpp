@@ -33,6 +33,23 @@ Liveness analyze_liveness(const ir::Graph& g) {
     if (ir::is_persistent(val.role)) L.last_use[static_cast<size_t>(val.id)] = kForever;
   for (ir::ValueId v : g.outputs) L.last_use[static_cast<size_t>(v)] = kForever;
 
+  // An op that writes its output over input 0 (kOverwrite) must be the last
+  // reader of what that storage held: no value naming the old contents is read
+  // after it, and none is held across steps.
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const ir::Node& node = nodes[n];
+    if (!ops::op(node.op).has(ops::kOverwrite)) continue;
+    const ir::ValueId root = L.storage[static_cast<size_t>(node.inputs[0])];
+    for (size_t v = 0; v < nv; ++v) {
+      if (L.storage[v] != root || L.def[v] >= static_cast<int32_t>(n)) continue;
+      MUTWO_CHECK(L.last_use[v] <= static_cast<int32_t>(n),
+                  "node {} ({}) writes its result over %{}, but %{} is {} after it; give the later reader a value "
+                  "the node does not overwrite",
+                  n, node.op, g.value(node.inputs[0]).name, g.value(static_cast<ir::ValueId>(v)).name,
+                  L.last_use[v] == kForever ? "held across steps" : fmt::format("read by node {}", L.last_use[v]));
+    }
+  }
+
   L.release_after.resize(nodes.size());
   for (size_t v = 0; v < nv; ++v) {
     int32_t last = L.last_use[v];

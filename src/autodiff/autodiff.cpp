@@ -121,6 +121,7 @@ ir::Graph build_training_step(ir::Graph g, ValueId loss, const OptimizerConfig& 
   append_optimizer(g, grads, config);
   assign_roles(g);
   g.outputs = {loss};
+  ops::reinplace(g);
   ops::verify(g);
   return g;
 }

@@ -287,7 +287,8 @@ void causal_mask_fill_kernel(KernelCall& k) {
   int64_t t = x.size(-2), s = x.size(-1);
   double value = k.node.attrs.has("value") ? k.node.attrs.f("value") : lowest_finite(x.scalar_type());
   at::Tensor future = at::ones({t, s}, x.options().dtype(at::kBool)).triu_(s - t + 1);  // (T, S): keys after the query
-  k.output(0) = x.masked_fill(future, value);
+  // One pass, as Hugging Face's torch.where: masked_fill copies x, then fills.
+  k.output(0) = at::where(future, at::Scalar(value), x);
 }
 
 // ---- scale(x) {alpha}: x * alpha (attention's 1/sqrt(head_dim)); d/dx = g * alpha.

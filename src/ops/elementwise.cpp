@@ -79,10 +79,11 @@ void dropout_mask_kernel(KernelCall& k) {
   k.output(0) = at::empty(k.input(0).sizes(), k.input(0).options().dtype(at::kBool)).bernoulli_(1.0 - p, k.generator);
 }
 
-// dropout_apply {p}: (x * mask) * (1/(1-p)), the arithmetic of PyTorch's
-// native_dropout_backward, written as one product and one in-place scale so no
-// temporary is made (ATen's CPU kernel makes one of x's size). Its own
-// derivative is the same op on the gradient.
+// dropout_apply {p}: x * mask * (1/(1-p)), the arithmetic of PyTorch's
+// native_dropout_backward. On CUDA that kernel itself (one fused pass; a where
+// and a scale were two, 0.62 against 0.23 ms on GPT-2's attention
+// probabilities); on CPU, where ATen's makes a temporary of x's size, a where
+// and an in-place scale. Its own derivative is the same op on the gradient.
 double dropout_scale(const ir::Node& n) { return 1.0 / (1.0 - n.attrs.f("p")); }
 Types dropout_apply_infer(const InferArgs& a) {
   infer::require_float(a.input(0), "dropout input");
@@ -96,7 +97,11 @@ Grads dropout_apply_grad(GradArgs& a) {
   return {a.b.op("dropout_apply", {a.g(), a.in(1)}, a.node.attrs, a.grad_name(0)), ir::kNoValue};
 }
 void dropout_apply_kernel(KernelCall& k) {
-  k.output(0) = at::where(k.input(1), k.input(0), 0.0).mul_(dropout_scale(k.node));
+  const at::Tensor& x = k.input(0);
+  if (x.is_cuda())
+    k.output(0) = at::native_dropout_backward(x, k.input(1), dropout_scale(k.node));
+  else
+    k.output(0) = at::where(k.input(1), x, 0.0).mul_(dropout_scale(k.node));
 }
 
 double gelu_flops(const FlopArgs& a) { return 8.0 * static_cast<double>(a.out[0]->numel()); }

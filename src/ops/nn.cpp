@@ -2,6 +2,8 @@
 // nll_loss (cross-entropy as two ops), each with the ATen backward kernel that
 // PyTorch's autograd uses; and cross_entropy, the two fused for vocabulary-sized
 // heads, with a backward of its own that needs one buffer instead of three.
+#include <algorithm>
+
 #include "ops/builder.h"
 #include "ops/infer.h"
 #include "ops/kernel.h"
@@ -148,9 +150,10 @@ void nll_loss_backward_kernel(KernelCall& k) {
 // cross_entropy(logits (N,C), target (N) i64) {ignore_index} -> (loss (), logsumexp (N)):
 // log_softmax + nll_loss (mean over the targets not ignored) as one op, for
 // vocabulary-sized heads. It keeps only a per-row logsumexp for the backward,
-// which makes the gradient in one (N,C) buffer from the logits: the two-op
+// which writes the gradient over the logits (their last reader): the two-op
 // form holds log-probabilities, their gradient and the logits' gradient at
-// once. Equal to the two-op form within rounding, not bit for bit.
+// once, this one no (N, C) buffer beyond the logits. Equal to the two-op form
+// within rounding, not bit for bit.
 Types cross_entropy_infer(const InferArgs& a) {
   const TensorType& x = a.input(0);
   check_scores_and_target(a, "cross_entropy");
@@ -158,7 +161,7 @@ Types cross_entropy_infer(const InferArgs& a) {
 }
 Grads cross_entropy_grad(GradArgs& a) {
   if (!a.needs(0)) return {ir::kNoValue, ir::kNoValue};
-  return {a.b.op("cross_entropy_backward", {a.g(0), a.in(0), a.in(1), a.out(1)}, a.node.attrs, a.grad_name(0)),
+  return {a.b.op("cross_entropy_backward", {a.in(0), a.g(0), a.in(1), a.out(1)}, a.node.attrs, a.grad_name(0)),
           ir::kNoValue};
 }
 // The targets that count, as 0/1 in x's dtype, and their number.
@@ -166,34 +169,53 @@ std::pair<at::Tensor, at::Tensor> counted(const at::Tensor& target, const ir::No
   at::Tensor valid = target.ne(ignore_index(n)).to(dtype);
   return {valid, valid.sum()};
 }
+// Rows per logsumexp call: ATen's makes a temporary the size of its input (x
+// minus the row maxima, exponentiated), which for a whole vocabulary head is
+// the logits again (BERT-base batch 32: 477 MiB); in row blocks of about this
+// many bytes it is a block.
+constexpr int64_t kLogsumexpBlockBytes = int64_t{32} << 20;
 void cross_entropy_kernel(KernelCall& k) {
   const at::Tensor& x = k.input(0);
   const at::Tensor& target = k.input(1);
-  at::Tensor lse = at::logsumexp(x, {1});                                           // (N)
+  const int64_t n = x.size(0);
+  const int64_t rows = std::max<int64_t>(1, kLogsumexpBlockBytes / std::max<int64_t>(1, x.size(1) * x.element_size()));
+  at::Tensor lse = at::empty({n}, x.options());                                    // (N)
+  for (int64_t r = 0; r < n; r += rows) {
+    at::Tensor block = lse.narrow(0, r, std::min(rows, n - r));
+    at::logsumexp_out(block, x.narrow(0, r, block.size(0)), {1});
+  }
   at::Tensor picked = x.gather(1, target.clamp_min(0).unsqueeze(1)).squeeze(1);   // (N)
   auto [valid, count] = counted(target, k.node, x.scalar_type());
   k.output(0) = ((lse - picked) * valid).sum() / count;
   k.output(1) = lse;
 }
+// cross_entropy_backward(logits (N,C), g (), target (N), logsumexp (N)) -> (N,C);
+// cross_entropy_backward_, the same written over the logits where nothing reads
+// them afterwards (autodiff::reinplace; kView | kOverwrite: one buffer).
 Types cross_entropy_backward_infer(const InferArgs& a) {
-  std::vector<const TensorType*> fwd_in{a.in[1], a.in[2]};
+  std::vector<const TensorType*> fwd_in{a.in[0], a.in[2]};
   InferArgs fwd{a.node, fwd_in};
   Types t = cross_entropy_infer(fwd);
-  infer::require_shape(a.input(0), {}, "cross_entropy gradient");
+  infer::require_shape(a.input(1), {}, "cross_entropy gradient");
   infer::require_shape(a.input(3), t[1].shape, "cross_entropy logsumexp");
-  return {a.input(1)};
+  return {a.input(0)};
 }
-// d/dx = (softmax(x) - onehot(target)) * g / count on counted rows, in one buffer.
-void cross_entropy_backward_kernel(KernelCall& k) {
-  const at::Tensor& x = k.input(1);
+// d/dx = (softmax(x) - onehot(target)) * g / count on counted rows, from
+// `grad` = x - logsumexp (a new buffer, or x's own in place).
+void cross_entropy_gradient(KernelCall& k, at::Tensor grad) {
   const at::Tensor& target = k.input(2);
-  at::Tensor grad = x - k.input(3).unsqueeze(1);
   grad.exp_();
   at::Tensor index = target.clamp_min(0).unsqueeze(1);
   grad.scatter_(1, index, grad.gather(1, index) - 1);
-  auto [valid, count] = counted(target, k.node, x.scalar_type());
-  grad.mul_((valid * (k.input(0) / count)).unsqueeze(1));
-  k.output(0) = grad;
+  auto [valid, count] = counted(target, k.node, grad.scalar_type());
+  grad.mul_((valid * (k.input(1) / count)).unsqueeze(1));
+  k.output(0) = std::move(grad);
+}
+void cross_entropy_backward_kernel(KernelCall& k) {
+  cross_entropy_gradient(k, k.input(0) - k.input(3).unsqueeze(1));
+}
+void cross_entropy_backward_inplace_kernel(KernelCall& k) {
+  cross_entropy_gradient(k, k.input(0).sub_(k.input(3).unsqueeze(1)));
 }
 double cross_entropy_flops(const FlopArgs& a) { return 6.0 * static_cast<double>(a.in[0]->numel()); }
 
@@ -214,7 +236,9 @@ void add_nn_ops(std::vector<OpDef>& t) {
   t.push_back({"cross_entropy", kReduction, 2, 2, cross_entropy_infer, cross_entropy_grad, cross_entropy_flops,
                cross_entropy_kernel});
   t.push_back({"cross_entropy_backward", 0, 4, 4, cross_entropy_backward_infer, nullptr, cross_entropy_flops,
-               cross_entropy_backward_kernel});
+               cross_entropy_backward_kernel, {}, nullptr, "cross_entropy_backward_"});
+  t.push_back({"cross_entropy_backward_", kView | kOverwrite, 4, 4, cross_entropy_backward_infer, nullptr,
+               cross_entropy_flops, cross_entropy_backward_inplace_kernel});
 }
 
 }  // namespace mutwo::ops

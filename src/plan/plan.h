@@ -44,7 +44,10 @@ struct Simulation {
   double extra_ms = 0;  // measured time of the recomputed nodes
   int32_t recompute_nodes = 0;
   std::vector<int64_t> live_after;  // per rewritten node
-  std::vector<bool> live_at_peak;   // per value (the input graph's ids): its storage is live at the peak
+  // Per value (the input graph's ids): its storage is live at the peak node,
+  // read last in the forward pass before it and next by the backward pass (or
+  // a recomputation) after it, so dropping it frees its bytes at the peak.
+  std::vector<bool> idle_at_peak;
 };
 Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop);
 

@@ -85,12 +85,27 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
   // The peak's breakdown: storages live during the peak node, charged as the
   // profile charges them (activation if any value sharing the storage is one),
   // a recomputed clone counting as activation.
-  s.live_at_peak.assign(in.graph.num_values(), false);
+  s.idle_at_peak.assign(in.graph.num_values(), false);
   if (s.peak_node >= 0) {
     auto k = s.peak_node;
+    // Per storage: its last read in the forward pass and its first read by the
+    // backward pass or a recomputation. Dropping a value frees its storage
+    // between the two, and only there.
+    const auto& rn = r.graph.nodes();
+    std::vector<int32_t> last_fwd(r.graph.num_values(), -1), first_bwd(r.graph.num_values(), INT32_MAX);
+    for (size_t n = 0; n < nn; ++n) {
+      const bool fwd = rn[n].phase == ir::Phase::forward || rn[n].phase == ir::Phase::loss;
+      const bool bwd = rn[n].phase == ir::Phase::backward || rn[n].phase == ir::Phase::recompute;
+      for (ir::ValueId v : rn[n].inputs) {
+        if (v == ir::kNoValue) continue;
+        auto owner = static_cast<size_t>(L.storage[static_cast<size_t>(v)]);
+        if (fwd) last_fwd[owner] = static_cast<int32_t>(n);
+        if (bwd) first_bwd[owner] = std::min(first_bwd[owner], static_cast<int32_t>(n));
+      }
+    }
     for (size_t v = 0; v < in.graph.num_values(); ++v) {
       auto owner = static_cast<size_t>(L.storage[v]);
-      s.live_at_peak[v] = L.def[owner] >= 0 && L.def[owner] <= k && L.storage_end[owner] >= k;
+      s.idle_at_peak[v] = L.def[owner] >= 0 && L.def[owner] < k && last_fwd[owner] < k && first_bwd[owner] > k;
     }
     std::vector<ir::Role> storage_role(r.graph.num_values());
     for (const ir::Value& v : r.graph.values()) storage_role[static_cast<size_t>(v.id)] = v.role;

@@ -99,6 +99,7 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
     out.graph.append(std::move(node));
     out.origin.push_back(static_cast<int32_t>(n));
   }
+  ops::reinplace(out.graph);  // a clone may read a storage after a node that overwrote it in `g`
   return out;
 }
 
