@@ -5,6 +5,11 @@ left out, being the same step), plus the table of points (.dat). Rendered
 with gnuplot where it is installed (the data and script are written anyway).
 
   python3 bench/pareto.py bench/results/gpu_h200_2026-11-26_run3.jsonl --out bench/results/plots
+
+Also prints, per model and batch, the results as a Markdown table (the
+README's): budget, measured and predicted peak, step time, and extra time
+(a plan's against mutwo's baseline in the same optimize run; PyTorch's
+checkpoint and compile against eager in the same call).
 """
 import argparse, collections, json, os, shutil, subprocess
 
@@ -15,6 +20,8 @@ a = ap.parse_args()
 os.makedirs(a.out, exist_ok=True)
 
 points = collections.defaultdict(list)  # (model, batch) -> [(label, peak MiB, step ms)]
+table = collections.defaultdict(list)   # (model, batch) -> Markdown rows
+eager_ms = {}
 card = ""
 last_batch = {}  # model -> batch of its latest row: a fresh-process run of a saved graph has none of its own
 for line in open(a.results):
@@ -23,14 +30,24 @@ for line in open(a.results):
     if r.get("batch") is not None:
         last_batch[r.get("model")] = r["batch"]
     key = (r.get("model"), r.get("batch", last_batch.get(r.get("model"))) or last_batch.get(r.get("model")))
+    mib = lambda b: f"{b / 2**20:.1f}"
     if r.get("system") == "pytorch" and "peak_bytes" in r:
         points[key].append((f"PyTorch {r['variant']}", r["peak_bytes"], r["step_ms"]))
+        if r["variant"] == "eager":
+            eager_ms[key] = r["step_ms"]
+        extra = f"{100 * (r['step_ms'] / eager_ms[key] - 1):+.1f}% over eager" if key in eager_ms and r["variant"] != "eager" else ""
+        table[key].append(f"| PyTorch | {r['variant']} | | {mib(r['peak_bytes'])} | | {r['step_ms']:.1f} | {extra} |")
     elif r.get("command") == "run" and not r["variant"].endswith("-fresh-process"):  # same step, in the JSON
         points[key].append((f"mutwo {r['variant']}", r["peak_bytes"], r["step_ms"]))
+        table[key].append(f"| mutwo | {r['variant']} | | {mib(r['peak_bytes'])} | | {r['step_ms']:.1f} | |")
     elif r.get("command") == "optimize":
         graph = " (CUDA graph)" if r.get("cuda_graph") else ""
         p = r["planned"]
         points[key].append((f"mutwo {r['variant']}{graph}", p["peak_bytes"], p["step_ms"]))
+        extra = 100 * (p["step_ms"] / r["baseline"]["step_ms"] - 1)
+        table[key].append(f"| mutwo | {r['variant']}{graph} | {mib(r['budget_bytes'])} | {mib(p['peak_bytes'])} | "
+                          f"{mib(p['predicted_peak_bytes'])} | {p['step_ms']:.1f} | {extra:+.1f}% (predicted "
+                          f"{100 * p['predicted_extra_ms'] / r['baseline']['step_ms']:+.1f}%){'' if r.get('fits') else ', over budget'} |")
 
 for (model, batch), pts in sorted(points.items(), key=lambda kv: str(kv[0])):
     if not model or len(pts) < 2:
@@ -55,3 +72,11 @@ for (model, batch), pts in sorted(points.items(), key=lambda kv: str(kv[0])):
     if shutil.which("gnuplot"):
         subprocess.run(["gnuplot", name + ".gp"], cwd=a.out, check=True)
     print(os.path.join(a.out, name + ".svg"))
+
+for (model, batch), rows in sorted(table.items(), key=lambda kv: str(kv[0])):
+    if not model:
+        continue
+    print(f"\n{model}, batch {batch} ({card})\n")
+    print("| system | variant | budget MiB | peak MiB | predicted MiB | step ms | extra time |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))

@@ -1,0 +1,18 @@
+set terminal svg size 1400,650 dynamic background rgb 'white'
+set output 'pareto_bert-base_32.svg'
+set title 'bert-base, batch 32: peak memory against step time (NVIDIA H200)' noenhanced
+set xlabel 'step time (ms)'
+set ylabel 'peak allocated (MiB)'
+set grid
+set key outside right top vertical maxrows 60 font ',10' noenhanced
+set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1
+plot 'pareto_bert-base_32.dat' index 0 using 3:2 with points pt 5 ps 1.6 title 'PyTorch eager (5442 MiB, 79.4 ms)', 'pareto_bert-base_32.dat' index 1 using 3:2 with points pt 5 ps 1.6 title 'PyTorch ckpt (2544 MiB, 102.4 ms)', 'pareto_bert-base_32.dat' index 2 using 3:2 with points pt 7 ps 1.6 title 'mutwo baseline (4548 MiB, 73.7 ms)', 'pareto_bert-base_32.dat' index 3 using 3:2 with points pt 7 ps 1.6 title 'mutwo baseline-cuda-graph (4548 MiB, 71.3 ms)', 'pareto_bert-base_32.dat' index 4 using 3:2 with points pt 7 ps 1.6 title 'mutwo per-layer (CUDA graph) (1812 MiB, 90.7 ms)', 'pareto_bert-base_32.dat' index 5 using 3:2 with points pt 7 ps 1.6 title 'mutwo mutwo (CUDA graph) (1812 MiB, 84.5 ms)', 'pareto_bert-base_32.dat' index 6 using 3:2 with points pt 7 ps 1.6 title 'mutwo mutwo-at-ckpt-peak (CUDA graph) (2520 MiB, 77.4 ms)'
+set terminal pngcairo size 1400,650 background rgb 'white'
+set output 'pareto_bert-base_32.png'
+set title 'bert-base, batch 32: peak memory against step time (NVIDIA H200)' noenhanced
+set xlabel 'step time (ms)'
+set ylabel 'peak allocated (MiB)'
+set grid
+set key outside right top vertical maxrows 60 font ',10' noenhanced
+set offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1
+plot 'pareto_bert-base_32.dat' index 0 using 3:2 with points pt 5 ps 1.6 title 'PyTorch eager (5442 MiB, 79.4 ms)', 'pareto_bert-base_32.dat' index 1 using 3:2 with points pt 5 ps 1.6 title 'PyTorch ckpt (2544 MiB, 102.4 ms)', 'pareto_bert-base_32.dat' index 2 using 3:2 with points pt 7 ps 1.6 title 'mutwo baseline (4548 MiB, 73.7 ms)', 'pareto_bert-base_32.dat' index 3 using 3:2 with points pt 7 ps 1.6 title 'mutwo baseline-cuda-graph (4548 MiB, 71.3 ms)', 'pareto_bert-base_32.dat' index 4 using 3:2 with points pt 7 ps 1.6 title 'mutwo per-layer (CUDA graph) (1812 MiB, 90.7 ms)', 'pareto_bert-base_32.dat' index 5 using 3:2 with points pt 7 ps 1.6 title 'mutwo mutwo (CUDA graph) (1812 MiB, 84.5 ms)', 'pareto_bert-base_32.dat' index 6 using 3:2 with points pt 7 ps 1.6 title 'mutwo mutwo-at-ckpt-peak (CUDA graph) (2520 MiB, 77.4 ms)'
