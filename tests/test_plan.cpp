@@ -11,6 +11,7 @@
 #include "autodiff/autodiff.h"
 #include "plan_inputs.h"
 #include "models/model.h"
+#include "ops/builder.h"
 #include "ops/op.h"
 #include "plan/plan.h"
 #include "profile/profiler.h"
@@ -162,6 +163,39 @@ TEST(Planners, GreedyDropsOnlyWhatIsIdleAtThePeak) {
     for (ir::ValueId v : p.drop)
       EXPECT_NE(in.graph.value(v).name, "loss.logits") << pct << "%: the logits were dropped";
   }
+}
+
+// A split's three outputs share one recompute subgraph (the linear before
+// it, 1 ms): the first dropped pays for all. Scored one by one (8 KiB per ms
+// each), they lose to a 16 KiB activation of its own 1 ms linear, and a budget
+// 20 KiB under the peak then costs both linears; scored with their siblings
+// (24 KiB per ms), the three alone fit it for one.
+TEST(Planners, GreedyScoresTheOutputsOfOneNodeTogether) {
+  ir::Graph fwd;
+  ops::Builder b(fwd);
+  auto x = b.input("x", ir::TensorType{{64, 8}}, ir::Role::input);
+  ir::ValueId loss = ir::kNoValue;
+  for (int layer = 0; layer < 3; ++layer) {  // three alike, so what they keep outweighs any one node's temporaries
+    auto w1 = b.input(fmt::format("w1_{}", layer), ir::TensorType{{96, 8}}, ir::Role::parameter);
+    auto w3 = b.input(fmt::format("w3_{}", layer), ir::TensorType{{64, 8}}, ir::Role::parameter);
+    auto h = b.op("linear", {x, w1}, {}, fmt::format("h{}", layer));
+    auto parts = b.call("split", {h}, {{"dim", int64_t{1}}, {"sizes", ir::Shape{32, 32, 32}}});  // 8 KiB each
+    auto a = b.op("relu", {b.op("linear", {x, w3}, {}, fmt::format("x{}", layer))}, {}, fmt::format("a{}", layer));
+    std::vector<ir::ValueId> terms{b.op("sum", {a})};  // a: 16 KiB
+    for (ir::ValueId part : parts) terms.push_back(b.op("sum", {b.op("mul", {part, part})}));
+    for (ir::ValueId t : terms) loss = loss == ir::kNoValue ? t : b.op("add", {loss, t});
+  }
+  ir::Graph g = autodiff::build_training_step(std::move(fwd), loss, {});
+  plan::PlanInput in = testing::input_of(g);
+  for (size_t n = 0; n < in.graph.nodes().size(); ++n) {
+    const ir::Node& node = in.graph.nodes()[n];
+    in.node_ms[n] = node.op == "linear" && node.phase == ir::Phase::forward ? 1.0 : 1e-6;
+  }
+  const int64_t top = plan::simulate(in, {}).peak_bytes;
+  plan::Plan p = plan::run_planner("mutwo", in, top - 20 * 1024);
+  ASSERT_TRUE(p.feasible) << p.note;
+  EXPECT_NEAR(p.predicted.extra_ms, 1.0, 1e-3) << "one linear recomputed, for one split's three outputs";
+  for (ir::ValueId v : p.drop) EXPECT_NE(in.graph.value(v).name[0], 'a') << in.graph.value(v).name << " dropped";
 }
 
 TEST(Planners, PerLayerKeepsBlockOutputsAndDropsTheirInsides) {

@@ -12,6 +12,7 @@
 // and the candidate kept, so the simulated peak never rises along the way.
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
 #include "plan/plan.h"
 #include "support/error.h"
@@ -121,6 +122,12 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
   Plan best = finish(in, "mutwo", budget, {});
   if (best.feasible) return best;
   std::vector<bool> at_peak = best.predicted.idle_at_peak;
+  // Candidates made by one node (a split's query, key and value) share one
+  // recompute subgraph: the first of them pays for all, so it is scored with
+  // the bytes of its eligible siblings too, and they follow it for free.
+  const ir::UseIndex uses(in.graph);
+  std::unordered_map<int32_t, std::vector<size_t>> made_by;
+  for (size_t i = 0; i < cands.size(); ++i) made_by[uses.producer[static_cast<size_t>(cands[i].owner)]].push_back(i);
   std::vector<int32_t> sub;
   for (size_t step = 0; step < cands.size(); ++step) {
     // argmax of bytes freed per ms of recomputation not already paid for.
@@ -131,7 +138,10 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
       sub.clear();
       closures.subgraph(cands[i], ++stamp, sub);
       double ms = closures.ms_outside(sub, recomputed);
-      double ratio = static_cast<double>(cands[i].bytes) / std::max(ms, 1e-6);
+      int64_t bytes = 0;
+      for (size_t j : made_by[uses.producer[static_cast<size_t>(cands[i].owner)]])
+        if (!taken[j] && at_peak[static_cast<size_t>(cands[j].owner)]) bytes += cands[j].bytes;
+      double ratio = static_cast<double>(bytes) / std::max(ms, 1e-6);
       if (ratio > best_ratio) {
         best_ratio = ratio;
         pick = i;
