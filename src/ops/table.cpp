@@ -94,10 +94,11 @@ void verify(const ir::Graph& g) { ir::verify(g, check); }
 void reinplace(ir::Graph& g) {
   auto& nodes = g.nodes();
   const size_t nv = g.num_values();
-  auto plain_form = [](const std::string& name) -> std::string_view {
+  auto plain_form = [](const OpDef& variant) -> const OpDef& {  // the op whose overwriting variant this is
     for (const OpDef& d : all_ops())
-      if (d.overwriting == name) return d.name;
-    return name;
+      if (d.overwriting == variant.name) return d;
+    MUTWO_ASSERT(false, "overwriting op {} is no op's variant", variant.name);
+    return variant;
   };
   // Storage roots through view ops, other than the overwriting ones (their
   // outputs are the new contents), and the last node reading each root.
@@ -116,8 +117,10 @@ void reinplace(ir::Graph& g) {
   for (ir::ValueId v : g.outputs) last_read[static_cast<size_t>(root[static_cast<size_t>(v)])] = INT32_MAX;
   for (size_t n = 0; n < nodes.size(); ++n) {
     ir::Node& node = nodes[n];
-    const OpDef& plain = op(plain_form(node.op));
-    if (plain.overwriting.empty() || node.inputs.empty() || node.inputs[0] == ir::kNoValue) continue;
+    const OpDef& d = op(node.op);
+    if (d.overwriting.empty() && !d.has(kOverwrite)) continue;
+    const OpDef& plain = d.has(kOverwrite) ? plain_form(d) : d;
+    if (node.inputs.empty() || node.inputs[0] == ir::kNoValue) continue;
     auto r = static_cast<size_t>(root[static_cast<size_t>(node.inputs[0])]);
     bool dies_here = made_by[r] >= 0 && last_read[r] == static_cast<int32_t>(n);
     node.op = std::string(dies_here ? plain.overwriting : plain.name);
