@@ -49,6 +49,16 @@ grep -qF '"nodes":' <<<"$info" || { echo "FAIL: info lacks nodes: $info"; fails=
 expect_error "--image-size" info --image-size 0
 expect_error "--data" run --data /nonexistent/file.txt
 
+# optimize measures the baseline and the plan each from an empty allocator
+# (nothing the profile or the other measurement made is still allocated), and
+# on CPU the plan's measured peak is its prediction, to the byte.
+opt_dir=$(mktemp -d)
+last=$("$mutwo" optimize --model transformer-lm --batch 8 --budget 60% --out "$opt_dir" --json --quiet | tail -n 1)
+python3 -c 'import json,sys; r=json.loads(sys.argv[1]); b,p=r["baseline"],r["planned"]
+sys.exit(not (b["leftover_bytes"] == 0 == p["leftover_bytes"] and p["peak_bytes"] == p["predicted_peak_bytes"] and r["fits"]))' "$last" \
+  || { echo "FAIL: optimize: $last"; fails=$((fails+1)); }
+rm -rf "$opt_dir"
+
 # The model zoo's done-when runs: the largest models train on the CPU.
 for args in "--model resnet-152 --batch 2 --image-size 64 --steps 2" "--model bert-base --batch 2 --steps 1"; do
   last=$("$mutwo" run $args --json | tail -n 1) || { echo "FAIL: mutwo run $args"; fails=$((fails+1)); continue; }
