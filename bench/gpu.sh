@@ -48,11 +48,6 @@ emit() {  # emit VARIANT JSON: one tagged row (system mutwo unless the row says 
 }
 last_json() { tail -n 1 | grep '^{' ; }
 
-# A captured graph replays the same numbers as the node-by-node step (dropout off).
-a=$($m run --model mlp --batch 256 --dropout 0 --steps 6 --device cuda --json | last_json)
-b=$($m run --model mlp --batch 256 --dropout 0 --steps 6 --device cuda --cuda-graph --json | last_json)
-python3 -c "import json,sys; a,b=(json.loads(x)['losses'] for x in sys.argv[1:]); print('cuda-graph losses equal to node-by-node:', a==b, a[-1], b[-1])" "$a" "$b"
-
 for cfg in $configs; do
   model=${cfg%%:*}; batch=${cfg##*:}
   echo "== $model batch $batch (${SECONDS}s)"

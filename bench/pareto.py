@@ -22,6 +22,7 @@ os.makedirs(a.out, exist_ok=True)
 points = collections.defaultdict(list)  # (model, batch) -> [(label, peak MiB, step ms)]
 table = collections.defaultdict(list)   # (model, batch) -> Markdown rows
 eager_ms = {}
+mib = lambda b: f"{b / 2**20:.1f}"
 card = ""
 last_batch = {}  # model -> batch of its latest row: a fresh-process run of a saved graph has none of its own
 for line in open(a.results):
@@ -29,8 +30,7 @@ for line in open(a.results):
     card = r.get("card", card)
     if r.get("batch") is not None:
         last_batch[r.get("model")] = r["batch"]
-    key = (r.get("model"), r.get("batch", last_batch.get(r.get("model"))) or last_batch.get(r.get("model")))
-    mib = lambda b: f"{b / 2**20:.1f}"
+    key = (r.get("model"), r.get("batch") or last_batch.get(r.get("model")))
     if r.get("system") == "pytorch" and "peak_bytes" in r:
         points[key].append((f"PyTorch {r['variant']}", r["peak_bytes"], r["step_ms"]))
         if r["variant"] == "eager":
@@ -56,7 +56,7 @@ for (model, batch), pts in sorted(points.items(), key=lambda kv: str(kv[0])):
     with open(os.path.join(a.out, name + ".dat"), "w") as f:
         f.write("# label\tpeak_MiB\tstep_ms (one block per point)\n")
         for label, peak, ms in pts:
-            f.write(f'"{label}"\t{peak / 2**20:.1f}\t{ms:.2f}\n\n\n')
+            f.write(f'"{label}"\t{mib(peak)}\t{ms:.2f}\n\n\n')
     # One series per point, in the key: PyTorch in squares, mutwo in circles.
     series = ", ".join(
         f"'{name}.dat' index {i} using 3:2 with points pt {5 if label.startswith('PyTorch') else 7} ps 1.6 "

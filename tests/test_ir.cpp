@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "analysis/liveness.h"
+#include "analysis/reinplace.h"
 #include "autodiff/autodiff.h"
 #include "ir/text.h"
 #include "models/model.h"
@@ -214,12 +215,12 @@ TEST(Reinplace, LossGradientOverwritesTheLogitsWhereTheyDie) {
 
   // Held as a graph output, the logits keep their values: the plain op.
   g.outputs.push_back(logits);
-  ops::reinplace(g);
+  analysis::reinplace(g);
   EXPECT_EQ(g.nodes()[n].op, "cross_entropy_backward");
   EXPECT_GT(analysis::analyze_liveness(g).live_during[n], L.live_before[n]);
   // And back, when they are no longer held.
   g.outputs.pop_back();
-  ops::reinplace(g);
+  analysis::reinplace(g);
   EXPECT_EQ(g.nodes()[n].op, "cross_entropy_backward_");
 }
 
@@ -232,7 +233,7 @@ TEST(Liveness, RejectsAReaderAfterAnOverwrite) {
       "%r : f32[6,5] other = relu_backward(%dl, %l) bwd\noutputs %loss, %r\n");
   expect_user_error([&] { analysis::analyze_liveness(g); },
                     "node 3 (cross_entropy_backward_) writes its result over %l, but %l is read by node 4");
-  ops::reinplace(g);
+  analysis::reinplace(g);
   EXPECT_EQ(g.nodes()[3].op, "cross_entropy_backward") << "reinplace undoes an overwrite that is not the last read";
   EXPECT_NO_THROW(analysis::analyze_liveness(g));
 }

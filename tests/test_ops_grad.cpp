@@ -279,26 +279,32 @@ TEST(OpGrad, CrossEntropyFused) {
   }
 }
 
+// Runs one op's kernel on `inputs` (no graph, no executor); returns its outputs.
+std::vector<at::Tensor> run_kernel(const std::string& op, ir::Attrs attrs, const std::vector<at::Tensor>& inputs,
+                                   size_t outputs) {
+  ir::Node node;
+  node.op = op;
+  node.attrs = std::move(attrs);
+  std::vector<const at::Tensor*> in;
+  for (const at::Tensor& t : inputs) in.push_back(&t);
+  std::vector<at::Tensor> out(outputs);
+  std::vector<at::Tensor*> out_ptrs;
+  for (at::Tensor& t : out) out_ptrs.push_back(&t);
+  ops::KernelCall call{node, in.data(), out_ptrs.data(), inputs.at(0).options(), 1, {}};
+  ops::op(op).kernel(call);
+  return out;
+}
+
 // The loss gradient written over the logits (what models run) has the bits of
 // the one written into a new buffer (what check_grads above runs on inputs).
 TEST(OpGrad, CrossEntropyGradientOverTheLogitsEqualsTheNewBufferBitForBit) {
   at::Tensor x = randn({9, 11}) * 3, target = labels(9, 11);
   target[2] = -100;
   at::Tensor lse = at::logsumexp(x, {1}), g = at::scalar_tensor(0.7), logits = x.clone();
-  auto run = [&](const char* op, const at::Tensor& first) {
-    ir::Node node;
-    node.op = op;
-    node.attrs = {{"ignore_index", int64_t{-100}}};
-    const at::Tensor* in[] = {&first, &g, &target, &lse};
-    at::Tensor result;
-    at::Tensor* out[] = {&result};
-    ops::KernelCall call{node, in, out, x.options(), 1, {}};
-    ops::op(op).kernel(call);
-    return result;
-  };
-  at::Tensor fresh = run("cross_entropy_backward", x);
+  const ir::Attrs attrs{{"ignore_index", int64_t{-100}}};
+  at::Tensor fresh = run_kernel("cross_entropy_backward", attrs, {x, g, target, lse}, 1)[0];
   EXPECT_TRUE(at::equal(x, logits)) << "the plain op leaves the logits as they were";
-  at::Tensor over = run("cross_entropy_backward_", logits);
+  at::Tensor over = run_kernel("cross_entropy_backward_", attrs, {logits, g, target, lse}, 1)[0];
   EXPECT_TRUE(over.is_alias_of(logits));
   EXPECT_TRUE(at::equal(fresh, over));
   EXPECT_TRUE(at::equal(over[2], at::zeros({11}))) << "an ignored row gets no gradient";
@@ -308,14 +314,8 @@ TEST(OpGrad, CrossEntropyGradientOverTheLogitsEqualsTheNewBufferBitForBit) {
 // 32 MiB (here two and a bit), each row as ATen's whole-tensor logsumexp.
 TEST(OpGrad, CrossEntropyOverSeveralRowBlocksEqualsOneLogsumexp) {
   at::Tensor x = randn({300, 30522}), target = labels(300, 30522);
-  ir::Node node;
-  node.op = "cross_entropy";
-  node.attrs = {{"ignore_index", int64_t{-100}}};
-  const at::Tensor* in[] = {&x, &target};
-  at::Tensor loss, lse;
-  at::Tensor* out[] = {&loss, &lse};
-  ops::KernelCall call{node, in, out, x.options(), 1, {}};
-  ops::op("cross_entropy").kernel(call);
+  auto outs = run_kernel("cross_entropy", {{"ignore_index", int64_t{-100}}}, {x, target}, 2);
+  const at::Tensor &loss = outs[0], &lse = outs[1];
   EXPECT_TRUE(at::equal(lse, at::logsumexp(x, {1})));
   at::Tensor ref = at::nll_loss(at::log_softmax(x, 1), target);
   EXPECT_NEAR(loss.item<double>(), ref.item<double>(), 1e-6 * std::abs(ref.item<double>()));

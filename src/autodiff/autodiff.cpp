@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "analysis/reinplace.h"
 #include "ops/builder.h"
 #include "ops/op.h"
 #include "support/error.h"
@@ -121,7 +122,7 @@ ir::Graph build_training_step(ir::Graph g, ValueId loss, const OptimizerConfig& 
   append_optimizer(g, grads, config);
   assign_roles(g);
   g.outputs = {loss};
-  ops::reinplace(g);
+  analysis::reinplace(g);
   ops::verify(g);
   return g;
 }

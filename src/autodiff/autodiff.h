@@ -45,7 +45,7 @@ void append_optimizer(ir::Graph& g, const std::vector<std::pair<ir::ValueId, ir:
 // gradient or becomes other.
 void assign_roles(ir::Graph& g);
 
-// forward graph + loss -> the whole training step, reinplaced (ops::reinplace) and verified.
+// forward graph + loss -> the whole training step, reinplaced (analysis::reinplace) and verified.
 ir::Graph build_training_step(ir::Graph forward, ir::ValueId loss, const OptimizerConfig& config);
 
 }  // namespace mutwo::autodiff

@@ -191,7 +191,7 @@ void cross_entropy_kernel(KernelCall& k) {
 }
 // cross_entropy_backward(logits (N,C), g (), target (N), logsumexp (N)) -> (N,C);
 // cross_entropy_backward_, the same written over the logits where nothing reads
-// them afterwards (autodiff::reinplace; kView | kOverwrite: one buffer).
+// them afterwards (analysis::reinplace; kView | kOverwrite: one buffer).
 Types cross_entropy_backward_infer(const InferArgs& a) {
   std::vector<const TensorType*> fwd_in{a.in[0], a.in[2]};
   InferArgs fwd{a.node, fwd_in};

@@ -93,7 +93,7 @@ struct OpDef {
   std::vector<int> mutates = {};  // input positions written in place
   MutatesFn mutates_of = nullptr;  // instead of `mutates` where the positions depend on the node
   // The op's variant that writes output 0 over input 0 (tags kView | kOverwrite,
-  // same inputs and arithmetic), taken where input 0 dies here (autodiff::reinplace).
+  // same inputs and arithmetic), taken where input 0 dies here (analysis::reinplace).
   std::string_view overwriting = {};
 
   bool has(Tag t) const { return (tags & t) != 0; }
@@ -110,15 +110,6 @@ ir::OpCheck check(const ir::Graph& g, const ir::Node& n);
 double flops(const ir::Graph& g, const ir::Node& n);
 // ir::verify with the op table as the type oracle.
 void verify(const ir::Graph& g);
-
-// PyTorch's reinplace pass, for the ops the table gives an overwriting variant
-// (OpDef::overwriting, e.g. cross_entropy_backward_): a node that is the last
-// reader of its input 0's storage, where a node made that storage (not a
-// parameter, input or optimizer state) and no graph output shares it, takes the
-// variant, which writes its result over input 0 instead of into a new buffer;
-// any other node of such an op takes the plain form. Decides afresh on every
-// run, so a rewrite that adds readers runs it again. Graph outputs must be set.
-void reinplace(ir::Graph& g);
 
 // Row lists of the op families, collected once by the table (no static
 // registration: the order of the table is the order of these calls).

@@ -125,9 +125,8 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
   // Candidates made by one node (a split's query, key and value) share one
   // recompute subgraph: the first of them pays for all, so it is scored with
   // the bytes of its eligible siblings too, and they follow it for free.
-  const ir::UseIndex uses(in.graph);
-  std::unordered_map<int32_t, std::vector<size_t>> made_by;
-  for (size_t i = 0; i < cands.size(); ++i) made_by[uses.producer[static_cast<size_t>(cands[i].owner)]].push_back(i);
+  std::unordered_map<int32_t, std::vector<size_t>> siblings;  // by the node making them
+  for (size_t i = 0; i < cands.size(); ++i) siblings[cands[i].made_by].push_back(i);
   std::vector<int32_t> sub;
   for (size_t step = 0; step < cands.size(); ++step) {
     // argmax of bytes freed per ms of recomputation not already paid for.
@@ -139,7 +138,7 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
       closures.subgraph(cands[i], ++stamp, sub);
       double ms = closures.ms_outside(sub, recomputed);
       int64_t bytes = 0;
-      for (size_t j : made_by[uses.producer[static_cast<size_t>(cands[i].owner)]])
+      for (size_t j : siblings[cands[i].made_by])
         if (!taken[j] && at_peak[static_cast<size_t>(cands[j].owner)]) bytes += cands[j].bytes;
       double ratio = static_cast<double>(bytes) / std::max(ms, 1e-6);
       if (ratio > best_ratio) {

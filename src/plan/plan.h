@@ -34,6 +34,7 @@ struct Candidate {
   ir::ValueId owner = ir::kNoValue;  // the value owning the storage
   std::vector<ir::ValueId> members;  // activations in it
   int64_t bytes = 0;
+  int32_t made_by = -1;  // the node making the storage (siblings share its recompute subgraph)
 };
 std::vector<Candidate> candidates(const PlanInput& in);
 

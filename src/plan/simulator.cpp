@@ -51,7 +51,7 @@ std::vector<Candidate> candidates(const PlanInput& in) {
     if (L.def[static_cast<size_t>(owner)] < 0) continue;  // a view of a persistent value: nothing to free
     auto [it, fresh] = by_owner.emplace(owner, out.size());
     if (fresh) {
-      out.push_back(Candidate{owner, {}, g.type(owner).bytes()});
+      out.push_back(Candidate{owner, {}, g.type(owner).bytes(), uses.producer[static_cast<size_t>(owner)]});
       spoiled.push_back(false);
     }
     out[it->second].members.push_back(v.id);

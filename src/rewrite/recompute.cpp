@@ -3,6 +3,7 @@
 
 #include <unordered_map>
 
+#include "analysis/reinplace.h"
 #include "ops/op.h"
 #include "support/error.h"
 
@@ -99,7 +100,7 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
     out.graph.append(std::move(node));
     out.origin.push_back(static_cast<int32_t>(n));
   }
-  ops::reinplace(out.graph);  // a clone may read a storage after a node that overwrote it in `g`
+  analysis::reinplace(out.graph);  // a clone may read a storage after a node that overwrote it in `g`
   return out;
 }
 
