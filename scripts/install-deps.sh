@@ -8,6 +8,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev googletest
   python3-torch python3-torchvision  # tests/resnet_oracle.py: torchvision's ResNets as the oracle
+  python3-pytest          # tests/python: the capture (python/mutwo) on models outside the zoo
   libopenblas0-pthread    # libtorch-dev's BLAS is the reference one, many times slower
   gnuplot-nox             # plots (mutwo profile, plan --sweep, optimize, sweep)
   coinor-libcbc-dev       # COIN-OR CBC: the optimal planner's MILP (or configure with -DMUTWO_WITH_CBC=OFF)

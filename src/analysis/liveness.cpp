@@ -20,12 +20,13 @@ Liveness analyze_liveness(const ir::Graph& g) {
 
   for (size_t n = 0; n < nodes.size(); ++n) {
     const ir::Node& node = nodes[n];
-    bool view = ops::op(node.op).has(ops::kView);
+    bool view = ops::has(node, ops::kView);
     for (ir::ValueId v : node.outputs) {
       L.def[static_cast<size_t>(v)] = static_cast<int32_t>(n);
       L.last_use[static_cast<size_t>(v)] = static_cast<int32_t>(n);
     }
-    if (view) L.storage[static_cast<size_t>(node.outputs[0])] = L.storage[static_cast<size_t>(node.inputs[0])];
+    if (view)  // every output of a view op aliases input 0 (split and unbind have several)
+      for (ir::ValueId v : node.outputs) L.storage[static_cast<size_t>(v)] = L.storage[static_cast<size_t>(node.inputs[0])];
     for (ir::ValueId v : node.inputs)
       if (v != ir::kNoValue) L.last_use[static_cast<size_t>(v)] = static_cast<int32_t>(n);
   }
@@ -38,7 +39,7 @@ Liveness analyze_liveness(const ir::Graph& g) {
   // after it, and none is held across steps.
   for (size_t n = 0; n < nodes.size(); ++n) {
     const ir::Node& node = nodes[n];
-    if (!ops::op(node.op).has(ops::kOverwrite)) continue;
+    if (!ops::has(node, ops::kOverwrite)) continue;
     const ir::ValueId root = L.storage[static_cast<size_t>(node.inputs[0])];
     for (size_t v = 0; v < nv; ++v) {
       if (L.storage[v] != root || L.def[v] >= static_cast<int32_t>(n)) continue;

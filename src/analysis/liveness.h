@@ -3,7 +3,7 @@
 // mutwo: the executor frees by it, the profiler reports it and the simulator
 // predicts memory from it.
 //
-// Storage model: a value of a `view` op shares the storage of its input 0; a
+// Storage model: every output of a `view` op shares the storage of its input 0; a
 // storage is freed after the last use of any value aliasing it. Persistent
 // values (inputs, parameters, optimizer state, buffers) are never freed; graph
 // outputs are held until the end of the step.

@@ -2,6 +2,13 @@
 #include "cli/common.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "ir/text.h"
+#include "ops/op.h"
+#include "stepfile/step_file.h"
 
 #include "autodiff/autodiff.h"
 #include "runtime/memory.h"
@@ -9,6 +16,8 @@
 #include "support/units.h"
 
 namespace mutwo::cli {
+
+namespace fs = std::filesystem;
 
 // Validators with messages a user can act on (CLI11's numeric ranges print 1.8e308).
 const CLI::Validator kPositive = CLI::Validator(
@@ -29,7 +38,7 @@ const CLI::Validator kNonNegative = CLI::Validator(
     "NUMBER>=0");
 
 
-void StepOptions::add_to(CLI::App& app, bool with_batch) {
+void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
     std::string names;
     for (const auto& m : models::model_list()) names += (names.empty() ? "" : ", ") + m.name;
     app.add_option("--model", model, "model to build: " + names)->capture_default_str();
@@ -44,7 +53,32 @@ void StepOptions::add_to(CLI::App& app, bool with_batch) {
     app.add_option("--seq", seq, "sequence length (BERT 128, GPT-2 1024, transformer-lm 20 by default)")
         ->check(kPositive);
     app.add_option("--data", data, "text file to train transformer-lm on (byte tokens)")->check(CLI::ExistingFile);
+    if (with_graph)
+      app.add_option("--graph", graph,
+                     "train this step instead of --model: a captured step (step.json, from python -m mutwo.capture) "
+                     "or IR text (optimize's rewritten.ir)")
+          ->check(CLI::ExistingFile);
   }
+
+std::string StepOptions::name() const { return graph.empty() ? model : fs::path(graph).stem().string(); }
+
+std::string StepOptions::what() const {
+  return graph.empty() ? fmt::format("{} batch {}", model, batch) : graph;
+}
+
+ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& optimizer) {
+  if (stepfile::is_step_file(path)) return stepfile::load_step(path, optimizer);
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    ir::Graph g = ir::parse(text.str());
+    ops::verify(g);
+    return g;
+  } catch (const UserError& e) {
+    MUTWO_FAIL("--graph {}: {}", path, e.what());
+  }
+}
 
 models::ModelOptions StepOptions::model_options() const {
     models::ModelOptions mo;
@@ -59,13 +93,14 @@ models::ModelOptions StepOptions::model_options() const {
   }
 
 ir::Graph StepOptions::build() const {
-    models::Model m = models::build_model(model_options());
     autodiff::OptimizerConfig oc;
     oc.kind = optimizer == "sgd" ? autodiff::Optimizer::sgd
               : optimizer == "adam" ? autodiff::Optimizer::adam
                                     : autodiff::Optimizer::adamw;
     oc.lr = lr;
     if (oc.kind == autodiff::Optimizer::adamw) oc.weight_decay = 0.01;
+    if (!graph.empty()) return load_graph(graph, oc);
+    models::Model m = models::build_model(model_options());
     return autodiff::build_training_step(std::move(m.graph), m.loss, oc);
   }
 

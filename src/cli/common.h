@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "autodiff/autodiff.h"
 #include "models/model.h"
 
 namespace mutwo::cli {
@@ -29,11 +30,21 @@ struct StepOptions {
   std::optional<int64_t> image_size;
   std::optional<int64_t> seq;
   std::string data;
+  std::string graph;  // a captured step (step.json) or IR text (rewritten.ir) instead of --model
 
-  void add_to(CLI::App& app, bool with_batch = true);
+  // with_graph: offer --graph (not where the command varies the batch).
+  void add_to(CLI::App& app, bool with_batch = true, bool with_graph = true);
   models::ModelOptions model_options() const;
-  ir::Graph build() const;  // forward + autodiff + optimizer, verified
+  ir::Graph build() const;  // forward + autodiff + optimizer, verified; or the --graph file
+  std::string name() const;  // --model, or the --graph file's stem
+  int64_t batch_or_none() const { return graph.empty() ? batch : 0; }  // 0: set by the captured step
+  std::string what() const;  // "mlp batch 64" or "step.json"
 };
+
+// A training step from a file: a step file (.json, python/mutwo/capture.py) or
+// IR text (optimize's rewritten.ir), verified. Bad files are UserErrors naming them.
+ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& optimizer);
+
 
 // "cpu", "cuda", "cuda:N"; UserError when CUDA is asked for and missing.
 c10::Device parse_device(const std::string& s);

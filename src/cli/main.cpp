@@ -33,20 +33,6 @@ namespace {
 
 using nlohmann::json;
 
-// A training step from its IR text, verified; bad files are UserErrors naming them.
-ir::Graph load_graph(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    ir::Graph g = ir::parse(text.str());
-    ops::verify(g);
-    return g;
-  } catch (const UserError& e) {
-    MUTWO_FAIL("--graph {}: {}", path, e.what());
-  }
-}
-
 struct RunCommand {
   StepOptions step;
   int64_t steps = 10;
@@ -55,13 +41,9 @@ struct RunCommand {
   bool json_out = false;
   bool cuda_graph = false;
   bool deterministic = false;
-  std::string graph_file;
 
   void add_to(CLI::App& app) {
     step.add_to(app);
-    app.add_option("--graph", graph_file,
-                   "run this training-step graph (IR text, e.g. optimize's rewritten.ir) instead of building --model")
-        ->check(CLI::ExistingFile);
     app.add_option("--steps", steps, "training steps to run")->capture_default_str()->check(kPositive);
     app.add_flag("--cuda-graph", cuda_graph,
                  "CUDA: steps 1-2 node by node, then the step captured once as a CUDA graph and replayed");
@@ -79,14 +61,14 @@ struct RunCommand {
     if (deterministic) det.emplace();
     std::optional<runtime::SideStream> side;
     if (cuda_graph) side.emplace(dev);  // warm-up, capture and replays on one stream
-    ir::Graph g = graph_file.empty() ? step.build() : load_graph(graph_file);
+    ir::Graph g = step.build();
     runtime::ExecutorOptions o{dev, seed};
     o.cuda_graph = cuda_graph;
     runtime::Executor ex(g, o);
     ex.initialize();
     std::vector<double> losses, times;
     int64_t peak = 0, reserved = 0;
-    const std::string what = graph_file.empty() ? fmt::format("{} batch {}", step.model, step.batch) : graph_file;
+    const std::string what = step.what();
     fmt::print("mutwo run: {} on {}, {} nodes, {} steps\n", what, dev.str(),
                g.nodes().size(), steps);
     for (int64_t s = 0; s < steps; ++s) {
@@ -103,8 +85,8 @@ struct RunCommand {
                format_bytes(peak), format_bytes(L.peak_bytes), median(times));
     if (std::string note = fragmentation_note(peak, reserved); !note.empty()) fmt::print("{}\n", note);
     if (json_out) {
-      json j{{"command", "run"},         {"model", graph_file.empty() ? step.model : g.name},
-             {"batch", graph_file.empty() ? json(step.batch) : json()}, {"graph", graph_file},
+      json j{{"command", "run"},         {"model", step.graph.empty() ? step.model : g.name},
+             {"batch", step.graph.empty() ? json(step.batch) : json()}, {"graph", step.graph},
              {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps}, {"cuda_graph", cuda_graph},
              {"deterministic", deterministic},
              {"losses", losses},         {"step_ms_all", times},          {"step_ms", median(times)},
@@ -151,15 +133,15 @@ struct InfoCommand {
     }
     std::array<int64_t, 5> phases{};
     for (const ir::Node& n : g.nodes()) ++phases[static_cast<size_t>(n.phase)];
-    fmt::print("{} batch {}: {} parameters, {} nodes (fwd {}, loss {}, bwd {}, optim {})\n", step.model, step.batch,
+    fmt::print("{}: {} parameters, {} nodes (fwd {}, loss {}, bwd {}, optim {})\n", step.what(),
                parameters, g.nodes().size(), phases[0], phases[1], phases[2], phases[3]);
     for (int r = 0; r < ir::kNumRoles; ++r)
       fmt::print("  {:<16} {:>12}\n", ir::to_string(static_cast<ir::Role>(r)), format_bytes(bytes[static_cast<size_t>(r)]));
     fmt::print("  (activation and other bytes are totals over the step, not what is live at once)\n");
     if (json_out) {
       json j{{"command", "info"},
-             {"model", step.model},
-             {"batch", step.batch},
+             {"model", step.name()},
+             {"batch", step.graph.empty() ? json(step.batch) : json()},
              {"parameters", parameters},
              {"nodes", g.nodes().size()},
              {"parameter_bytes", bytes[static_cast<size_t>(ir::Role::parameter)]},

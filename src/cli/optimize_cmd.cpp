@@ -74,7 +74,7 @@ int OptimizeCommand::run() const {
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
   fs::create_directories(out);
   ir::Graph g = step.build();
-  Planned p = plan_step(g, dev, seed, planner, budget, !quiet, step.model, step.batch);
+  Planned p = plan_step(g, dev, seed, planner, budget, !quiet, step.name(), step.batch_or_none());
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
   if (!quiet) fmt::print(stderr, "optimize: measuring the baseline and the plan, {} steps each\n", steps);
@@ -99,8 +99,8 @@ int OptimizeCommand::run() const {
   po.seed = seed;
   po.iters = 1;
   po.progress = false;
-  po.model = step.model;
-  po.batch = step.batch;
+  po.model = step.name();
+  po.batch = step.batch_or_none();
   profile::Profile prof_after = profile::profile_step(planned, po);
   profile::Profile prof_before = p.input.profile;
   plot_before_after(prof_before, prof_after, p.plan.budget_bytes, out);
@@ -119,7 +119,7 @@ int OptimizeCommand::run() const {
   table += row("predicted extra time", "", fmt::format("{:.2f} ms", p.plan.predicted.extra_ms));
   table += row("activations dropped", "", fmt::format("{} ({})", p.plan.drop.size(), format_bytes(dropped_bytes)));
   table += row("loss (last step)", fmt::format("{:.6f}", mb.losses.back()), fmt::format("{:.6f}", mp.losses.back()));
-  fmt::print("mutwo optimize: {} batch {} on {}, planner {}\n{}", step.model, step.batch, dev.str(), planner, table);
+  fmt::print("mutwo optimize: {} on {}, planner {}\n{}", step.what(), dev.str(), planner, table);
   bool fits = mp.peak_bytes <= p.plan.budget_bytes;
   fmt::print("measured peak {} the budget; bitwise check: {}{}\n", fits ? "fits" : "EXCEEDS", check_result,
              check_detail.empty() ? "" : " (" + check_detail + ")");
@@ -136,11 +136,11 @@ int OptimizeCommand::run() const {
     e.first += 1;
     e.second += base.type(v).bytes();
   }
-  std::string md = fmt::format("# mutwo optimize: {} batch {} on {}\n\nPlanner `{}`, budget {}.\n\n{}\n"
+  std::string md = fmt::format("# mutwo optimize: {} on {}\n\nPlanner `{}`, budget {}.\n\n{}\n"
                                "Measured peak {} the budget. Bitwise check of loss and gradients: {}.\n\n"
                                "![memory](memory_timeline_before_after.svg)\n\n## Dropped activations by block\n\n"
                                "| block | activations | bytes |\n|---|---|---|\n",
-                               step.model, step.batch, dev.str(), planner, format_bytes(p.plan.budget_bytes), table,
+                               step.what(), dev.str(), planner, format_bytes(p.plan.budget_bytes), table,
                                fits ? "fits" : "exceeds", check_result);
   for (const auto& [scope, e] : by_scope) md += fmt::format("| {} | {} | {} |\n", scope, e.first, format_bytes(e.second));
   md += fmt::format("\n## Reproduce\n\n```sh\n{}\n```\n", command_line());
@@ -148,8 +148,9 @@ int OptimizeCommand::run() const {
 
   if (json_out) {
     json j{{"command", "optimize"},
-           {"model", step.model},
-           {"batch", step.batch},
+           {"model", step.name()},
+           {"batch", step.graph.empty() ? json(step.batch) : json()},
+           {"graph", step.graph},
            {"device", dev.str()},
            {"planner", planner},
            {"cuda_graph", cuda_graph},

@@ -68,8 +68,8 @@ profile::Profile profile_one(const ProfileCommand& c, int64_t batch, const std::
   o.warmup = c.warmup;
   o.seed = c.seed;
   o.progress = !c.quiet;
-  o.model = step.model;
-  o.batch = batch;
+  o.model = step.name();
+  o.batch = step.batch_or_none();
   profile::Profile p = profile::profile_step(g, o);
   fs::create_directories(dir);
   profile::write_profile(p, dir + "/profile.json");

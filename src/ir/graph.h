@@ -21,7 +21,8 @@ inline constexpr ValueId kNoValue = -1;
 // How a value without a producer is filled before the first step. Printed in
 // the text form after the role: init=uniform(-0.1,0.1).
 struct Init {
-  enum Kind : uint8_t { none, zeros, ones, uniform, normal, randint } kind = none;
+  // data: read by the value's name from the graph's tensor file (Graph::data_file).
+  enum Kind : uint8_t { none, zeros, ones, uniform, normal, randint, data } kind = none;
   double a = 0;  // uniform: low;  normal: mean
   double b = 0;  // uniform: high; normal: std; randint: high (exclusive)
   bool operator==(const Init& o) const { return kind == o.kind && a == o.a && b == o.b; }
@@ -75,13 +76,17 @@ struct Node {
 class Graph {
  public:
   std::string name = "graph";
+  // The tensor file (safetensors layout) that values with Init::data are read
+  // from: a captured step's parameters, buffers and inputs. Empty if none.
+  std::string data_file;
 
   ValueId add_value(std::string name, TensorType type, Role role, Init init = {});
-  // This graph's values become `other`'s (same ids and names); its nodes are
+  // This graph's values become `other`'s (same ids and names, same data file); its nodes are
   // left alone. A rewrite that keeps every value id copies them at once this way.
   void copy_values_from(const Graph& other) {
     values_ = other.values_;
     by_name_ = other.by_name_;
+    data_file = other.data_file;
   }
   // Makes a unique name from `base` ("x", "x.1", "x.2", ...).
   std::string unique_name(std::string_view base) const;

@@ -13,13 +13,24 @@ namespace mutwo::ir {
 
 namespace {
 
+// A string attribute as "...", with \" and \\ escaped.
+std::string quote(const std::string& v) {
+  std::string s = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') s += '\\';
+    s += c;
+  }
+  return s + '"';
+}
+
 std::string print_double(double d) {
   std::string s = fmt::format("{}", d);  // shortest form that reads back exactly
   if (s.find_first_of(".eni") == std::string::npos) s += ".0";
   return s;
 }
 
-constexpr std::string_view kInitNames[] = {"none", "zeros", "ones", "uniform", "normal", "randint"};
+constexpr std::string_view kInitNames[] = {"none", "zeros", "ones", "uniform", "normal", "randint", "data"};
+constexpr int kNumInits = 7;
 
 std::string decl(const Graph& g, ValueId v) {
   const Value& val = g.value(v);
@@ -28,7 +39,8 @@ std::string decl(const Graph& g, ValueId v) {
   switch (in.kind) {
     case Init::none: break;
     case Init::zeros:
-    case Init::ones: s += fmt::format(" init={}", kInitNames[in.kind]); break;
+    case Init::ones:
+    case Init::data: s += fmt::format(" init={}", kInitNames[in.kind]); break;
     case Init::uniform:
     case Init::normal: s += fmt::format(" init={}({},{})", kInitNames[in.kind], print_double(in.a), print_double(in.b)); break;
     case Init::randint: s += fmt::format(" init=randint({})", print_double(in.b)); break;
@@ -40,7 +52,7 @@ std::string print_attr(const Attr& a) {
   if (auto* i = std::get_if<int64_t>(&a)) return fmt::format("{}", *i);
   if (auto* d = std::get_if<double>(&a)) return print_double(*d);
   if (auto* l = std::get_if<std::vector<int64_t>>(&a)) return fmt::format("[{}]", fmt::join(*l, ","));
-  return fmt::format("\"{}\"", std::get<std::string>(a));
+  return quote(std::get<std::string>(a));
 }
 
 }  // namespace
@@ -74,6 +86,7 @@ std::string print(const Graph& g) {
   for (const Node& n : g.nodes())
     for (ValueId v : n.outputs) produced[static_cast<size_t>(v)] = true;
   std::string out = fmt::format("graph {}\n", g.name);
+  if (!g.data_file.empty()) out += fmt::format("data {}\n", quote(g.data_file));
   for (const Value& v : g.values())
     if (!produced[static_cast<size_t>(v.id)]) out += decl(g, v.id) + "\n";
   for (const Node& n : g.nodes()) out += print_node(g, n) + "\n";
@@ -152,10 +165,12 @@ class Lexer {
       return l;
     }
     if (accept('"')) {
-      size_t b = pos_;
-      while (pos_ < s_.size() && s_[pos_] != '"') ++pos_;
+      std::string v;
+      while (pos_ < s_.size() && s_[pos_] != '"') {
+        if (s_[pos_] == '\\' && pos_ + 1 < s_.size()) ++pos_;
+        v += s_[pos_++];
+      }
       if (pos_ >= s_.size()) fail("unterminated string");
-      std::string v(s_.substr(b, pos_ - b));
       ++pos_;
       return v;
     }
@@ -222,8 +237,9 @@ Decl parse_decl(Lexer& lx) {
     lx.expect('=');
     std::string kind = lx.word();
     int k = 0;
-    while (k < 6 && kInitNames[k] != kind) ++k;
-    if (k == 0 || k == 6) lx.fail(fmt::format("unknown init '{}' (zeros, ones, uniform, normal, randint)", kind));
+    while (k < kNumInits && kInitNames[k] != kind) ++k;
+    if (k == 0 || k == kNumInits)
+      lx.fail(fmt::format("unknown init '{}' (zeros, ones, uniform, normal, randint, data)", kind));
     d.init.kind = static_cast<Init::Kind>(k);
     auto number = [&] {
       Attr a = lx.attr_value();
@@ -271,6 +287,13 @@ Graph parse(std::string_view text) {
       if (lx.peek('%') || lx.word() != "graph") lx.fail("a graph starts with a line 'graph NAME'");
       g.name = lx.word();
       seen_header = true;
+      continue;
+    }
+    if (lx.peek('d')) {  // data "file"
+      if (lx.word() != "data") lx.fail("expected a value declaration, a node, 'data' or 'outputs'");
+      Attr file = lx.attr_value();
+      if (!std::holds_alternative<std::string>(file)) lx.fail("expected data \"FILE\"");
+      g.data_file = std::get<std::string>(file);
       continue;
     }
     if (!lx.peek('%') && !lx.peek('_')) {

@@ -2,6 +2,7 @@
 // golden tests, bug reports and `mutwo show`.
 //
 //   graph mlp
+//   data "step.safetensors"        (only where values have init=data)
 //   %x : f32[64,784] input
 //   %fc1.weight : f32[256,784] parameter
 //   %fc1.out : f32[64,256] activation = linear(%x, %fc1.weight, %fc1.bias) fwd scope=fc1

@@ -15,6 +15,7 @@ struct KernelCall {
   at::TensorOptions options;    // device of the step (for ops without inputs)
   int64_t step = 1;             // 1-based optimizer step (bias correction, first momentum step)
   at::Generator generator;      // the executor's, for random ops
+  const void* state = nullptr;  // what the op's prepare() built for this node, if it has one
 
   const at::Tensor& input(size_t i) const { return *in[i]; }
   at::Tensor& output(size_t i) const { return *out[i]; }

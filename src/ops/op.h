@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,12 @@ using KernelFn = void (*)(KernelCall&);
 // Input positions a node writes in place, for ops whose positions depend on
 // the node (variadic ops); called only on nodes that passed shape inference.
 using MutatesFn = std::vector<int> (*)(const ir::Node&);
+// Tags of one node, for ops whose tags depend on the node (the generic `aten`
+// op: random, view or in-place by its schema).
+using TagsFn = uint32_t (*)(const ir::Node&);
+// Per-node kernel state built once before the first run (the generic op's
+// resolved schema and argument template); passed as KernelCall::state.
+using PrepareFn = std::shared_ptr<const void> (*)(const ir::Graph&, const ir::Node&);
 
 // max_inputs of a variadic op: any number from min_inputs up; the op's shape
 // inference checks the count.
@@ -95,7 +102,10 @@ struct OpDef {
   // The op's variant that writes output 0 over input 0 (tags kView | kOverwrite,
   // same inputs and arithmetic), taken where input 0 dies here (analysis::reinplace).
   std::string_view overwriting = {};
+  TagsFn tags_of = nullptr;     // instead of `tags` where they depend on the node
+  PrepareFn prepare = nullptr;  // kernel state per node, built by the executor
 
+  // The op's own tags; for a node, ask ops::has(node, tag).
   bool has(Tag t) const { return (tags & t) != 0; }
   std::vector<int> mutated_inputs(const ir::Node& n) const { return mutates_of ? mutates_of(n) : mutates; }
 };
@@ -104,6 +114,14 @@ struct OpDef {
 const OpDef& op(std::string_view name);
 const OpDef* find_op(std::string_view name);
 const std::vector<OpDef>& all_ops();
+
+// A node's tags: its op's, or for ops with per-node tags (tags_of), the node's.
+uint32_t tags(const ir::Node& n);
+inline bool has(const ir::Node& n, Tag t) { return (tags(n) & t) != 0; }
+// The one rule for what recomputation may repeat: neither random ops (a second
+// draw differs) nor in-place ones (a second write moves state). Their outputs
+// are kept when needed in the backward pass.
+inline bool recomputable(const ir::Node& n) { return (tags(n) & (kRandom | kInplace)) == 0; }
 
 // Checks arity and infers output types for a node as it stands in a graph.
 ir::OpCheck check(const ir::Graph& g, const ir::Node& n);
@@ -120,5 +138,6 @@ void add_optim_ops(std::vector<OpDef>& t);
 void add_conv_ops(std::vector<OpDef>& t);       // conv.cpp: conv2d, batch_norm, pooling
 void add_attention_ops(std::vector<OpDef>& t);  // attention.cpp: embedding, layer_norm, softmax, matmul, ...
 void add_layout_ops(std::vector<OpDef>& t);     // layout.cpp: permute, contiguous, split, cat, token helpers
+void add_aten_ops(std::vector<OpDef>& t);       // aten.cpp: the generic op, any ATen schema through the dispatcher
 
 }  // namespace mutwo::ops

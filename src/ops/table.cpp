@@ -22,6 +22,7 @@ struct Table {
     add_conv_ops(rows);
     add_attention_ops(rows);
     add_layout_ops(rows);
+    add_aten_ops(rows);
     for (size_t i = 0; i < rows.size(); ++i) {
       MUTWO_ASSERT(rows[i].infer && rows[i].kernel, "op {} lacks shape inference or a kernel", rows[i].name);
       MUTWO_ASSERT(index.emplace(rows[i].name, i).second, "op {} is in the table twice", rows[i].name);
@@ -51,6 +52,11 @@ std::string InferArgs::name(size_t i) const {
 }
 
 const std::vector<OpDef>& all_ops() { return table().rows; }
+
+uint32_t tags(const ir::Node& n) {
+  const OpDef& d = op(n.op);
+  return d.tags_of ? d.tags_of(n) : d.tags;
+}
 
 const OpDef* find_op(std::string_view name) {
   const auto& t = table();

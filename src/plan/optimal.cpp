@@ -241,8 +241,7 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
   for (size_t q = 0; q < nn; ++q) {
     Model::Window& w = m.aw[q];
     if (w.first < 0) continue;
-    const auto& op = ops::op(nodes[q].op);
-    bool forbidden = op.has(ops::kRandom) || op.has(ops::kInplace);  // the rewrite never recomputes these
+    bool forbidden = !ops::recomputable(nodes[q]);  // the rewrite never recomputes these
     w.col = static_cast<int>(lp.lo.size());
     for (int s = w.first; s <= w.last; ++s) lp.col(0, forbidden ? 0 : 1, true);
     lp.cost[size_t(w.col + w.last - w.first)] = 1e3 * std::max(0.0, in.node_ms[q]);  // us: CBC's cutoff increment is absolute
@@ -321,7 +320,7 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
     for (ir::ValueId a : nodes[size_t(m.rank[size_t(s)])].inputs)
       if (a != ir::kNoValue && kind[size_t(a)] >= 0) walk(a, s, Lin(1), -1);
   for (size_t q = 0; q < nn; ++q) {
-    bool view = ops::op(nodes[q].op).has(ops::kView);  // its input 0 is read through its output's reads
+    bool view = ops::has(nodes[q], ops::kView);  // its input 0 is read through its output's reads
     for (int s = m.aw[q].first; m.aw[q].first >= 0 && s <= m.aw[q].last; ++s)
       for (size_t i = view ? 1 : 0; i < nodes[q].inputs.size(); ++i)
         if (nodes[q].inputs[i] != ir::kNoValue) walk(nodes[q].inputs[i], s, m.R(s, int(q)), int(q));

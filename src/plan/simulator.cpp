@@ -44,7 +44,7 @@ std::vector<Candidate> candidates(const PlanInput& in) {
   ir::UseIndex uses(g);
   std::unordered_map<ir::ValueId, size_t> by_owner;
   std::vector<Candidate> out;
-  std::vector<bool> spoiled;  // a group holding a random op's output is never dropped
+  std::vector<bool> spoiled;  // a group holding what recomputation may not repeat is never dropped
   for (const ir::Value& v : g.values()) {
     if (v.role != ir::Role::activation) continue;
     ir::ValueId owner = L.storage[static_cast<size_t>(v.id)];
@@ -56,7 +56,7 @@ std::vector<Candidate> candidates(const PlanInput& in) {
     }
     out[it->second].members.push_back(v.id);
     int32_t p = uses.producer[static_cast<size_t>(v.id)];
-    if (ops::op(g.nodes()[static_cast<size_t>(p)].op).has(ops::kRandom)) spoiled[it->second] = true;
+    if (!ops::recomputable(g.nodes()[static_cast<size_t>(p)])) spoiled[it->second] = true;
   }
   std::vector<Candidate> kept;
   for (size_t i = 0; i < out.size(); ++i)

@@ -112,7 +112,7 @@ Profile describe(const ir::Graph& g) {
     r.role = v.role;
     r.def = L.def[id];
     r.view = !L.owns_storage(v.id);
-    r.random = r.def >= 0 && ops::op(nodes[static_cast<size_t>(r.def)].op).has(ops::kRandom);
+    r.random = r.def >= 0 && ops::has(nodes[static_cast<size_t>(r.def)], ops::kRandom);
     for (int32_t u : uses.users[id]) {
       if (is_backward(nodes[static_cast<size_t>(u)].phase)) {
         if (r.first_bwd < 0) r.first_bwd = u;

@@ -19,7 +19,7 @@ bool droppable(const ir::Graph& g, ir::ValueId v) {
   if (g.value(v).role != ir::Role::activation) return false;
   ir::UseIndex uses(g);
   int32_t p = uses.producer[static_cast<size_t>(v)];
-  return p >= 0 && !ops::op(g.nodes()[static_cast<size_t>(p)].op).has(ops::kRandom);
+  return p >= 0 && ops::recomputable(g.nodes()[static_cast<size_t>(p)]);
 }
 
 Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop) {
@@ -31,9 +31,12 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
     MUTWO_ASSERT(g.value(v).role == ir::Role::activation, "%{} is not an activation", g.value(v).name);
     dropped[static_cast<size_t>(v)] = true;
   }
-  // Kept at backward time: persistent values, and values made in the forward
-  // pass that the backward pass reads (activations, or values such as nll_loss's
-  // total weight) unless dropped. Everything else is recomputed when needed.
+  // Kept at backward time: persistent values, values made in the forward pass
+  // that the backward pass reads (activations, or values such as nll_loss's
+  // total weight) unless dropped, and outputs of what may not be recomputed
+  // (ops::recomputable: a dropout mask read only by the forward pass is held
+  // into the backward pass if a recomputation reads it). Everything else is
+  // recomputed when needed.
   std::vector<bool> kept(g.num_values(), false);
   for (const ir::Value& v : g.values()) {
     auto id = static_cast<size_t>(v.id);
@@ -42,8 +45,9 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
       kept[id] = ir::is_persistent(v.role);
       continue;
     }
-    if (in_backward(nodes[static_cast<size_t>(p)].phase) || nodes[static_cast<size_t>(p)].phase == ir::Phase::optimizer) {
-      kept[id] = true;  // made in the backward pass: not recomputation's business
+    if (in_backward(nodes[static_cast<size_t>(p)].phase) || nodes[static_cast<size_t>(p)].phase == ir::Phase::optimizer ||
+        !ops::recomputable(nodes[static_cast<size_t>(p)])) {
+      kept[id] = true;  // made in the backward pass, or not to be repeated: not recomputation's business
       continue;
     }
     bool read_in_bwd = false;
@@ -68,9 +72,8 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
     int32_t p = uses.producer[static_cast<size_t>(v)];
     MUTWO_ASSERT(p >= 0, "%{} has no producer to recompute it from", g.value(v).name);
     const ir::Node& src = nodes[static_cast<size_t>(p)];
-    MUTWO_ASSERT(!ops::op(src.op).has(ops::kRandom), "%{} is made by random op {}: it must be kept",
+    MUTWO_ASSERT(ops::recomputable(src), "%{} is made by {}, which is random or in place: it must be kept",
                  g.value(v).name, src.op);
-    MUTWO_ASSERT(!ops::op(src.op).has(ops::kInplace), "cannot recompute through in-place op {}", src.op);
     ir::Node clone = src;
     clone.phase = ir::Phase::recompute;
     // A clone never writes state: it leaves out what the op updates in place

@@ -5,6 +5,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <chrono>
+#include <fstream>
+#include <map>
 #include <optional>
 
 #ifdef MUTWO_WITH_CUDA
@@ -17,6 +19,7 @@
 #include "ops/kernel.h"
 #include "ops/op.h"
 #include "runtime/memory.h"
+#include "stepfile/step_file.h"
 #include "support/error.h"
 
 namespace mutwo::runtime {
@@ -28,6 +31,7 @@ struct Executor::Instr {
   std::vector<at::Tensor*> out;
   std::vector<at::Tensor*> release;
   bool view;
+  std::shared_ptr<const void> state;  // the op's prepare(node), if it has one
 };
 
 // The captured step (ExecutorOptions::cuda_graph). The caching allocator
@@ -54,7 +58,7 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
   for (size_t n = 0; n < graph_.nodes().size(); ++n) {
     const ir::Node& node = graph_.nodes()[n];
     const ops::OpDef& def = ops::op(node.op);
-    Instr ins{def.kernel, &node, {}, {}, {}, def.has(ops::kView)};
+    Instr ins{def.kernel, &node, {}, {}, {}, ops::has(node, ops::kView), def.prepare ? def.prepare(graph_, node) : nullptr};
     for (ir::ValueId v : node.inputs) ins.in.push_back(v == ir::kNoValue ? &absent_ : &slots_[static_cast<size_t>(v)]);
     for (ir::ValueId v : node.outputs) ins.out.push_back(&slots_[static_cast<size_t>(v)]);
     for (ir::ValueId v : liveness_.release_after[n]) ins.release.push_back(&slots_[static_cast<size_t>(v)]);
@@ -62,7 +66,7 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
   }
   if (options_.cuda_graph) {
     for (const ir::Node& node : graph_.nodes())
-      MUTWO_CHECK(!ops::op(node.op).has(ops::kStepCount),
+      MUTWO_CHECK(!ops::has(node, ops::kStepCount),
                   "--cuda-graph: {} changes its bias correction every step, which a captured graph cannot replay; "
                   "use --optimizer sgd or leave out --cuda-graph",
                   node.op);
@@ -88,14 +92,14 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
 
 Executor::~Executor() = default;
 
-// Liveness assumes view ops alias input 0 and every other output is fresh
+// Liveness assumes every output of a view op aliases input 0 and every other output is fresh
 // memory; a kernel that breaks this would make memory predictions wrong.
 void Executor::check_aliasing(const Instr& ins) {
   for (size_t i = 0; i < ins.out.size(); ++i) {
     const at::Tensor& o = *ins.out[i];
     MUTWO_ASSERT(o.defined(), "op {} left output {} undefined", ins.node->op, i);
     bool aliases_input0 = !ins.in.empty() && ins.in[0]->defined() && o.is_alias_of(*ins.in[0]);
-    if (ins.view && i == 0) {
+    if (ins.view) {
       MUTWO_ASSERT(aliases_input0, "view op {} returned a copy, not a view of its input", ins.node->op);
       continue;
     }
@@ -114,15 +118,39 @@ at::Tensor make_initial(const ir::TensorType& t, const ir::Init& init, at::Gener
     case ir::Init::uniform: return at::empty(t.shape, opts).uniform_(init.a, init.b, gen);
     case ir::Init::normal: return at::empty(t.shape, opts).normal_(init.a, init.b, gen);
     case ir::Init::randint: return at::randint(static_cast<int64_t>(init.b), t.shape, gen, opts);
+    case ir::Init::data: MUTWO_FAIL("a value with init=data is read from the graph's tensor file, not made");
   }
   return {};
 }
 
+// A value with Init::data: its bytes from the graph's tensor file.
+at::Tensor read_initial(const ir::Value& v, const std::map<std::string, stepfile::TensorEntry>& index, std::ifstream& file,
+                        const std::string& path) {
+  const std::string& name = v.name;
+  auto it = index.find(name);
+  MUTWO_CHECK(it != index.end(), "{}: no tensor '{}' for %{}", path, name, v.name);
+  MUTWO_CHECK(it->second.shape == v.type.shape && it->second.dtype == v.type.dtype, "{}: tensor '{}' is {}{}, %{} is {}", path,
+              name, ir::to_string(it->second.dtype), ir::shape_string(it->second.shape), v.name, ir::to_string(v.type));
+  at::Tensor t = at::empty(v.type.shape, at::TensorOptions().dtype(ops::to_aten(v.type.dtype)));
+  file.seekg(it->second.offset);
+  MUTWO_CHECK(file.read(static_cast<char*>(t.data_ptr()), it->second.bytes), "{}: truncated at tensor '{}'", path, name);
+  return t;
+}
+
 void Executor::initialize() {
   at::Generator gen = at::detail::createCPUGenerator(options_.seed);
+  std::map<std::string, stepfile::TensorEntry> index;
+  std::ifstream file;
+  for (const ir::Value& v : graph_.values())
+    if (ir::is_persistent(v.role) && v.init.kind == ir::Init::data && index.empty()) {
+      MUTWO_CHECK(!graph_.data_file.empty(), "%{} is read from a tensor file, but the graph names none (data \"FILE\")", v.name);
+      index = stepfile::read_tensor_index(graph_.data_file);
+      file.open(graph_.data_file, std::ios::binary);
+    }
   for (const ir::Value& v : graph_.values()) {
     if (!ir::is_persistent(v.role)) continue;
-    at::Tensor t = make_initial(v.type, v.init, gen);
+    at::Tensor t = v.init.kind == ir::Init::data ? read_initial(v, index, file, graph_.data_file)
+                                                 : make_initial(v.type, v.init, gen);
     slots_[static_cast<size_t>(v.id)] = options_.device.is_cpu() ? t : t.to(options_.device);
   }
   step_ = 0;
@@ -138,7 +166,7 @@ void Executor::run_nodes() {
   for (size_t n = 0; n < program_.size(); ++n) {
     Instr& ins = program_[n];
     if (observer_) observer_->before(n);
-    ops::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_};
+    ops::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_, ins.state.get()};
     ins.kernel(k);
     check_aliasing(ins);
     for (at::Tensor* t : ins.release) t->reset();

@@ -1,0 +1,396 @@
+// Loading a step file (see step_file.h and docs/step-file.md).
+#include "stepfile/step_file.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "analysis/reinplace.h"
+#include "ops/op.h"
+#include "support/error.h"
+
+namespace mutwo::stepfile {
+
+namespace {
+
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  MUTWO_CHECK(in, "cannot open {}: check the path", path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+ir::DType parse_dtype(const std::string& s, const std::string& where) {
+  // The step file names ir's types; safetensors names its own.
+  static const std::pair<const char*, ir::DType> kSafetensors[] = {
+      {"F32", ir::DType::f32}, {"F64", ir::DType::f64}, {"F16", ir::DType::f16}, {"BF16", ir::DType::bf16},
+      {"I64", ir::DType::i64}, {"I32", ir::DType::i32}, {"BOOL", ir::DType::boolean}};
+  for (const auto& [name, t] : kSafetensors)
+    if (s == name) return t;
+  auto d = ir::parse_dtype(s);
+  MUTWO_CHECK(d, "{}: unsupported dtype '{}' (f32, f64, f16, bf16, i64, i32, bool)", where, s);
+  return *d;
+}
+
+// Typed field access with messages that name the field.
+const json& field(const json& j, const char* key, const std::string& where) {
+  MUTWO_CHECK(j.is_object(), "{}: expected an object", where);
+  auto it = j.find(key);
+  MUTWO_CHECK(it != j.end(), "{}: missing field '{}'", where, key);
+  return *it;
+}
+std::string str(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  MUTWO_CHECK(v.is_string(), "{}: field '{}' must be a string, got {}", where, key, v.dump());
+  return v.get<std::string>();
+}
+ir::Shape ints(const json& j, const char* key, const std::string& where) {
+  const json& v = field(j, key, where);
+  MUTWO_CHECK(v.is_array(), "{}: field '{}' must be a list of integers", where, key);
+  ir::Shape out;
+  for (const json& e : v) {
+    MUTWO_CHECK(e.is_number_integer() && e.get<int64_t>() >= 0, "{}: field '{}' must hold integers >= 0, got {}", where,
+                key, e.dump());
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+bool valid_name(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
+}
+
+struct Loader {
+  ir::Graph g;
+  std::unordered_map<std::string, ir::ValueId> by_step_name;  // the step file's names -> values
+  std::vector<bool> defined;                                  // made by a node loaded so far, or a graph input
+  std::vector<ir::ValueId> storage;                           // value -> the value owning its storage
+
+  ir::ValueId value(const std::string& name, const std::string& where) const {
+    auto it = by_step_name.find(name);
+    MUTWO_CHECK(it != by_step_name.end(), "{}: no value named '{}' in values", where, name);
+    return it->second;
+  }
+};
+
+// Replaces every {"t": name} in `arg` by "%i", appending the value to the node's inputs.
+json bind_tensors(Loader& L, const json& arg, ir::Node& node, const std::string& where) {
+  if (arg.is_array()) {
+    json out = json::array();
+    for (const json& e : arg) out.push_back(bind_tensors(L, e, node, where));
+    return out;
+  }
+  if (!arg.is_object() || !arg.contains("t")) return arg;
+  MUTWO_CHECK(arg.size() == 1 && arg["t"].is_string(), "{}: a tensor argument is {{\"t\": name}}, got {}", where, arg.dump());
+  ir::ValueId v = L.value(arg["t"].get<std::string>(), where);
+  MUTWO_CHECK(L.defined[static_cast<size_t>(v)], "{}: %{} is used before any node makes it", where, arg["t"].get<std::string>());
+  node.inputs.push_back(v);
+  return "%" + std::to_string(node.inputs.size() - 1);
+}
+
+void load_values(Loader& L, const json& values, const fs::path& dir, const std::string& data_name) {
+  MUTWO_CHECK(values.is_array(), "values: expected a list");
+  const std::string data_path = (dir / data_name).string();
+  const auto index = read_tensor_index(data_path);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const json& v = values[i];
+    std::string where = fmt::format("values[{}]", i);
+    const std::string name = str(v, "name", where);
+    where = fmt::format("value '{}'", name);
+    MUTWO_CHECK(valid_name(name), "{}: names are letters, digits, '_', '.' and '-'", where);
+    MUTWO_CHECK(!L.by_step_name.count(name), "{}: defined twice", where);
+    const std::string role = str(v, "role", where);
+    ir::TensorType type{ints(v, "shape", where), parse_dtype(str(v, "dtype", where), where)};
+    std::string graph_name = name;
+    ir::Role r = ir::Role::other;
+    ir::Init init;
+    bool from_data = false;
+    if (role == "parameter" || role == "buffer") {
+      graph_name = str(v, "qualname", where);
+      r = role == "parameter" ? ir::Role::parameter : ir::Role::buffer;
+      from_data = true;
+    } else if (role == "input") {
+      const json& idx = field(v, "index", where);
+      MUTWO_CHECK(idx.is_number_integer(), "{}: field 'index' must be an integer", where);
+      graph_name = fmt::format("input{}", idx.get<int64_t>());
+      r = ir::Role::input;
+      from_data = true;
+    } else if (role == "constant") {
+      r = ir::Role::buffer;
+      from_data = true;
+    } else if (role == "tangent") {
+      r = ir::Role::input;
+      init.kind = ir::Init::ones;
+    } else if (role == "gradient") {
+      r = ir::Role::gradient;
+    } else {
+      MUTWO_CHECK(role == "intermediate", "{}: unknown role '{}' (parameter, buffer, input, constant, tangent, gradient, intermediate)",
+                  where, role);
+    }
+    if (from_data) {
+      init.kind = ir::Init::data;
+      auto it = index.find(graph_name);
+      MUTWO_CHECK(it != index.end(), "{}: no tensor '{}' in {}", where, graph_name, data_path);
+      MUTWO_CHECK(it->second.shape == type.shape && it->second.dtype == type.dtype,
+                  "{}: {} declares {}{} but values declares {}", where, data_path, ir::to_string(it->second.dtype),
+                  ir::shape_string(it->second.shape), ir::to_string(type));
+    }
+    MUTWO_CHECK(valid_name(graph_name) && L.g.find(graph_name) == ir::kNoValue, "{}: its name '{}' is invalid or taken", where,
+                graph_name);
+    ir::ValueId id = L.g.add_value(graph_name, type, r, init);
+    L.by_step_name.emplace(name, id);
+    L.defined.push_back(ir::is_persistent(r));
+    L.storage.push_back(id);
+  }
+  L.g.data_file = data_path;
+}
+
+// The node's tags for the generic op, from what the step file says of its schema.
+std::string node_tags(Loader& L, const json& n, ir::Node& node, const std::vector<int>& first_input_of_arg,
+                      const std::string& where) {
+  std::vector<std::string> tags;
+  bool view = false, inplace = false, random = false;
+  for (const json& t : field(n, "tags", where)) {
+    MUTWO_CHECK(t.is_string(), "{}: tags must be strings", where);
+    if (t == "nondeterministic_seeded") random = true;
+    else if (t == "view") view = true;
+    else if (t == "inplace") inplace = true;
+  }
+  const json& alias = field(n, "alias_of", where);
+  MUTWO_CHECK(alias.is_null() || alias.is_number_integer(), "{}: alias_of must be an integer or null", where);
+  MUTWO_CHECK(alias.is_null() || alias.get<int64_t>() == 0,
+              "{}: its outputs alias argument {}; mutwo supports ops whose outputs alias their first argument only", where,
+              alias.is_null() ? 0 : alias.get<int64_t>());
+  MUTWO_CHECK(!(view || inplace) || !alias.is_null(), "{}: a view or in-place op needs alias_of", where);
+  MUTWO_CHECK(alias.is_null() || (!first_input_of_arg.empty() && first_input_of_arg[0] == 0),
+              "{}: its outputs alias argument 0, which is not a tensor", where);
+  std::vector<int64_t> mutates;
+  for (const json& m : field(n, "mutates", where)) {
+    MUTWO_CHECK(m.is_number_integer() && m.get<int64_t>() >= 0 &&
+                    static_cast<size_t>(m.get<int64_t>()) < first_input_of_arg.size() &&
+                    first_input_of_arg[static_cast<size_t>(m.get<int64_t>())] >= 0,
+                "{}: mutates {} does not name a tensor argument", where, m.dump());
+    int in = first_input_of_arg[static_cast<size_t>(m.get<int64_t>())];
+    if (inplace && in == 0) continue;  // the aliased argument, below
+    ir::ValueId v = node.inputs[static_cast<size_t>(in)];
+    MUTWO_CHECK(ir::is_persistent(L.g.value(v).role) && L.g.value(v).role != ir::Role::input,
+                "{}: writes into %{}, which is not a parameter or buffer; capture the step functionalised (torch 2.x)",
+                where, L.g.value(v).name);
+    mutates.push_back(in);
+  }
+  if (random) tags.push_back("random");
+  if (inplace) {
+    // Written over argument 0 and returned: into persistent state, an update
+    // that is never repeated; into a temporary, a buffer reused (kOverwrite).
+    ir::ValueId root = L.storage[static_cast<size_t>(node.inputs[0])];
+    if (ir::is_persistent(L.g.value(root).role)) {
+      MUTWO_CHECK(L.g.value(root).role != ir::Role::input, "{}: writes into the input %{}", where, L.g.value(root).name);
+      tags.push_back("view");
+      mutates.insert(mutates.begin(), 0);
+    } else {
+      tags.push_back("overwrite");
+    }
+    tags.push_back("inplace");
+  } else if (view) {
+    tags.push_back("view");
+  }
+  if (!mutates.empty()) node.attrs.set("mutates", mutates);
+  std::string out;
+  for (const auto& t : tags) out += (out.empty() ? "" : ",") + t;
+  return out;
+}
+
+void load_node(Loader& L, const json& n, size_t index) {
+  std::string where = fmt::format("nodes[{}]", index);
+  const std::string target = str(n, "target", where);
+  const std::string overload = str(n, "overload", where);
+  where = fmt::format("node {} ({}.{})", index, target, overload);
+  MUTWO_CHECK(target.rfind("aten::", 0) == 0 || target.rfind("prims::", 0) == 0,
+              "{}: not an ATen operator; mutwo runs ATen ops only (a higher-order op or a graph break?)", where);
+  ir::Node node;
+  node.op = "aten";
+  const json& args = field(n, "args", where);
+  MUTWO_CHECK(args.is_array(), "{}: args must be a list", where);
+  json bound = json::array();
+  std::vector<int> first_input_of_arg;
+  for (const json& a : args) {
+    size_t before = node.inputs.size();
+    bound.push_back(bind_tensors(L, a, node, where));
+    first_input_of_arg.push_back(node.inputs.size() > before ? static_cast<int>(before) : -1);
+  }
+  node.attrs.set("target", target);
+  node.attrs.set("overload", overload);
+  node.attrs.set("args", bound.dump());
+  std::string tags = node_tags(L, n, node, first_input_of_arg, where);
+  if (!tags.empty()) node.attrs.set("tags", tags);
+  const json& outs = field(n, "outputs", where);
+  MUTWO_CHECK(outs.is_array(), "{}: outputs must be a list", where);
+  std::vector<int64_t> returns;
+  for (const json& o : outs) {
+    if (o.is_null()) {
+      returns.push_back(-1);
+      continue;
+    }
+    MUTWO_CHECK(o.is_string(), "{}: an output is a value name or null, got {}", where, o.dump());
+    ir::ValueId v = L.value(o.get<std::string>(), where);
+    MUTWO_CHECK(!L.defined[static_cast<size_t>(v)], "{}: output %{} is a graph input or made twice", where, o.get<std::string>());
+    L.defined[static_cast<size_t>(v)] = true;
+    returns.push_back(static_cast<int64_t>(node.outputs.size()));
+    node.outputs.push_back(v);
+    if (tags.find("view") != std::string::npos || tags.find("overwrite") != std::string::npos)
+      L.storage[static_cast<size_t>(v)] = L.storage[static_cast<size_t>(node.inputs[0])];
+  }
+  node.attrs.set("returns", returns);
+  if (auto it = n.find("scope"); it != n.end() && it->is_string()) node.scope = it->get<std::string>();
+  L.g.append(std::move(node));
+}
+
+// Phases from structure: a node is forward if the loss depends on it, else
+// backward. The forward nodes go first, each part in the captured order (a node
+// the loss does not depend on feeds nothing the loss depends on, so moving it
+// later keeps every use after its definition).
+void order_by_phase(ir::Graph& g, ir::ValueId loss) {
+  ir::UseIndex uses(g);
+  auto& nodes = g.nodes();
+  std::vector<bool> feeds(nodes.size(), false);
+  std::vector<ir::ValueId> work{loss};
+  while (!work.empty()) {
+    ir::ValueId v = work.back();
+    work.pop_back();
+    int32_t p = uses.producer[static_cast<size_t>(v)];
+    if (p < 0 || feeds[static_cast<size_t>(p)]) continue;
+    feeds[static_cast<size_t>(p)] = true;
+    for (ir::ValueId in : nodes[static_cast<size_t>(p)].inputs)
+      if (in != ir::kNoValue) work.push_back(in);
+  }
+  std::vector<ir::Node> ordered;
+  ordered.reserve(nodes.size());
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (feeds[i] == (pass == 0)) {
+        ordered.push_back(nodes[i]);
+        ordered.back().phase = pass == 0 ? ir::Phase::forward : ir::Phase::backward;
+      }
+  nodes = std::move(ordered);
+}
+
+}  // namespace
+
+bool is_step_file(const std::string& path) { return fs::path(path).extension() == ".json"; }
+
+std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  MUTWO_CHECK(in, "cannot open the tensor file {}: it must lie next to the step file, as capture wrote it", path);
+  const auto size = static_cast<int64_t>(in.tellg());
+  in.seekg(0);
+  uint64_t header_len = 0;
+  unsigned char len_bytes[8];
+  MUTWO_CHECK(size >= 8 && in.read(reinterpret_cast<char*>(len_bytes), 8), "{}: truncated (no header length)", path);
+  for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];
+  MUTWO_CHECK(header_len <= static_cast<uint64_t>(size - 8), "{}: truncated (header of {} bytes in a file of {})", path,
+              header_len, size);
+  std::string header(header_len, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  json h;
+  try {
+    h = json::parse(header);
+  } catch (const json::exception& e) {
+    MUTWO_FAIL("{}: its header is not JSON: {}", path, e.what());
+  }
+  MUTWO_CHECK(h.is_object(), "{}: its header is not a JSON object", path);
+  const int64_t data_start = 8 + static_cast<int64_t>(header_len);
+  std::map<std::string, TensorEntry> out;
+  for (const auto& [name, e] : h.items()) {
+    if (name == "__metadata__") continue;
+    const std::string where = fmt::format("{}: tensor '{}'", path, name);
+    TensorEntry t;
+    t.dtype = parse_dtype(str(e, "dtype", where), where);
+    t.shape = ints(e, "shape", where);
+    ir::Shape range = ints(e, "data_offsets", where);
+    MUTWO_CHECK(range.size() == 2 && range[0] <= range[1], "{}: data_offsets must be [begin, end]", where);
+    t.offset = data_start + range[0];
+    t.bytes = range[1] - range[0];
+    const ir::TensorType type{t.shape, t.dtype};
+    MUTWO_CHECK(t.bytes == type.bytes(), "{}: {} bytes for {} elements of {}", where, t.bytes, type.numel(),
+                ir::to_string(t.dtype));
+    MUTWO_CHECK(t.offset + t.bytes <= size, "{}: truncated (its bytes end at {}, the file at {})", where,
+                t.offset + t.bytes, size);
+    out.emplace(name, std::move(t));
+  }
+  return out;
+}
+
+ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& optimizer) {
+  json doc;
+  try {
+    doc = json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    MUTWO_FAIL("{}: not a step file (truncated or not JSON): {}", path, e.what());
+  }
+  try {
+    const bool is_step = doc.is_object() && doc.value("format", "") == "mutwo-step";
+    MUTWO_CHECK(is_step,
+                "field 'format': expected \"mutwo-step\" (write step files with python/mutwo/capture.py)");
+    const json& version = field(doc, "version", "top level");
+    MUTWO_CHECK(version == kVersion, "field 'version': {} is not supported; this mutwo reads version {}", version.dump(), kVersion);
+    Loader L;
+    L.g.name = doc.value("name", fs::path(path).stem().string());
+    load_values(L, field(doc, "values", "top level"), fs::path(path).parent_path(), str(doc, "data", "top level"));
+    const json& nodes = field(doc, "nodes", "top level");
+    MUTWO_CHECK(nodes.is_array() && !nodes.empty(), "field 'nodes': expected a non-empty list");
+    for (size_t i = 0; i < nodes.size(); ++i) load_node(L, nodes[i], i);
+    const ir::ValueId loss = L.value(str(doc, "loss", "top level"), "field 'loss'");
+    MUTWO_CHECK(L.g.type(loss).shape.empty() && ir::is_floating(L.g.type(loss).dtype),
+                "field 'loss': %{} must be a floating-point scalar, not {}", L.g.value(loss).name, ir::to_string(L.g.type(loss)));
+    // Functionalised graphs (torch 2.x) return new buffer values: copy them in.
+    if (auto it = doc.find("buffer_updates"); it != doc.end()) {
+      for (size_t i = 0; i < it->size(); ++i) {
+        const std::string where = fmt::format("buffer_updates[{}]", i);
+        ir::ValueId buf = L.value(str((*it)[i], "buffer", where), where);
+        ir::ValueId val = L.value(str((*it)[i], "value", where), where);
+        MUTWO_CHECK(L.g.value(buf).role == ir::Role::buffer, "{}: %{} is not a buffer", where, L.g.value(buf).name);
+        MUTWO_CHECK(L.g.type(buf) == L.g.type(val), "{}: %{} is {}, its update {}", where, L.g.value(buf).name,
+                    ir::to_string(L.g.type(buf)), ir::to_string(L.g.type(val)));
+        ir::Node copy;
+        copy.op = "aten";
+        copy.inputs = {buf, val};
+        copy.outputs = {L.g.add_value(L.g.unique_name(L.g.value(buf).name + ".updated"), L.g.type(buf), ir::Role::other)};
+        copy.attrs = {{"target", std::string("aten::copy_")}, {"overload", std::string("default")},
+                      {"args", std::string(R"(["%0","%1",false])")}, {"tags", std::string("view,inplace")},
+                      {"mutates", std::vector<int64_t>{0}}, {"returns", std::vector<int64_t>{0}}};
+        L.g.append(std::move(copy));
+      }
+    }
+    order_by_phase(L.g, loss);
+    std::vector<std::pair<ir::ValueId, ir::ValueId>> grads;
+    for (const json& v : doc["values"]) {
+      if (v.value("role", "") != "gradient") continue;
+      const std::string where = fmt::format("value '{}'", v.value("name", ""));
+      ir::ValueId p = L.value(str(v, "of", where), where + ": field 'of'");
+      MUTWO_CHECK(L.g.value(p).role == ir::Role::parameter, "{}: 'of' names %{}, which is not a parameter", where,
+                  L.g.value(p).name);
+      ir::ValueId gv = L.value(v["name"].get<std::string>(), where);
+      MUTWO_CHECK(L.g.type(gv) == L.g.type(p), "{}: a gradient of type {} for a parameter of type {}", where,
+                  ir::to_string(L.g.type(gv)), ir::to_string(L.g.type(p)));
+      grads.emplace_back(p, gv);
+    }
+    autodiff::assign_roles(L.g);
+    autodiff::append_optimizer(L.g, grads, optimizer);
+    L.g.outputs = {loss};
+    analysis::reinplace(L.g);
+    ops::verify(L.g);
+    return std::move(L.g);
+  } catch (const UserError& e) {
+    MUTWO_FAIL("{}: {}", path, e.what());
+  }
+}
+
+}  // namespace mutwo::stepfile

@@ -1,0 +1,42 @@
+// The step file: a training step captured from PyTorch (python/mutwo/capture.py)
+// as JSON plus a tensor file (docs/step-file.md). Loading validates every field,
+// turns each ATen call into a node of the generic `aten` op, labels phases and
+// roles from structure and appends mutwo's optimizer step: the result is a
+// training-step graph like a zoo model's. ATen-free: the tensor file is only
+// indexed here; runtime/ reads its bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "autodiff/autodiff.h"
+#include "ir/graph.h"
+
+namespace mutwo::stepfile {
+
+inline constexpr int kVersion = 1;
+
+// One tensor of a safetensors-layout file: where its bytes are.
+struct TensorEntry {
+  ir::DType dtype = ir::DType::f32;
+  ir::Shape shape;
+  int64_t offset = 0;  // from the start of the file
+  int64_t bytes = 0;
+};
+
+// The header of a safetensors-layout file, checked against the file's size.
+// Throws UserError naming the file and the entry that is wrong.
+std::map<std::string, TensorEntry> read_tensor_index(const std::string& path);
+
+// True for a path that names a step file (".json") rather than IR text.
+bool is_step_file(const std::string& path);
+
+// Loads `path` and its tensor file into a verified training-step graph ending
+// in `optimizer`'s step. Parameter, buffer and input values take their
+// qualified names ("layer1.0.conv1.weight", "input0"). Throws UserError naming
+// the node or field at fault.
+ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& optimizer);
+
+}  // namespace mutwo::stepfile
