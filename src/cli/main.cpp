@@ -23,6 +23,7 @@
 #include "models/model.h"
 #include "runtime/executor.h"
 #include "runtime/memory.h"
+#include "runtime/tensor_file.h"
 #include "ops/op.h"
 #include "support/error.h"
 #include "support/units.h"
@@ -41,6 +42,7 @@ struct RunCommand {
   bool json_out = false;
   bool cuda_graph = false;
   bool deterministic = false;
+  std::string save;
 
   void add_to(CLI::App& app) {
     step.add_to(app);
@@ -51,6 +53,9 @@ struct RunCommand {
                  "deterministic kernels (warn-only), so that two runs from one seed give the same losses");
     app.add_option("--device", device, "cpu or cuda")->capture_default_str();
     app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
+    app.add_option("--save", save,
+                   "after the last step, write the parameters, buffers and optimizer state to this file "
+                   "(safetensors layout, keyed by value name)");
     app.add_flag("--json", json_out, "end with one JSON line");
   }
 
@@ -79,6 +84,14 @@ struct RunCommand {
       reserved = std::max(reserved, r.reserved_peak_bytes);
       fmt::print("step {:>4}  loss {:.6f}  {:.2f} ms  peak {}\n", s + 1, r.outputs[0], r.ms, format_bytes(r.peak_bytes));
       std::fflush(stdout);
+    }
+    if (!save.empty()) {
+      std::vector<std::pair<std::string, at::Tensor>> state;
+      for (const ir::Value& v : g.values())
+        if (v.role == ir::Role::parameter || v.role == ir::Role::buffer || v.role == ir::Role::optimizer_state)
+          state.emplace_back(v.name, ex.value(v.id));
+      runtime::write_tensor_file(save, state);
+      fmt::print("saved {} tensors to {}\n", state.size(), save);
     }
     const auto& L = ex.liveness();
     fmt::print("peak memory {} (liveness predicts {} before kernel workspace), median step {:.2f} ms\n",

@@ -171,6 +171,7 @@ int OptimizeCommand::run() const {
              {"dropped", p.plan.drop.size()},
              {"dropped_bytes", dropped_bytes}}},
            {"fits", fits},
+           {"feasible", p.plan.feasible},
            {"check", check_result},
            {"out_dir", out}};
     std::cout << j.dump() << std::endl;

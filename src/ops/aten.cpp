@@ -173,7 +173,9 @@ c10::IValue decode_scalar(const json& j, const c10::TypePtr& t, const std::strin
     return i;
   }
   MUTWO_CHECK(j.is_object() && j.size() == 1, "{}: unsupported argument {}", where, j.dump());
-  const auto& [key, v] = *j.items().begin();
+  const auto it = j.begin();
+  const std::string key = it.key();
+  const json& v = it.value();
   if (key == "f") {
     double d = decode_float(j, where);
     if (is_tensor_type(t)) return wrapped_number(c10::Scalar(d));

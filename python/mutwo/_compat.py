@@ -1,0 +1,163 @@
+# Every difference between torch versions that mutwo.capture meets, in one
+# place: torch 1.13 (functorch.compile, real-tensor tracing, in-place
+# batch_norm, buffer mutations dropped) and torch 2.x (torch._functorch, fake
+# tensors, functionalised graphs that return new buffer values as extra forward
+# outputs, nn_module_stack metadata).
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+import torch.fx
+
+TORCH_2: bool = int(torch.__version__.split(".")[0]) >= 2
+
+if TORCH_2:
+    from torch._functorch.aot_autograd import aot_function, make_boxed_func
+    from torch._functorch.partitioners import default_partition
+else:
+    from functorch.compile import aot_function, default_partition, make_boxed_func
+
+# Names of random ATen ops, for a torch without OpOverload.tags (and added to
+# the tags where they exist, which changes nothing for a correctly tagged op).
+_RANDOM_EXACT = {"bernoulli", "bernoulli_", "native_dropout", "multinomial", "randperm", "uniform_",
+                 "exponential_", "dropout", "dropout_", "feature_dropout", "alpha_dropout",
+                 "feature_alpha_dropout", "_fused_dropout", "cauchy_", "geometric_", "log_normal_",
+                 "random_", "poisson", "rrelu_with_noise", "_standard_gamma", "normal_functional"}
+_RANDOM_PREFIXES = ("rand", "normal")  # rand, rand_like, randn, randn_like, randint*, normal, normal_
+
+
+def functional_call(module: torch.nn.Module, tensors: dict[str, torch.Tensor], args: tuple) -> Any:
+    """module(*args) with its parameters and buffers replaced by `tensors`."""
+    if TORCH_2:
+        return torch.func.functional_call(module, tensors, args, tie_weights=False)
+    from torch.nn.utils import stateless
+    return stateless.functional_call(module, tensors, args)
+
+
+def partition(joint_module: torch.fx.GraphModule, joint_inputs: Any, kwargs: dict) -> Any:
+    """Calls the default partitioner with what AOTAutograd gave our hook."""
+    if TORCH_2:
+        return default_partition(joint_module, joint_inputs, **kwargs)
+    return default_partition(joint_module, joint_inputs)
+
+
+def num_fwd_outputs(joint_module: torch.fx.GraphModule, kwargs: dict) -> int:
+    """How many of the joint graph's outputs belong to the forward.
+
+    torch 2.x passes it to the partitioner (mutated inputs' new values, then
+    the user's outputs, then bases of aliased outputs); torch 1.13 keeps it in
+    the output pytree spec ([forward outputs], [gradients]).
+    """
+    if "num_fwd_outputs" in kwargs:
+        return int(kwargs["num_fwd_outputs"])
+    return joint_module._out_spec.children_specs[0].num_leaves
+
+
+def primals_match(joint_inputs: Any, flat: Sequence[torch.Tensor]) -> bool:
+    """Whether AOTAutograd's primals are `flat`, in our order.
+
+    torch 1.13 traces the real tensors, so identity is checked; torch 2.x hands
+    the partitioner fake tensors, so dtype and shape are.
+    """
+    primals = list(joint_inputs[0])
+    if len(primals) != len(flat):
+        return False
+    if TORCH_2:
+        return all(p.dtype == f.dtype and tuple(p.shape) == tuple(f.shape) for p, f in zip(primals, flat))
+    return all(p is f for p, f in zip(primals, flat))
+
+
+def run_fx(interpreter: torch.fx.Interpreter, flat_inputs: Sequence[Any]) -> list:
+    """Runs a joint graph on flat inputs; returns its flat output list."""
+    return list(interpreter.run(*flat_inputs, enable_io_processing=False))
+
+
+def op_tags(op: torch._ops.OpOverload) -> set[str]:
+    """`torch.Tag` names of an OpOverload (empty on a torch without tags)."""
+    return {str(t).split(".")[-1] for t in getattr(op, "tags", ())}
+
+
+def is_random(op: torch._ops.OpOverload) -> bool:
+    name = op._schema.name.split("::")[-1]
+    return ("nondeterministic_seeded" in op_tags(op) or name in _RANDOM_EXACT
+            or name.startswith(_RANDOM_PREFIXES))
+
+
+def scope(node: torch.fx.Node, wrapper_attr: str) -> str:
+    """The module path of a node (torch 2.x records nn_module_stack; 1.13 does not).
+
+    The innermost entry's path is taken and the capture wrapper's attribute
+    (`wrapper_attr.`) stripped from its front; a path outside the model
+    (the wrapper itself, the loss function) gives "".
+    """
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack")
+    if not stack:
+        return ""
+    path = list(stack.values())[-1]
+    path = path[0] if isinstance(path, (tuple, list)) else path
+    path = str(path)
+    for head in ("L['self'].", "L__self__."):
+        if path.startswith(head):
+            path = path[len(head):]
+    if path == wrapper_attr:
+        return ""
+    if path.startswith(wrapper_attr + "."):
+        return path[len(wrapper_attr) + 1:]
+    return path
+
+
+# Functional ops of torch 2.x whose outputs are new values of some arguments:
+# {schema name: {output position: argument position}}.
+_FUNCTIONAL_UPDATES = {
+    "aten::_native_batch_norm_legit_functional": {3: 3, 4: 4},
+}
+# Out-of-place ops that functionalisation makes of `buffer.op_(...)`: the
+# first argument is the old value of the buffer.
+_FUNCTIONAL_OF_INPLACE = {"aten::add", "aten::sub", "aten::mul", "aten::div", "aten::copy",
+                          "aten::fill", "aten::zero", "aten::lerp", "aten::addcmul", "aten::addcdiv",
+                          "aten::clamp", "aten::_to_copy"}
+
+MUTATIONS_AS_OUTPUTS: bool = TORCH_2
+
+
+def match_buffer_updates(fwd_outputs: Sequence[Optional[torch.fx.Node]], mutated: Sequence[int],
+                         placeholders: Sequence[torch.fx.Node],
+                         fail: Callable[[str], Exception]) -> list[tuple[int, torch.fx.Node]]:
+    """torch 2.x: which forward output holds the new value of which mutated primal.
+
+    Method: AOTAutograd puts the new values of the mutated inputs first among
+    the forward outputs, in input order. `mutated` (primal positions, sorted)
+    is found from the real run: the primals whose version counter moved while
+    the compiled step ran its epilogue (copy_ back into the inputs), minus
+    those a node of the graph writes itself. Each pairing is then confirmed
+    from the graph where the producer says which input it updates:
+    `_native_batch_norm_legit_functional` outputs 3 and 4 are the new
+    running_mean and running_var of its arguments 3 and 4, and the functional
+    form of an in-place op (`add(num_batches_tracked, 1)`) takes the old value
+    as its first argument. The caller also checks dtype and shape.
+    """
+    pairs = []
+    if len(mutated) > len(fwd_outputs) - 1:
+        raise fail(f"{len(mutated)} buffers change but the graph returns only {len(fwd_outputs) - 1} "
+                   "new values besides the loss")
+    for k, p in enumerate(mutated):
+        out = fwd_outputs[k]
+        ph = placeholders[p]
+        if not isinstance(out, torch.fx.Node) or out.op != "call_function":
+            raise fail(f"the new value of {ph.name} is not computed by a node")
+        src, pos = out, None
+        if out.target is operator.getitem:
+            src, pos = out.args[0], out.args[1]
+        if isinstance(src.target, torch._ops.OpOverload):
+            name = src.target._schema.name
+            if name in _FUNCTIONAL_UPDATES:
+                arg = _FUNCTIONAL_UPDATES[name].get(pos)
+                if arg is None or src.args[arg] is not ph:
+                    raise fail(f"output {k} ({out.name}) does not update {ph.name}")
+            elif name in _FUNCTIONAL_OF_INPLACE and pos is None:
+                if not src.args or src.args[0] is not ph:
+                    raise fail(f"output {k} ({out.name}) does not update {ph.name}")
+        pairs.append((p, out))
+    return pairs

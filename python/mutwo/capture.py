@@ -1,0 +1,732 @@
+# Writes a model's training step as a mutwo step file (docs/step-file.md):
+# AOTAutograd traces the joint forward+backward graph of loss_fn(model, *inputs),
+# each ATen call becomes a node, and the parameters, buffers and inputs go to a
+# safetensors side file. Used as a library (capture()) or from the command line:
+#   python3 -m mutwo.capture MODULE:FUNCTION --out step.json [--name NAME]
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib
+import json
+import math
+import operator
+import os
+import platform
+import struct
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional, Sequence
+
+import torch
+import torch.fx
+
+from mutwo import _compat
+
+FORMAT = "mutwo-step"
+VERSION = 1
+WRAPPER_ATTR = "mutwo_model"  # the model's attribute in the capture wrapper
+
+DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
+          torch.int64: "i64", torch.int32: "i32", torch.bool: "bool"}
+_SAFETENSORS_DTYPES = {"f32": "F32", "f64": "F64", "f16": "F16", "bf16": "BF16", "i64": "I64",
+                       "i32": "I32", "bool": "BOOL"}
+_MEMORY_FORMATS = {torch.contiguous_format: "contiguous", torch.preserve_format: "preserve",
+                   torch.channels_last: "channels_last", torch.channels_last_3d: "channels_last_3d"}
+_LAYOUTS = {torch.strided: "strided"}
+
+# Ops whose schema does not declare that they write their running statistics
+# (arguments 3 and 4) when `training` (argument 5) is true.
+_UNDECLARED_WRITES = {"aten::native_batch_norm": (3, 4), "aten::cudnn_batch_norm": (3, 4),
+                      "aten::miopen_batch_norm": (3, 4), "aten::_batch_norm_impl_index": (3, 4)}
+# Ops that read data out of a tensor or make shapes depend on it.
+_DATA_DEPENDENT = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::sym_size",
+                   "aten::sym_stride", "aten::sym_numel", "aten::sym_storage_offset",
+                   "aten::masked_select", "aten::is_nonzero", "aten::equal"}
+
+
+class CaptureError(Exception):
+    """A training step that cannot be written as a step file; the message is one line naming the node."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Tracing
+
+
+@dataclass
+class Primal:
+    role: str  # parameter, buffer or input
+    key: Any  # qualname (parameter, buffer) or position in example_inputs (input)
+    tensor: torch.Tensor  # the value before the step (a copy, not the model's tensor)
+
+
+@dataclass
+class Joint:
+    """The traced joint graph and what it needs to run."""
+    gm: torch.fx.GraphModule
+    primals: list[Primal]
+    loss: torch.fx.Node
+    gradients: dict[int, torch.fx.Node]  # primal position -> node holding its gradient
+    buffer_updates: list[tuple[int, torch.fx.Node]]  # (primal position, new value) on torch 2.x
+    placeholders: list[torch.fx.Node] = field(default_factory=list)
+    tangents: list[torch.fx.Node] = field(default_factory=list)
+
+    def inputs(self) -> list[torch.Tensor]:
+        """Fresh copies of the graph's inputs: the primals, then d(loss)/d(loss) = 1."""
+        ones = [torch.ones(tuple(t.meta["mutwo_shape"]), dtype=t.meta["mutwo_dtype"], device=t.meta["mutwo_device"])
+                for t in self.tangents]
+        return [p.tensor.clone() for p in self.primals] + ones
+
+    def run(self) -> list:
+        """Runs the joint graph once on fresh inputs with torch's global RNG; returns its flat outputs."""
+        with torch.no_grad():
+            return _compat.run_fx(torch.fx.Interpreter(self.gm), self.inputs())
+
+
+class _Wrapper(torch.nn.Module):
+    """forward(*inputs) = loss_fn(model, *inputs), so that the loss is part of the graph."""
+
+    def __init__(self, model: torch.nn.Module, loss_fn: Callable) -> None:
+        super().__init__()
+        setattr(self, WRAPPER_ATTR, model)
+        self.loss_fn = loss_fn
+
+    def forward(self, *inputs: Any) -> Any:
+        return self.loss_fn(getattr(self, WRAPPER_ATTR), *inputs)
+
+
+@contextmanager
+def _rng_preserved() -> Iterator[None]:
+    """Restores torch's CPU and CUDA RNG states on exit."""
+    cpu = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+
+
+def _node_error(node: torch.fx.Node, why: str) -> CaptureError:
+    return CaptureError(f"node {node.name} ({_op_name(node)}): {why}")
+
+
+def _op_name(node: torch.fx.Node) -> str:
+    t = node.target
+    if isinstance(t, torch._ops.OpOverload):
+        return f"{t._schema.name}.{t._schema.overload_name or 'default'}"
+    return getattr(t, "__name__", str(t))
+
+
+def _user_frame(exc: BaseException) -> str:
+    """file:line of the innermost traceback frame outside torch and mutwo."""
+    tb, where = exc.__traceback__, ""
+    while tb is not None:
+        f = tb.tb_frame.f_code.co_filename
+        if not any(s in f for s in (os.sep + "torch" + os.sep, os.sep + "functorch" + os.sep,
+                                    os.sep + "mutwo" + os.sep, "contextlib")):
+            where = f"{os.path.basename(f)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return where
+
+
+def _tracing_error(exc: Exception) -> CaptureError:
+    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    where = _user_frame(exc)
+    at = f" at {where}" if where else ""
+    low = str(exc).lower()
+    if "value out of a tracing tensor" in low or "_local_scalar_dense" in low or "data-dependent" in low \
+            or "data dependent" in low:
+        return CaptureError(f"node aten::_local_scalar_dense{at}: a tensor's value is read while tracing "
+                            "(.item(), bool(), int(), data-dependent control flow)")
+    return CaptureError(f"tracing failed{at}: {type(exc).__name__}: {msg}")
+
+
+def trace(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Callable) -> Joint:
+    """Traces loss_fn(model, *example_inputs) and its backward into one FX graph.
+
+    Works on a deep copy of the model and restores torch's RNG, so neither the
+    model (parameters, buffers) nor the RNG state changes.
+    """
+    with _rng_preserved(), torch.enable_grad():
+        return _trace(model, tuple(example_inputs), loss_fn)
+
+
+def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Callable) -> Joint:
+    wrapper = _Wrapper(copy.deepcopy(model), loss_fn)
+    prefix = WRAPPER_ATTR + "."
+    named_params = list(wrapper.named_parameters())  # tied parameters once
+    named_buffers = list(wrapper.named_buffers())
+    all_names: dict[int, list[str]] = {id(t): [] for _, t in named_params + named_buffers}
+    for mname, m in wrapper.named_modules(remove_duplicate=False):  # tied tensors under every name
+        for n, t in list(m._parameters.items()) + list(m._buffers.items()):
+            if t is not None:
+                all_names[id(t)].append(f"{mname}.{n}" if mname else n)
+    for n, _ in named_params + named_buffers:
+        if not n.startswith(prefix):
+            raise CaptureError(f"loss_fn's own parameter or buffer {n} is not supported")
+
+    primals: list[Primal] = []
+    flat: list[torch.Tensor] = []
+    for role, named in (("parameter", named_params), ("buffer", named_buffers)):
+        for n, t in named:
+            primals.append(Primal(role, n[len(prefix):], t.detach().clone()))
+            flat.append(t)
+    input_positions = []
+    for i, x in enumerate(example_inputs):
+        if isinstance(x, torch.Tensor):
+            x = x.detach().clone()
+            primals.append(Primal("input", i, x.clone()))
+            flat.append(x)
+            input_positions.append(i)
+    _check_batch_norms(wrapper)
+
+    n_state = len(named_params) + len(named_buffers)
+    owners = [all_names[id(t)] for t in flat[:n_state]]
+
+    def step(*args: torch.Tensor) -> tuple:
+        tensors = {name: a for names, a in zip(owners, args[:n_state]) for name in names}
+        inputs = list(example_inputs)
+        for i, a in zip(input_positions, args[n_state:]):
+            inputs[i] = a
+        return (_compat.functional_call(wrapper, tensors, tuple(inputs)),)
+
+    got: dict[str, Any] = {}
+
+    def partition_fn(joint_module: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
+        got.update(gm=joint_module, inputs=joint_inputs, kwargs=kwargs)
+        return _compat.partition(joint_module, joint_inputs, kwargs)
+
+    versions = [t._version for t in flat]
+    compiled = _compat.aot_function(step, fw_compiler=lambda gm, _: _compat.make_boxed_func(gm),
+                                    partition_fn=partition_fn)
+    try:
+        compiled(*flat)
+    except CaptureError:
+        raise
+    except Exception as e:  # graph breaks, data-dependent shapes, unsupported outputs
+        if "gm" not in got:
+            raise _tracing_error(e) from e
+    if "gm" not in got:
+        raise CaptureError("AOTAutograd produced no joint graph (does the loss require grad?)")
+    moved = [i for i, t in enumerate(flat) if t._version != versions[i]]
+
+    gm: torch.fx.GraphModule = got["gm"]
+    if not _compat.primals_match(got["inputs"], flat):
+        raise CaptureError("the joint graph's primals are not the parameters, buffers and inputs in order "
+                           "(aliased inputs?)")
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    prim_nodes = [n for n in placeholders if "tangents" not in str(n.target)]
+    tangents = [n for n in placeholders if "tangents" in str(n.target)]
+    if len(prim_nodes) != len(primals) or placeholders != prim_nodes + tangents:
+        raise CaptureError(f"the joint graph has {len(prim_nodes)} primals for {len(primals)} tensors")
+    if len(tangents) != 1:
+        raise CaptureError(f"the joint graph has {len(tangents)} tangents; loss_fn must return one scalar")
+
+    n_fwd = _compat.num_fwd_outputs(gm, got["kwargs"])
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    outs = torch.utils._pytree.tree_flatten(output.args)[0]
+    fwd, grads = outs[:n_fwd], outs[n_fwd:]
+    if len(grads) != len(primals):
+        raise CaptureError(f"the joint graph returns {len(grads)} gradients for {len(primals)} primals")
+
+    written = _written_placeholders(gm)
+    uncovered = [i for i in moved if prim_nodes[i] not in written]
+    buffer_updates: list[tuple[int, torch.fx.Node]] = []
+    if _compat.MUTATIONS_AS_OUTPUTS:
+        buffer_updates = _compat.match_buffer_updates(fwd, uncovered, prim_nodes, CaptureError)
+        loss = fwd[len(uncovered)]
+    else:
+        loss = fwd[0]
+        for i in uncovered:
+            _append_dropped_update(wrapper, primals[i], prim_nodes[i], gm)
+    for i, node in buffer_updates:
+        if primals[i].role != "buffer":
+            raise CaptureError(f"the step writes {primals[i].role} {primals[i].key} in place")
+    if not isinstance(loss, torch.fx.Node):
+        raise CaptureError("the loss is not computed by the graph")
+
+    for ph, p in zip(prim_nodes, primals):
+        ph.meta["mutwo_primal"] = p
+    t = tangents[0]
+    tm = t.meta.get("val", t.meta.get("tensor_meta"))
+    t.meta["mutwo_shape"] = tuple(getattr(tm, "shape", ()))
+    t.meta["mutwo_dtype"] = getattr(tm, "dtype", torch.float32)
+    t.meta["mutwo_device"] = next((p.tensor.device for p in primals if p.role == "parameter"), torch.device("cpu"))
+    gradients = {i: g for i, g in enumerate(grads) if isinstance(g, torch.fx.Node) and primals[i].role == "parameter"}
+    gm.recompile()
+    return Joint(gm, primals, loss, gradients, buffer_updates, prim_nodes, tangents)
+
+
+def _check_batch_norms(wrapper: torch.nn.Module) -> None:
+    for name, m in wrapper.named_modules():
+        if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats \
+                and m.momentum is None:
+            raise CaptureError(f"{name[len(WRAPPER_ATTR) + 1:]}: BatchNorm with momentum=None (a cumulative "
+                               "average whose factor depends on num_batches_tracked's value) is not supported")
+
+
+def _written_placeholders(gm: torch.fx.GraphModule) -> set:
+    """Placeholders some node writes in place."""
+    out = set()
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+            args = _normalize_args(n)
+            for pos in _mutated_positions(n.target, args):
+                for a in _flatten(args[pos]):
+                    if isinstance(a, torch.fx.Node) and a.op == "placeholder":
+                        out.add(a)
+    return out
+
+
+def _append_dropped_update(wrapper: torch.nn.Module, primal: Primal, ph: torch.fx.Node,
+                           gm: torch.fx.GraphModule) -> None:
+    """torch 1.13 drops `num_batches_tracked.add_(1)` from the graph; put it back at the end."""
+    qual = str(primal.key)
+    owner_path, _, leaf = qual.rpartition(".")
+    owner = wrapper.get_submodule(WRAPPER_ATTR + ("." + owner_path if owner_path else ""))
+    if primal.role == "buffer" and leaf == "num_batches_tracked" \
+            and isinstance(owner, torch.nn.modules.batchnorm._BatchNorm) \
+            and owner.training and owner.track_running_stats:
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        with gm.graph.inserting_before(output):
+            node = gm.graph.call_function(torch.ops.aten.add_.Tensor, (ph, 1))
+        node.meta["mutwo_restored"] = True
+        return
+    raise CaptureError(f"{primal.role} {qual} is written in place by the step but torch "
+                       f"{torch.__version__}'s traced graph drops the write")
+
+
+# ---------------------------------------------------------------------------------------------
+# Schema helpers
+
+
+def _flatten(x: Any) -> list:
+    if isinstance(x, (list, tuple)):
+        return [y for e in x for y in _flatten(e)]
+    return [x]
+
+
+def _normalize_args(node: torch.fx.Node) -> list:
+    """One entry per schema argument: positional args, then kwargs by name, then defaults."""
+    schema = node.target._schema
+    args = list(node.args)
+    if len(args) > len(schema.arguments):
+        raise _node_error(node, f"{len(args)} arguments for a schema of {len(schema.arguments)}")
+    out = []
+    for i, a in enumerate(schema.arguments):
+        if i < len(args):
+            out.append(args[i])
+        elif a.name in node.kwargs:
+            out.append(node.kwargs[a.name])
+        elif a.has_default_value():
+            out.append(a.default_value)
+        else:
+            raise _node_error(node, f"argument {a.name} is missing")
+    unknown = set(node.kwargs) - {a.name for a in schema.arguments}
+    if unknown:
+        raise _node_error(node, f"unknown keyword arguments {sorted(unknown)}")
+    return out
+
+
+def _mutated_positions(op: torch._ops.OpOverload, args: list) -> list[int]:
+    schema = op._schema
+    pos = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    undeclared = _UNDECLARED_WRITES.get(schema.name)
+    if undeclared and args[5] is True:
+        pos += [i for i in undeclared if args[i] is not None and i not in pos]
+    return sorted(pos)
+
+
+def _alias_of(node: torch.fx.Node) -> tuple[Optional[int], bool]:
+    """(argument position every output aliases or None, whether that alias is written)."""
+    schema = node.target._schema
+    if not schema.returns:
+        return None, False
+    found = []
+    for r in schema.returns:
+        ai = r.alias_info
+        if ai is None:
+            found.append(None)
+            continue
+        sets = set(ai.before_set) | set(ai.after_set)
+        if sets:
+            match = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None
+                     and sets & (set(a.alias_info.before_set) | set(a.alias_info.after_set))]
+        else:  # Tensor(a)[] of split/unbind/chunk: the list's elements alias `Tensor(a -> *) self`
+            match = [i for i, a in enumerate(schema.arguments)
+                     if a.alias_info is not None and "*" in set(a.alias_info.after_set)]
+        if len(match) != 1:
+            raise _node_error(node, "an output aliases no single argument")
+        found.append((match[0], ai.is_write))
+    if all(f is None for f in found):
+        return None, False
+    if any(f is None for f in found) or len(set(found)) != 1:
+        raise _node_error(node, "only some outputs alias an argument (unsupported)")
+    pos, write = found[0]
+    if pos != 0:
+        raise _node_error(node, f"its outputs alias argument {pos} ({schema.arguments[pos].name}); "
+                                "mutwo supports aliasing of the first argument only")
+    return pos, write
+
+
+# ---------------------------------------------------------------------------------------------
+# Real run: every value's dtype, shape and strides
+
+
+class _Recorder(torch.fx.Interpreter):
+    """Runs the joint graph on real tensors and keeps each node's result's metadata."""
+
+    def __init__(self, gm: torch.fx.GraphModule) -> None:
+        super().__init__(gm)
+        self.meta: dict[torch.fx.Node, Any] = {}
+
+    def run_node(self, n: torch.fx.Node) -> Any:
+        result = super().run_node(n)
+        self.meta[n] = _describe(result)
+        return result
+
+
+def _describe(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return (x.dtype, tuple(x.shape), tuple(x.stride()), x.layout)
+    if isinstance(x, (tuple, list)):
+        return [_describe(e) for e in x]
+    if x is None:
+        return None
+    return ("nontensor", type(x).__name__)
+
+
+def _is_tensor_meta(m: Any) -> bool:
+    return isinstance(m, tuple) and len(m) == 4 and isinstance(m[0], torch.dtype)
+
+
+# ---------------------------------------------------------------------------------------------
+# The document
+
+
+class _Writer:
+    def __init__(self, joint: Joint, recorded: dict) -> None:
+        self.joint, self.rec = joint, recorded
+        self.values: list[dict] = []
+        self.names: set[str] = set()
+        self.value_of: dict[torch.fx.Node, str] = {}  # single-output node -> value name
+        self.outputs_of: dict[torch.fx.Node, list[Optional[str]]] = {}  # multi-output node -> names
+        self.tensors: dict[str, torch.Tensor] = {}
+
+    def unique(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.names:
+            name, i = f"{base}_{i}", i + 1
+        self.names.add(name)
+        return name
+
+    def add_value(self, node: torch.fx.Node, name: str, meta: Any, role: str,
+                  extra: Optional[dict] = None) -> None:
+        if not _is_tensor_meta(meta):
+            raise _node_error(node, f"output is not a tensor ({meta[1] if isinstance(meta, tuple) else meta})")
+        dtype, shape, strides, layout = meta
+        if dtype not in DTYPES:
+            raise _node_error(node, f"dtype {dtype} is not one of {' '.join(DTYPES.values())}")
+        if layout != torch.strided:
+            raise _node_error(node, f"layout {layout} is not strided")
+        self.values.append({"name": name, "role": role, "dtype": DTYPES[dtype], "shape": list(shape),
+                            "strides": list(strides), **(extra or {})})
+
+    def build(self) -> tuple[list[dict], list[dict]]:
+        j = self.joint
+        grad_of = {id(g): i for i, g in j.gradients.items()}
+        for n in j.gm.graph.nodes:
+            if n.op != "placeholder":
+                continue
+            name = self.unique(n.name)
+            self.value_of[n] = name
+            p = n.meta.get("mutwo_primal")
+            if p is None:
+                self.add_value(n, name, self.rec[n], "tangent")
+            elif p.role == "input":
+                self.add_value(n, name, self.rec[n], "input", {"index": p.key})
+                self.tensors[name] = p.tensor
+            else:
+                self.add_value(n, name, self.rec[n], p.role, {"qualname": p.key})
+                self.tensors[name] = p.tensor
+        for n in j.gm.graph.nodes:
+            if n.op == "get_attr":
+                t = getattr(j.gm, n.target)
+                if not isinstance(t, torch.Tensor):
+                    raise _node_error(n, "a graph attribute that is not a tensor (a higher-order op?)")
+                name = self.unique(n.name)
+                self.value_of[n] = name
+                self.add_value(n, name, self.rec[n], "constant")
+                self.tensors[name] = t.detach()
+        ancestors = _ancestors(j.loss)
+        nodes = []
+        for n in j.gm.graph.nodes:
+            if n.op in ("placeholder", "get_attr", "output"):
+                continue
+            if n.op != "call_function":
+                raise _node_error(n, f"{n.op} nodes are not supported")
+            if n.target is operator.getitem:
+                continue  # folded into its producer's outputs
+            nodes.append(self.node(n, n in ancestors, grad_of))
+        return self.values, nodes
+
+    def node(self, n: torch.fx.Node, forward: bool, grad_of: dict) -> dict:
+        op = n.target
+        if not isinstance(op, torch._ops.OpOverload):
+            raise _node_error(n, "not an ATen operator (a higher-order op or Python function)")
+        schema = op._schema
+        if not schema.name.startswith("aten::"):
+            raise _node_error(n, "not an ATen operator")
+        if schema.name in _DATA_DEPENDENT or {"dynamic_output_shape", "data_dependent_output"} & _compat.op_tags(op):
+            raise _node_error(n, "data-dependent output (shape or value depends on tensor data)")
+        args = _normalize_args(n)
+        mutates = _mutated_positions(op, args)
+        alias_of, written = _alias_of(n)
+        tags = []
+        if _compat.is_random(op):
+            tags.append("nondeterministic_seeded")
+        if alias_of is not None:
+            tags.append("inplace" if written else "view")
+
+        meta = self.rec[n]
+        j = self.joint
+        if isinstance(meta, list):
+            by_index = {u.args[1]: u for u in n.users if u.op == "call_function" and u.target is operator.getitem}
+            if len(by_index) != len([u for u in n.users]):
+                raise _node_error(n, "a multi-output op used other than through getitem")
+            names: list[Optional[str]] = []
+            for i, m in enumerate(meta):
+                if m is None:
+                    names.append(None)
+                    continue
+                user = by_index.get(i)
+                name = self.unique(user.name if user is not None else f"{n.name}_out{i}")
+                target = user if user is not None else n
+                self.add_value(target, name, m, *self.role(user, grad_of))
+                if user is not None:
+                    self.value_of[user] = name
+                names.append(name)
+        elif meta is None:
+            names = [] if not schema.returns else [None]
+        else:
+            name = self.unique(n.name)
+            self.add_value(n, name, meta, *self.role(n, grad_of))
+            self.value_of[n] = name
+            names = [name]
+        return {"target": schema.name, "overload": schema.overload_name or "default",
+                "args": [self.encode(n, a, arg) for a, arg in zip(args, schema.arguments)],
+                "outputs": names, "tags": tags, "mutates": mutates, "alias_of": alias_of,
+                "scope": _compat.scope(n, WRAPPER_ATTR), "phase": "forward" if forward else "backward"}
+
+    def role(self, node: Optional[torch.fx.Node], grad_of: dict) -> tuple:
+        if node is not None and id(node) in grad_of:
+            i = grad_of[id(node)]
+            return ("gradient", {"of": self.value_of[self.joint.placeholders[i]]})
+        return ("intermediate", {})
+
+    def encode(self, node: torch.fx.Node, x: Any, arg: Any) -> Any:
+        ty = str(arg.type)
+        if isinstance(x, torch.fx.Node):
+            if x not in self.value_of:
+                raise _node_error(node, f"argument {arg.name} reads {x.name}, which is not a single tensor value")
+            return {"t": self.value_of[x]}
+        if x is None or isinstance(x, bool):
+            return x
+        if isinstance(x, int):
+            if ty in ("float", "Optional[float]", "List[float]", "Optional[List[float]]"):
+                return _float(float(x))
+            return x
+        if isinstance(x, float):
+            return _float(x)
+        if isinstance(x, str):
+            return {"s": x}
+        if isinstance(x, torch.dtype):
+            if x not in DTYPES:
+                raise _node_error(node, f"argument {arg.name}: dtype {x} is not supported")
+            return {"dtype": DTYPES[x]}
+        if isinstance(x, torch.device):
+            return {"device": x.type}
+        if isinstance(x, torch.layout):
+            if x not in _LAYOUTS:
+                raise _node_error(node, f"argument {arg.name}: layout {x} is not supported")
+            return {"layout": _LAYOUTS[x]}
+        if isinstance(x, torch.memory_format):
+            return {"memory_format": _MEMORY_FORMATS[x]}
+        if isinstance(x, (list, tuple)):
+            return [self.encode(node, e, arg) for e in x]
+        raise _node_error(node, f"argument {arg.name}: cannot encode {type(x).__name__} {x!r}")
+
+
+def _float(x: float) -> dict:
+    if math.isnan(x):
+        return {"f": "nan"}
+    if math.isinf(x):
+        return {"f": "inf" if x > 0 else "-inf"}
+    return {"f": x}
+
+
+def _ancestors(node: torch.fx.Node) -> set:
+    seen, todo = set(), [node]
+    while todo:
+        n = todo.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        todo.extend(n.all_input_nodes)
+    return seen
+
+
+def document(joint: Joint, name: str, data: str) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The step file's JSON document and the side file's tensors (by value name)."""
+    rec = _Recorder(joint.gm)
+    with _rng_preserved(), torch.no_grad():
+        _compat.run_fx(rec, joint.inputs())
+    w = _Writer(joint, rec.meta)
+    values, nodes = w.build()
+    loss_meta = rec.meta[joint.loss]
+    if not _is_tensor_meta(loss_meta) or loss_meta[1] != () or not loss_meta[0].is_floating_point:
+        raise CaptureError(f"the loss ({joint.loss.name}) must be a floating-point scalar, not {loss_meta}")
+    updates = []
+    for i, node in joint.buffer_updates:
+        ph = joint.placeholders[i]
+        if rec.meta[node][:2] != rec.meta[ph][:2]:
+            raise _node_error(node, f"new value of {joint.primals[i].key} has the wrong dtype or shape")
+        updates.append({"buffer": w.value_of[ph], "value": w.value_of[node]})
+    doc = {"format": FORMAT, "version": VERSION, "name": name,
+           "producer": {"torch": torch.__version__, "python": platform.python_version()},
+           "data": data, "values": values, "nodes": nodes, "loss": w.value_of[joint.loss],
+           "buffer_updates": updates}
+    return doc, w.tensors
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+
+
+def write_safetensors(path: str, tensors: dict[str, torch.Tensor]) -> None:
+    """The safetensors layout, by hand: u64 header length, JSON header, raw little-endian bytes."""
+    header: dict[str, Any] = {"__metadata__": {"format": "mutwo-step-data", "version": "1"}}
+    blobs, offset = [], 0
+    for name, t in tensors.items():
+        dtype = DTYPES.get(t.dtype)
+        if dtype is None:
+            raise CaptureError(f"tensor {name}: dtype {t.dtype} is not supported")
+        b = _tensor_bytes(t)
+        header[name] = {"dtype": _SAFETENSORS_DTYPES[dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    head = json.dumps(header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    tmp = path + ".tmp"
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(head)))
+        f.write(head)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def _tensor_bytes(t: torch.Tensor) -> bytes:
+    t = t.detach().to("cpu").contiguous()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    try:
+        import numpy as np
+    except ImportError:  # no numpy: the storage's bytes (this host is little-endian)
+        if sys.byteorder != "little":
+            raise CaptureError("writing the side file without numpy needs a little-endian host")
+        t = t.clone()
+        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage().untyped()
+        return bytes(storage.tolist())[: t.numel() * t.element_size()]
+    a = t.numpy()
+    return a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
+
+
+def _dumps(doc: dict) -> str:
+    """JSON with one value or node per line."""
+    def d(x: Any) -> str:
+        return json.dumps(x, allow_nan=False, separators=(", ", ": "))
+    lines = ["{"]
+    keys = list(doc)
+    for k in keys:
+        v = doc[k]
+        end = "," if k != keys[-1] else ""
+        if k in ("values", "nodes", "buffer_updates") and v:
+            lines.append(f"  {d(k)}: [")
+            lines += [f"    {d(e)}" + ("," if i + 1 < len(v) else "") for i, e in enumerate(v)]
+            lines.append(f"  ]{end}")
+        else:
+            lines.append(f"  {d(k)}: {d(v)}{end}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def capture(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Callable, path: str,
+            name: Optional[str] = None) -> dict:
+    """Writes loss_fn(model, *example_inputs)'s training step to `path` (JSON) and
+    `<stem>.safetensors` beside it; returns the JSON document."""
+    joint = trace(model, example_inputs, loss_fn)
+    stem = os.path.splitext(os.path.basename(path))[0]
+    data = stem + ".safetensors"
+    doc, tensors = document(joint, name or type(model).__name__, data)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    write_safetensors(os.path.join(directory, data), tensors)
+    text = _dumps(doc)
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+    return doc
+
+
+# ---------------------------------------------------------------------------------------------
+# Command line
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        print(f"mutwo.capture: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = _Parser(prog="python3 -m mutwo.capture",
+                 description="Write a model's training step (forward, loss and backward, traced by AOTAutograd) "
+                             "as a mutwo step file: OUT (JSON) and OUT's stem + .safetensors beside it.",
+                 epilog="FUNCTION() takes no arguments and returns (model, example_inputs, loss_fn), where "
+                        "loss_fn(model, *example_inputs) returns the scalar loss. MODULE is imported from the "
+                        "current directory or PYTHONPATH. Errors: one line on stderr, exit status 2.")
+    ap.add_argument("target", metavar="MODULE:FUNCTION", help="e.g. models:resnet18")
+    ap.add_argument("--out", required=True, metavar="STEP.json", help="the step file to write")
+    ap.add_argument("--name", help="the model's name in the file (default: the model's class name)")
+    a = ap.parse_args(argv)
+    try:
+        module_name, sep, func_name = a.target.partition(":")
+        if not sep or not module_name or not func_name:
+            raise CaptureError(f"expected MODULE:FUNCTION, got {a.target!r}")
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.insert(0, os.getcwd())
+        module = importlib.import_module(module_name)
+        fn = getattr(module, func_name, None)
+        if not callable(fn):
+            raise CaptureError(f"{module_name} has no function {func_name}")
+        got = fn()
+        if not isinstance(got, tuple) or len(got) != 3:
+            raise CaptureError(f"{a.target}() must return (model, example_inputs, loss_fn)")
+        model, inputs, loss_fn = got
+        doc = capture(model, inputs, loss_fn, a.out, a.name)
+    except Exception as e:  # one line, exit 2
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        kind = "" if isinstance(e, CaptureError) else f"{type(e).__name__}: "
+        print(f"mutwo.capture: error: {kind}{msg}", file=sys.stderr)
+        return 2
+    print(f"wrote {a.out} ({len(doc['nodes'])} nodes, {len(doc['values'])} values) and {doc['data']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

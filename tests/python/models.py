@@ -1,0 +1,240 @@
+# Small models outside mutwo's zoo for tests/python/test_capture.py (and for
+# `python3 -m mutwo.capture models:unet --out step.json` run from this
+# directory). Each factory returns (model, example_inputs, loss_fn) with a
+# fixed seed, small enough that a capture and a step take well under a second
+# or two on a 2-core CPU. Losses: cross entropy against integer labels that are
+# part of example_inputs (next-token cross entropy for the language model).
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision
+from torchvision.models.convnext import CNBlockConfig, ConvNeXt
+
+Factory = tuple[nn.Module, tuple, Callable]
+
+
+def classification_loss(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(images), labels)
+
+
+def _images(batch: int, size: int, classes: int, channels: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(batch, channels, size, size), torch.randint(classes, (batch,))
+
+
+# ---- U-Net with BatchNorm: 2 levels, per-pixel classes -------------------------------------------
+
+
+def _double_conv(cin: int, cout: int) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+                         nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+
+class UNet(nn.Module):
+    def __init__(self, channels: int = 3, classes: int = 4, width: int = 8) -> None:
+        super().__init__()
+        self.down1 = _double_conv(channels, width)
+        self.down2 = _double_conv(width, 2 * width)
+        self.up = nn.ConvTranspose2d(2 * width, width, 2, stride=2)
+        self.dec = _double_conv(2 * width, width)
+        self.head = nn.Conv2d(width, classes, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = self.down1(x)
+        b = self.down2(F.max_pool2d(a, 2))
+        return self.head(self.dec(torch.cat([a, self.up(b)], dim=1)))
+
+
+def unet() -> Factory:
+    torch.manual_seed(0)
+    model = UNet()
+    images = torch.randn(2, 3, 16, 16)
+    labels = torch.randint(4, (2, 16, 16))
+    return model, (images, labels), classification_loss
+
+
+# ---- LLaMA-style decoder: RMSNorm, rotary embeddings, SwiGLU, causal matmul+softmax attention --------
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.wq = nn.Linear(dim, dim, bias=False)
+        self.wk = nn.Linear(dim, dim, bias=False)
+        self.wv = nn.Linear(dim, dim, bias=False)
+        self.wo = nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = (w(x).view(b, t, self.heads, self.head_dim).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+        q = q * cos + _rotate_half(q) * sin
+        k = k * cos + _rotate_half(k) * sin
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+        scores = scores.masked_fill(~mask, float("-inf"))
+        y = F.softmax(scores, dim=-1) @ v
+        return self.wo(y.transpose(1, 2).reshape(b, t, d))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int, heads: int, hidden: int) -> None:
+        super().__init__()
+        self.attention_norm = RMSNorm(dim)
+        self.attention = Attention(dim, heads)
+        self.ffn_norm = RMSNorm(dim)
+        self.feed_forward = FeedForward(dim, hidden)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin, mask)
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Llama(nn.Module):
+    """Decoder-only LM; the output projection is tied to the embedding."""
+
+    def __init__(self, vocab: int = 128, dim: int = 64, layers: int = 2, heads: int = 4, hidden: int = 176,
+                 max_seq: int = 32) -> None:
+        super().__init__()
+        self.tok_embeddings = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList(Block(dim, heads, hidden) for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.output = nn.Linear(dim, vocab, bias=False)
+        self.output.weight = self.tok_embeddings.weight
+        head_dim = dim // heads
+        inv_freq = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+        angles = torch.outer(torch.arange(max_seq).float(), inv_freq)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+        self.register_buffer("mask", torch.ones(max_seq, max_seq, dtype=torch.bool).tril(), persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        t = tokens.shape[1]
+        cos, sin, mask = self.cos[:t], self.sin[:t], self.mask[:t, :t]
+        x = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            x = layer(x, cos, sin, mask)
+        return self.output(self.norm(x))
+
+
+def lm_loss(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = model(tokens)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def llama() -> Factory:
+    torch.manual_seed(0)
+    model = Llama()
+    text = torch.randint(128, (2, 33))
+    return model, (text[:, :-1].contiguous(), text[:, 1:].contiguous()), lm_loss
+
+
+# ---- torchvision ---------------------------------------------------------------------------------
+
+
+def vit() -> Factory:
+    """vit_b_16 shrunk: 32x32 images, 8x8 patches, 2 layers, dropout 0.1."""
+    torch.manual_seed(0)
+    model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                                 hidden_dim=64, mlp_dim=128, dropout=0.1, num_classes=10)
+    return model, _images(2, 32, 10), classification_loss
+
+
+def mobilenet() -> Factory:
+    """mobilenet_v3_small at 32x32 (BatchNorm, hardswish, squeeze-excitation, dropout)."""
+    torch.manual_seed(0)
+    model = torchvision.models.mobilenet_v3_small(num_classes=10)
+    return model, _images(4, 32, 10), classification_loss
+
+
+def convnext() -> Factory:
+    """convnext_tiny shrunk: two stages (16 and 32 channels, 2 blocks each), stochastic depth 0.1."""
+    torch.manual_seed(0)
+    model = ConvNeXt([CNBlockConfig(16, 32, 2), CNBlockConfig(32, None, 2)], stochastic_depth_prob=0.1,
+                     num_classes=10)
+    return model, _images(2, 32, 10), classification_loss
+
+
+def resnet18() -> Factory:
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=10)
+    return model, _images(2, 32, 10), classification_loss
+
+
+FACTORIES: dict[str, Callable[[], Factory]] = {
+    "unet": unet, "llama": llama, "vit": vit, "mobilenet": mobilenet, "convnext": convnext, "resnet18": resnet18,
+}
+
+
+# ---- What cannot be captured -----------------------------------------------------------------------
+
+
+class ItemBranch(nn.Module):
+    """Control flow on a tensor's value (.item())."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        if y.sum().item() > 0:
+            return y * 2
+        return y
+
+
+class Nonzero(nn.Module):
+    """A shape that depends on data (torch.nonzero)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc(x)
+        keep = torch.nonzero(y[:, 0] > 0).flatten()
+        return y.index_select(0, keep).sum(0, keepdim=True).expand(x.shape[0], 4)
+
+
+def item_branch() -> Factory:
+    torch.manual_seed(0)
+    return ItemBranch(), _images_flat(), classification_loss
+
+
+def nonzero() -> Factory:
+    torch.manual_seed(0)
+    return Nonzero(), _images_flat(), classification_loss
+
+
+def _images_flat() -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.randn(4, 8), torch.randint(4, (4,))
