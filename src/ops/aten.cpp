@@ -15,7 +15,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <optional>
+
+#ifdef MUTWO_WITH_CUDA
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#endif
 
 #include "ops/kernel.h"
 #include "ops/op.h"
@@ -110,6 +117,7 @@ struct Prepared {
   std::vector<Arg> args;
   std::vector<int64_t> returns;
   std::vector<ir::TensorType> types;  // the captured output types
+  bool default_generator = false;     // random, with no generator argument (CUDA's native_dropout)
   mutable bool checked = false;  // output types compared with the captured ones (first run)
 };
 
@@ -277,9 +285,57 @@ std::shared_ptr<const void> aten_prepare(const ir::Graph& g, const ir::Node& n) 
     }
   }
   p->returns = n.attrs.ints("returns");
+  p->default_generator = (aten_tags(n) & kRandom) &&
+                         std::none_of(schema.arguments().begin(), schema.arguments().end(), [](const c10::Argument& a) {
+                           return unwrap_optional(a.type())->kind() == c10::TypeKind::GeneratorType;
+                         });
   for (ir::ValueId v : n.outputs) p->types.push_back(g.type(v));
   return p;
 }
+
+// While alive, the device's default generator continues the executor's
+// sequence (CUDA's Philox: seed and offset); the executor's takes the offset
+// back after. A no-op where the executor's generator is the default one (a
+// captured CUDA graph) and on the CPU, where torch 1.13's captures draw through
+// generator arguments (bernoulli_).
+class DefaultGeneratorSwap {
+ public:
+  DefaultGeneratorSwap(bool needed, KernelCall& k) {
+#ifdef MUTWO_WITH_CUDA
+    if (!needed || !k.options.device().is_cuda()) return;
+    const auto index = k.options.device().has_index() ? k.options.device().index() : c10::DeviceIndex(0);
+    def_ = at::cuda::detail::getDefaultCUDAGenerator(index);
+    if (def_ == k.generator) return;
+    mine_ = &k.generator;
+    lock_.emplace(def_.mutex());
+    seed_ = def_.current_seed();
+    offset_ = def_.get_offset();
+    def_.set_current_seed(mine_->current_seed());
+    def_.set_offset(mine_->get_offset());
+#else
+    (void)needed;
+    (void)k;
+#endif
+  }
+  ~DefaultGeneratorSwap() {
+#ifdef MUTWO_WITH_CUDA
+    if (!mine_) return;
+    mine_->set_offset(def_.get_offset());
+    def_.set_current_seed(seed_);
+    def_.set_offset(offset_);
+#endif
+  }
+  DefaultGeneratorSwap(const DefaultGeneratorSwap&) = delete;
+  DefaultGeneratorSwap& operator=(const DefaultGeneratorSwap&) = delete;
+
+ private:
+#ifdef MUTWO_WITH_CUDA
+  at::Generator def_;
+  at::Generator* mine_ = nullptr;
+  std::optional<std::lock_guard<std::mutex>> lock_;
+  uint64_t seed_ = 0, offset_ = 0;
+#endif
+};
 
 void put_output(KernelCall& k, const Prepared& p, size_t& flat, const at::Tensor& t) {
   MUTWO_CHECK(flat < p.returns.size(), "{}: returned more tensors than the capture recorded ({})", schema_name(k.node),
@@ -319,7 +375,13 @@ void aten_kernel(KernelCall& k) {
       case Arg::generator: stack.emplace_back(k.generator); break;
     }
   }
-  p.op.callBoxed(&stack);
+  {
+    // A random op without a generator argument draws from the device's
+    // default generator: it draws the executor's numbers instead, so that
+    // two executors from one seed agree (--check) whatever ran between them.
+    DefaultGeneratorSwap swap(p.default_generator, k);
+    p.op.callBoxed(&stack);
+  }
   size_t flat = 0;
   for (const c10::IValue& r : stack) {
     if (r.isTensor()) put_output(k, p, flat, r.toTensor());
