@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import operator
-from typing import Any, Callable, Optional, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 import torch.fx
@@ -55,13 +56,17 @@ def num_fwd_outputs(joint_module: torch.fx.GraphModule, kwargs: dict) -> int:
     return joint_module._out_spec.children_specs[0].num_leaves
 
 
-def primals_match(joint_inputs: Any, flat: Sequence[torch.Tensor]) -> bool:
-    """Whether AOTAutograd's primals are `flat`, in our order.
+def split_joint_inputs(joint_inputs: Any) -> tuple[list, list]:
+    """(primals, tangents) as AOTAutograd hands them to the partitioner. On
+    torch 1.13 they are the real tensors (the tangent is the loss itself), on
+    torch 2.x fake tensors."""
+    primals, tangents = joint_inputs
+    return list(primals), list(tangents)
 
-    torch 1.13 traces the real tensors, so identity is checked; torch 2.x hands
-    the partitioner fake tensors, so dtype and shape are.
-    """
-    primals = list(joint_inputs[0])
+
+def primals_match(primals: Sequence[torch.Tensor], flat: Sequence[torch.Tensor]) -> bool:
+    """Whether AOTAutograd's primals are `flat`, in our order: torch 1.13 traces
+    the real tensors, so identity is checked; torch 2.x, dtype and shape."""
     if len(primals) != len(flat):
         return False
     if TORCH_2:
@@ -74,9 +79,15 @@ def run_fx(interpreter: torch.fx.Interpreter, flat_inputs: Sequence[Any]) -> lis
     return list(interpreter.run(*flat_inputs, enable_io_processing=False))
 
 
+def storage_ptr(t: torch.Tensor) -> int:
+    """The address of a tensor's storage (0 for an empty one)."""
+    st = t.untyped_storage() if TORCH_2 else t.storage()
+    return st.data_ptr() if st.nbytes() else 0
+
+
 def op_tags(op: torch._ops.OpOverload) -> set[str]:
     """`torch.Tag` names of an OpOverload (empty on a torch without tags)."""
-    return {str(t).split(".")[-1] for t in getattr(op, "tags", ())}
+    return {getattr(t, "name", str(t).split(".")[-1]) for t in getattr(op, "tags", ())}
 
 
 def is_random(op: torch._ops.OpOverload) -> bool:
@@ -85,27 +96,72 @@ def is_random(op: torch._ops.OpOverload) -> bool:
             or name.startswith(_RANDOM_PREFIXES))
 
 
-def scope(node: torch.fx.Node, wrapper_attr: str) -> str:
-    """The module path of a node (torch 2.x records nn_module_stack; 1.13 does not).
+@contextmanager
+def module_scopes(root: torch.nn.Module) -> Iterator[None]:
+    """torch 2.x: while tracing, every node made inside a module's forward gets
+    that module's path in meta["nn_module_stack"] (forward hooks keep the stack
+    in torch.fx.traceback's current meta, which make_fx copies into each node
+    while node meta is preserved; backward nodes get the forward op's seq_nr).
+    torch 1.13 has no such meta: nothing is recorded and scopes stay ""."""
+    if not TORCH_2:
+        yield
+        return
+    import torch.fx.traceback as fxt
+    paths = {id(m): (name, type(m)) for name, m in root.named_modules(remove_duplicate=False)}
+    stack: list[tuple[int, tuple]] = []
 
-    The innermost entry's path is taken and the capture wrapper's attribute
-    (`wrapper_attr.`) stripped from its front; a path outside the model
-    (the wrapper itself, the loss function) gives "".
-    """
-    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack")
-    if not stack:
-        return ""
-    path = list(stack.values())[-1]
-    path = path[0] if isinstance(path, (tuple, list)) else path
-    path = str(path)
-    for head in ("L['self'].", "L__self__."):
-        if path.startswith(head):
-            path = path[len(head):]
-    if path == wrapper_attr:
-        return ""
-    if path.startswith(wrapper_attr + "."):
-        return path[len(wrapper_attr) + 1:]
-    return path
+    def publish() -> None:
+        fxt.current_meta["nn_module_stack"] = {path: (path, ty) for _, (path, ty) in stack}
+
+    def pre(module: torch.nn.Module, args: Any) -> None:
+        if id(module) in paths:
+            stack.append((id(module), paths[id(module)]))
+            publish()
+
+    def post(module: torch.nn.Module, args: Any, out: Any) -> None:
+        if stack and stack[-1][0] == id(module):
+            stack.pop()
+            publish()
+
+    hooks = [torch.nn.modules.module.register_module_forward_pre_hook(pre),
+             torch.nn.modules.module.register_module_forward_hook(post)]
+    try:
+        with fxt.preserve_node_meta():
+            yield
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def scopes(gm: torch.fx.GraphModule, wrapper_attr: str) -> dict[torch.fx.Node, str]:
+    """Each node's module path: the innermost entry of its nn_module_stack, or,
+    for a backward node without one, that of the forward node whose autograd
+    node it differentiates (same seq_nr); `wrapper_attr.` is stripped, and a path
+    outside the model (the capture wrapper, the loss function) gives ""."""
+    def path_of(node: torch.fx.Node) -> Optional[str]:
+        stack = node.meta.get("nn_module_stack")
+        if not stack:
+            return None
+        path = list(stack.values())[-1]
+        path = str(path[0] if isinstance(path, (tuple, list)) else path)
+        for head in ("L['self'].", "L__self__."):
+            path = path[len(head):] if path.startswith(head) else path
+        if path == wrapper_attr:
+            return ""
+        return path[len(wrapper_attr) + 1:] if path.startswith(wrapper_attr + ".") else path
+
+    by_seq: dict[int, str] = {}
+    out: dict[torch.fx.Node, str] = {}
+    for n in gm.graph.nodes:
+        p = path_of(n)
+        if p is not None:
+            out[n] = p
+            if "seq_nr" in n.meta:
+                by_seq.setdefault(n.meta["seq_nr"], p)
+    for n in gm.graph.nodes:
+        if not out.get(n) and n.meta.get("seq_nr") in by_seq:
+            out[n] = by_seq[n.meta["seq_nr"]]
+    return out
 
 
 # Functional ops of torch 2.x whose outputs are new values of some arguments:

@@ -13,10 +13,11 @@ import math
 import operator
 import os
 import platform
+import re
 import struct
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
@@ -40,10 +41,12 @@ _LAYOUTS = {torch.strided: "strided"}
 # (arguments 3 and 4) when `training` (argument 5) is true.
 _UNDECLARED_WRITES = {"aten::native_batch_norm": (3, 4), "aten::cudnn_batch_norm": (3, 4),
                       "aten::miopen_batch_norm": (3, 4), "aten::_batch_norm_impl_index": (3, 4)}
-# Ops that read data out of a tensor or make shapes depend on it.
-_DATA_DEPENDENT = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::sym_size",
-                   "aten::sym_stride", "aten::sym_numel", "aten::sym_storage_offset",
-                   "aten::masked_select", "aten::is_nonzero", "aten::equal"}
+# Ops that read data out of a tensor or make shapes depend on it (besides those
+# tagged data_dependent_output or dynamic_output_shape).
+_DATA_DEPENDENT = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::argwhere", "aten::sym_size",
+                   "aten::sym_stride", "aten::sym_numel", "aten::sym_storage_offset", "aten::masked_select",
+                   "aten::is_nonzero", "aten::equal", "aten::_unique", "aten::_unique2", "aten::unique_dim",
+                   "aten::unique_consecutive", "aten::unique_dim_consecutive"}
 
 
 class CaptureError(Exception):
@@ -69,19 +72,13 @@ class Joint:
     loss: torch.fx.Node
     gradients: dict[int, torch.fx.Node]  # primal position -> node holding its gradient
     buffer_updates: list[tuple[int, torch.fx.Node]]  # (primal position, new value) on torch 2.x
-    placeholders: list[torch.fx.Node] = field(default_factory=list)
-    tangents: list[torch.fx.Node] = field(default_factory=list)
+    placeholders: list[torch.fx.Node]  # the primals' placeholders
+    tangent: tuple  # (shape, dtype, device) of d(loss)/d(loss)
 
     def inputs(self) -> list[torch.Tensor]:
         """Fresh copies of the graph's inputs: the primals, then d(loss)/d(loss) = 1."""
-        ones = [torch.ones(tuple(t.meta["mutwo_shape"]), dtype=t.meta["mutwo_dtype"], device=t.meta["mutwo_device"])
-                for t in self.tangents]
-        return [p.tensor.clone() for p in self.primals] + ones
-
-    def run(self) -> list:
-        """Runs the joint graph once on fresh inputs with torch's global RNG; returns its flat outputs."""
-        with torch.no_grad():
-            return _compat.run_fx(torch.fx.Interpreter(self.gm), self.inputs())
+        shape, dtype, device = self.tangent
+        return [p.tensor.clone() for p in self.primals] + [torch.ones(shape, dtype=dtype, device=device)]
 
 
 class _Wrapper(torch.nn.Module):
@@ -133,14 +130,26 @@ def _user_frame(exc: BaseException) -> str:
 
 
 def _tracing_error(exc: Exception) -> CaptureError:
-    msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    """One line for an exception raised while tracing, naming the ATen op where known.
+
+    torch 1.13 refuses to read a value out of a tracing tensor ("It appears that
+    you're trying to get value out of a tracing tensor"); torch 2.x's fake tensors
+    raise DataDependentOutputException / DynamicOutputShapeException naming the
+    op (aten._local_scalar_dense.default, aten.nonzero.default) or fail to guard
+    on a data-dependent expression.
+    """
+    text = str(exc).strip()
+    msg = text.splitlines()[0] if text else type(exc).__name__
     where = _user_frame(exc)
     at = f" at {where}" if where else ""
-    low = str(exc).lower()
-    if "value out of a tracing tensor" in low or "_local_scalar_dense" in low or "data-dependent" in low \
-            or "data dependent" in low:
+    op = re.search(r"aten[.:]{1,2}(\w+)", text)
+    low = text.lower()
+    if "value out of a tracing tensor" in low or (op and op.group(1) in ("_local_scalar_dense", "item")) \
+            or "data-dependent" in low or "data dependent" in low:
         return CaptureError(f"node aten::_local_scalar_dense{at}: a tensor's value is read while tracing "
                             "(.item(), bool(), int(), data-dependent control flow)")
+    if op and "dynamicoutputshape" in (type(exc).__name__ + low).lower():
+        return CaptureError(f"node aten::{op.group(1)}{at}: data-dependent output shape")
     return CaptureError(f"tracing failed{at}: {type(exc).__name__}: {msg}")
 
 
@@ -203,18 +212,19 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Callable) -> 
     compiled = _compat.aot_function(step, fw_compiler=lambda gm, _: _compat.make_boxed_func(gm),
                                     partition_fn=partition_fn)
     try:
-        compiled(*flat)
+        with _compat.module_scopes(wrapper):
+            compiled(*flat)  # traces, partitions (our hook records the joint graph), runs the forward
     except CaptureError:
         raise
     except Exception as e:  # graph breaks, data-dependent shapes, unsupported outputs
-        if "gm" not in got:
-            raise _tracing_error(e) from e
+        raise _tracing_error(e) from e
     if "gm" not in got:
         raise CaptureError("AOTAutograd produced no joint graph (does the loss require grad?)")
-    moved = [i for i, t in enumerate(flat) if t._version != versions[i]]
+    moved = [i for i, t in enumerate(flat) if t._version != versions[i]]  # written by the real run
 
     gm: torch.fx.GraphModule = got["gm"]
-    if not _compat.primals_match(got["inputs"], flat):
+    primal_vals, tangent_vals = _compat.split_joint_inputs(got["inputs"])
+    if not _compat.primals_match(primal_vals, flat):
         raise CaptureError("the joint graph's primals are not the parameters, buffers and inputs in order "
                            "(aliased inputs?)")
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -222,7 +232,7 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Callable) -> 
     tangents = [n for n in placeholders if "tangents" in str(n.target)]
     if len(prim_nodes) != len(primals) or placeholders != prim_nodes + tangents:
         raise CaptureError(f"the joint graph has {len(prim_nodes)} primals for {len(primals)} tensors")
-    if len(tangents) != 1:
+    if len(tangents) != 1 or len(tangent_vals) != 1:
         raise CaptureError(f"the joint graph has {len(tangents)} tangents; loss_fn must return one scalar")
 
     n_fwd = _compat.num_fwd_outputs(gm, got["kwargs"])
@@ -250,14 +260,25 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Callable) -> 
 
     for ph, p in zip(prim_nodes, primals):
         ph.meta["mutwo_primal"] = p
-    t = tangents[0]
-    tm = t.meta.get("val", t.meta.get("tensor_meta"))
-    t.meta["mutwo_shape"] = tuple(getattr(tm, "shape", ()))
-    t.meta["mutwo_dtype"] = getattr(tm, "dtype", torch.float32)
-    t.meta["mutwo_device"] = next((p.tensor.device for p in primals if p.role == "parameter"), torch.device("cpu"))
-    gradients = {i: g for i, g in enumerate(grads) if isinstance(g, torch.fx.Node) and primals[i].role == "parameter"}
+    gradients = _own_gradients(gm, {i: g for i, g in enumerate(grads)
+                                    if isinstance(g, torch.fx.Node) and primals[i].role == "parameter"})
     gm.recompile()
-    return Joint(gm, primals, loss, gradients, buffer_updates, prim_nodes, tangents)
+    t = tangent_vals[0]
+    return Joint(gm, primals, loss, gradients, buffer_updates, prim_nodes, (tuple(t.shape), t.dtype, t.device))
+
+
+def _own_gradients(gm: torch.fx.GraphModule, grads: dict[int, torch.fx.Node]) -> dict[int, torch.fx.Node]:
+    """Gives every parameter a gradient value of its own: where autograd hands two
+    parameters the same tensor, or a gradient is not computed by a node, a clone is
+    appended to the graph."""
+    seen: set = set()
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    for i, g in grads.items():
+        if g in seen or g.op != "call_function":
+            with gm.graph.inserting_before(output):
+                grads[i] = gm.graph.call_function(torch.ops.aten.clone.default, (g,))
+        seen.add(grads[i])
+    return grads
 
 
 def _check_batch_norms(wrapper: torch.nn.Module) -> None:
@@ -292,8 +313,7 @@ def _append_dropped_update(wrapper: torch.nn.Module, primal: Primal, ph: torch.f
             and owner.training and owner.track_running_stats:
         output = next(n for n in gm.graph.nodes if n.op == "output")
         with gm.graph.inserting_before(output):
-            node = gm.graph.call_function(torch.ops.aten.add_.Tensor, (ph, 1))
-        node.meta["mutwo_restored"] = True
+            gm.graph.create_node("call_function", torch.ops.aten.add_.Tensor, (ph, 1), name=f"{ph.name}_add_")
         return
     raise CaptureError(f"{primal.role} {qual} is written in place by the step but torch "
                        f"{torch.__version__}'s traced graph drops the write")
@@ -340,11 +360,22 @@ def _mutated_positions(op: torch._ops.OpOverload, args: list) -> list[int]:
     return sorted(pos)
 
 
-def _alias_of(node: torch.fx.Node) -> tuple[Optional[int], bool]:
-    """(argument position every output aliases or None, whether that alias is written)."""
+def _alias_of(node: torch.fx.Node, shares: list[set[int]]) -> tuple[Optional[int], bool]:
+    """(argument position every output aliases or None, whether that alias is written),
+    from the schema, or from the real run (`shares`) where the schema declares no alias."""
     schema = node.target._schema
     if not schema.returns:
         return None, False
+    if all(r.alias_info is None for r in schema.returns) and any(shares):
+        found_pos = set().union(*shares)
+        if len(found_pos) != 1 or not all(shares):
+            raise _node_error(node, f"outputs share storage with arguments {sorted(found_pos)} "
+                                    "(undeclared aliasing mutwo cannot express)")
+        pos = found_pos.pop()
+        if pos != 0:
+            raise _node_error(node, f"its outputs alias argument {pos} ({schema.arguments[pos].name}); "
+                                    "mutwo supports aliasing of the first argument only")
+        return 0, False
     found = []
     for r in schema.returns:
         ai = r.alias_info
@@ -377,15 +408,29 @@ def _alias_of(node: torch.fx.Node) -> tuple[Optional[int], bool]:
 
 
 class _Recorder(torch.fx.Interpreter):
-    """Runs the joint graph on real tensors and keeps each node's result's metadata."""
+    """Runs the joint graph on real tensors and keeps, for each node, its result's
+    metadata and which arguments each output shares storage with (schemas do not
+    declare every alias: `_unsafe_view` returns a view of its input)."""
 
     def __init__(self, gm: torch.fx.GraphModule) -> None:
         super().__init__(gm)
         self.meta: dict[torch.fx.Node, Any] = {}
+        self.shares: dict[torch.fx.Node, list[set[int]]] = {}
 
     def run_node(self, n: torch.fx.Node) -> Any:
         result = super().run_node(n)
         self.meta[n] = _describe(result)
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+            storages = {}
+            for pos, a in enumerate(_normalize_args(n)):
+                for x in _flatten(a):
+                    if isinstance(x, torch.fx.Node) and isinstance(self.env.get(x), torch.Tensor):
+                        ptr = _compat.storage_ptr(self.env[x])
+                        if ptr:
+                            storages.setdefault(ptr, set()).add(pos)
+            outs = result if isinstance(result, (tuple, list)) else [result]
+            self.shares[n] = [storages.get(_compat.storage_ptr(o), set()) if isinstance(o, torch.Tensor) else set()
+                              for o in outs]
         return result
 
 
@@ -408,12 +453,12 @@ def _is_tensor_meta(m: Any) -> bool:
 
 
 class _Writer:
-    def __init__(self, joint: Joint, recorded: dict) -> None:
-        self.joint, self.rec = joint, recorded
+    def __init__(self, joint: Joint, recorded: dict, shares: dict) -> None:
+        self.joint, self.rec, self.shares = joint, recorded, shares
         self.values: list[dict] = []
         self.names: set[str] = set()
-        self.value_of: dict[torch.fx.Node, str] = {}  # single-output node -> value name
-        self.outputs_of: dict[torch.fx.Node, list[Optional[str]]] = {}  # multi-output node -> names
+        self.value_of: dict[torch.fx.Node, str] = {}  # FX node holding one tensor -> its value's name
+        self.scopes: dict[torch.fx.Node, str] = {}
         self.tensors: dict[str, torch.Tensor] = {}
 
     def unique(self, base: str) -> str:
@@ -448,10 +493,10 @@ class _Writer:
                 self.add_value(n, name, self.rec[n], "tangent")
             elif p.role == "input":
                 self.add_value(n, name, self.rec[n], "input", {"index": p.key})
-                self.tensors[name] = p.tensor
+                self.tensors[data_key(self.values[-1])] = p.tensor
             else:
                 self.add_value(n, name, self.rec[n], p.role, {"qualname": p.key})
-                self.tensors[name] = p.tensor
+                self.tensors[data_key(self.values[-1])] = p.tensor
         for n in j.gm.graph.nodes:
             if n.op == "get_attr":
                 t = getattr(j.gm, n.target)
@@ -460,8 +505,9 @@ class _Writer:
                 name = self.unique(n.name)
                 self.value_of[n] = name
                 self.add_value(n, name, self.rec[n], "constant")
-                self.tensors[name] = t.detach()
+                self.tensors[data_key(self.values[-1])] = t.detach()
         ancestors = _ancestors(j.loss)
+        self.scopes = _compat.scopes(j.gm, WRAPPER_ATTR)
         nodes = []
         for n in j.gm.graph.nodes:
             if n.op in ("placeholder", "get_attr", "output"):
@@ -480,11 +526,11 @@ class _Writer:
         schema = op._schema
         if not schema.name.startswith("aten::"):
             raise _node_error(n, "not an ATen operator")
-        if schema.name in _DATA_DEPENDENT or {"dynamic_output_shape", "data_dependent_output"} & _compat.op_tags(op):
-            raise _node_error(n, "data-dependent output (shape or value depends on tensor data)")
         args = _normalize_args(n)
+        if self.data_dependent(op, args):
+            raise _node_error(n, "data-dependent output (shape or value depends on tensor data)")
         mutates = _mutated_positions(op, args)
-        alias_of, written = _alias_of(n)
+        alias_of, written = _alias_of(n, self.shares.get(n, []))
         tags = []
         if _compat.is_random(op):
             tags.append("nondeterministic_seeded")
@@ -492,10 +538,9 @@ class _Writer:
             tags.append("inplace" if written else "view")
 
         meta = self.rec[n]
-        j = self.joint
         if isinstance(meta, list):
             by_index = {u.args[1]: u for u in n.users if u.op == "call_function" and u.target is operator.getitem}
-            if len(by_index) != len([u for u in n.users]):
+            if len(by_index) != len(n.users):
                 raise _node_error(n, "a multi-output op used other than through getitem")
             names: list[Optional[str]] = []
             for i, m in enumerate(meta):
@@ -519,7 +564,20 @@ class _Writer:
         return {"target": schema.name, "overload": schema.overload_name or "default",
                 "args": [self.encode(n, a, arg) for a, arg in zip(args, schema.arguments)],
                 "outputs": names, "tags": tags, "mutates": mutates, "alias_of": alias_of,
-                "scope": _compat.scope(n, WRAPPER_ATTR), "phase": "forward" if forward else "backward"}
+                "scope": self.scopes.get(n, ""), "phase": "forward" if forward else "backward"}
+
+    def data_dependent(self, op: torch._ops.OpOverload, args: list) -> bool:
+        name, tags = op._schema.name, _compat.op_tags(op)
+        if name in _DATA_DEPENDENT or "data_dependent_output" in tags:
+            return True
+        if "dynamic_output_shape" not in tags:
+            return False
+        if name == "aten::index":  # dynamic for boolean masks only; integer indices are fine
+            return any(isinstance(i, torch.fx.Node) and self.rec[i][0] in (torch.bool, torch.uint8)
+                       for i in _flatten(args[1]))
+        if name == "aten::repeat_interleave":  # dynamic unless output_size is given
+            return args[-1] is None
+        return True
 
     def role(self, node: Optional[torch.fx.Node], grad_of: dict) -> tuple:
         if node is not None and id(node) in grad_of:
@@ -560,6 +618,16 @@ class _Writer:
         raise _node_error(node, f"argument {arg.name}: cannot encode {type(x).__name__} {x!r}")
 
 
+def data_key(value: dict) -> str:
+    """A value's tensor name in the side file: the qualname of a parameter or
+    buffer, input<index> for an input, the value's name for a constant."""
+    if value["role"] in ("parameter", "buffer"):
+        return value["qualname"]
+    if value["role"] == "input":
+        return f"input{value['index']}"
+    return value["name"]
+
+
 def _float(x: float) -> dict:
     if math.isnan(x):
         return {"f": "nan"}
@@ -580,11 +648,11 @@ def _ancestors(node: torch.fx.Node) -> set:
 
 
 def document(joint: Joint, name: str, data: str) -> tuple[dict, dict[str, torch.Tensor]]:
-    """The step file's JSON document and the side file's tensors (by value name)."""
+    """The step file's JSON document and the side file's tensors (by data_key)."""
     rec = _Recorder(joint.gm)
     with _rng_preserved(), torch.no_grad():
         _compat.run_fx(rec, joint.inputs())
-    w = _Writer(joint, rec.meta)
+    w = _Writer(joint, rec.meta, rec.shares)
     values, nodes = w.build()
     loss_meta = rec.meta[joint.loss]
     if not _is_tensor_meta(loss_meta) or loss_meta[1] != () or not loss_meta[0].is_floating_point:

@@ -52,8 +52,8 @@ class UNet(nn.Module):
 def unet() -> Factory:
     torch.manual_seed(0)
     model = UNet()
-    images = torch.randn(2, 3, 16, 16)
-    labels = torch.randint(4, (2, 16, 16))
+    images = torch.randn(8, 3, 32, 32)
+    labels = torch.randint(4, (8, 32, 32))
     return model, (images, labels), classification_loss
 
 
@@ -155,7 +155,7 @@ def lm_loss(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor) -> to
 def llama() -> Factory:
     torch.manual_seed(0)
     model = Llama()
-    text = torch.randint(128, (2, 33))
+    text = torch.randint(128, (8, 33))
     return model, (text[:, :-1].contiguous(), text[:, 1:].contiguous()), lm_loss
 
 
@@ -167,14 +167,14 @@ def vit() -> Factory:
     torch.manual_seed(0)
     model = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
                                                  hidden_dim=64, mlp_dim=128, dropout=0.1, num_classes=10)
-    return model, _images(2, 32, 10), classification_loss
+    return model, _images(16, 32, 10), classification_loss
 
 
 def mobilenet() -> Factory:
     """mobilenet_v3_small at 32x32 (BatchNorm, hardswish, squeeze-excitation, dropout)."""
     torch.manual_seed(0)
     model = torchvision.models.mobilenet_v3_small(num_classes=10)
-    return model, _images(4, 32, 10), classification_loss
+    return model, _images(16, 32, 10), classification_loss
 
 
 def convnext() -> Factory:
@@ -182,7 +182,7 @@ def convnext() -> Factory:
     torch.manual_seed(0)
     model = ConvNeXt([CNBlockConfig(16, 32, 2), CNBlockConfig(32, None, 2)], stochastic_depth_prob=0.1,
                      num_classes=10)
-    return model, _images(2, 32, 10), classification_loss
+    return model, _images(8, 32, 10), classification_loss
 
 
 def resnet18() -> Factory:

@@ -1,0 +1,166 @@
+# User models for comparing mutwo on captured steps (python/mutwo/capture.py)
+# with PyTorch's own memory savers (bench/graph_peers.py, bench/graph_gpu.sh).
+# make(name, batch) -> (model, example_inputs, loss_fn, blocks): loss_fn(model,
+# *example_inputs) is the scalar loss, blocks the nn.Modules to checkpoint one
+# by one. fp32, seeded; small=True gives tiny versions for CPU tests.
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+NAMES = ("vit_b_16", "llama", "bert", "gpt2")
+HF_ATTENTION = "eager"  # transformers' attention, as in bench/peers.py
+
+Made = tuple[nn.Module, tuple[torch.Tensor, ...], Callable[..., torch.Tensor], list[nn.Module]]
+
+
+# ---------------------------------------------------------------------------------------------
+# A LLaMA-style decoder: RMSNorm, rotary embeddings, SwiGLU, causal attention.
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding of x [batch, heads, seq, head_dim] (halves rotated, as in LLaMA's HF port)."""
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
+        self.out = nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
+        if hasattr(F, "scaled_dot_product_attention"):
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # torch 1.x
+            s = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+            s = s + torch.full((t, t), float("-inf"), device=x.device).triu(1)
+            y = s.softmax(-1) @ v
+        return self.out(y.transpose(1, 2).reshape(b, t, d))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Layer(nn.Module):
+    def __init__(self, dim: int, heads: int, hidden: int) -> None:
+        super().__init__()
+        self.attn_norm, self.attn = RMSNorm(dim), Attention(dim, heads)
+        self.mlp_norm, self.mlp = RMSNorm(dim), SwiGLU(dim, hidden)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        x = x + self.attn(self.attn_norm(x), cos, sin)
+        return x + self.mlp(self.mlp_norm(x))
+
+
+class Llama(nn.Module):
+    def __init__(self, vocab: int, dim: int, layers: int, heads: int, seq: int) -> None:
+        super().__init__()
+        hidden = 256 * math.ceil(2 * 4 * dim / 3 / 256)  # LLaMA's SwiGLU width: 2048 for dim 768
+        self.embed = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList(Layer(dim, heads, hidden) for _ in range(layers))
+        self.norm = RMSNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+        half = dim // heads // 2
+        freqs = torch.outer(torch.arange(seq, dtype=torch.float32), 10000.0 ** (-torch.arange(half) / half))
+        self.register_buffer("cos", freqs.cos(), persistent=False)
+        self.register_buffer("sin", freqs.sin(), persistent=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        t = ids.shape[1]
+        cos, sin = self.cos[:t], self.sin[:t]
+        x = self.embed(ids)
+        for layer in self.layers:
+            x = layer(x, cos, sin)
+        return self.head(self.norm(x))
+
+
+def _llm_loss(model: nn.Module, ids: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = model(ids)
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
+
+
+def _classify_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(x), y)
+
+
+def _hf_loss(model: nn.Module, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=ids, labels=labels).loss
+
+
+def _hf_model(cls: type, config: object) -> nn.Module:
+    try:
+        return cls._from_config(config, attn_implementation=HF_ATTENTION)
+    except TypeError:  # older transformers
+        return cls(config)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def make(name: str, batch: int, device: str = "cpu", small: bool = False) -> Made:
+    """(model, example_inputs, loss_fn, blocks) for one of NAMES, on device, fp32, seeded."""
+    torch.manual_seed(0)
+    if name == "vit_b_16":
+        import torchvision
+        if small:
+            model = torchvision.models.VisionTransformer(image_size=32, patch_size=16, num_layers=2, num_heads=2,
+                                                         hidden_dim=32, mlp_dim=64, num_classes=10)
+        else:
+            model = torchvision.models.vit_b_16(weights=None)
+        size, classes = (32, 10) if small else (224, 1000)
+        inputs = (torch.randn(batch, 3, size, size), torch.randint(0, classes, (batch,)))
+        loss_fn, blocks = _classify_loss, list(model.encoder.layers)
+    elif name == "llama":
+        vocab, dim, layers, heads, seq = (256, 64, 2, 2, 32) if small else (32000, 768, 12, 12, 1024)
+        model = Llama(vocab, dim, layers, heads, seq)
+        inputs = (torch.randint(0, vocab, (batch, seq)), torch.randint(0, vocab, (batch, seq)))
+        loss_fn, blocks = _llm_loss, list(model.layers)
+    elif name == "bert":
+        from transformers import BertConfig, BertForMaskedLM
+        config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=128) if small else BertConfig()
+        seq = 32 if small else 128
+        model = _hf_model(BertForMaskedLM, config)
+        inputs = (torch.randint(0, config.vocab_size, (batch, seq)), torch.randint(0, config.vocab_size, (batch, seq)))
+        loss_fn, blocks = _hf_loss, list(model.bert.encoder.layer)
+    elif name == "gpt2":
+        from transformers import GPT2Config, GPT2LMHeadModel
+        size = dict(vocab_size=1000, n_positions=64, n_embd=64, n_layer=2, n_head=2) if small else {}
+        config = GPT2Config(use_cache=False, **size)  # no KV cache in training (checkpoint would update it twice)
+        seq = 32 if small else 1024
+        model = _hf_model(GPT2LMHeadModel, config)
+        ids = torch.randint(0, config.vocab_size, (batch, seq))
+        inputs = (ids, ids.clone())
+        loss_fn, blocks = _hf_loss, list(model.transformer.h)
+    else:
+        raise ValueError(f"unknown model {name!r}; one of {', '.join(NAMES)}")
+    model = model.to(device=device, dtype=torch.float32).train()
+    return model, tuple(t.to(device) for t in inputs), loss_fn, blocks
