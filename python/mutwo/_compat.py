@@ -133,6 +133,31 @@ def module_scopes(root: torch.nn.Module) -> Iterator[None]:
             h.remove()
 
 
+@contextmanager
+def real_tensors_as_constants() -> Iterator[None]:
+    """torch 2.x traces with fake tensors and refuses real ones that the step
+    closes over (a loss's class weights, a plain tensor attribute, torch.tensor(...)
+    in forward). With allow_non_fake_inputs on the fake mode AOTAutograd makes,
+    they become graph constants, as on torch 1.13."""
+    import importlib
+    aa = importlib.import_module("torch._functorch.aot_autograd") if TORCH_2 else None
+    original = getattr(aa, "construct_fake_mode", None)
+    if original is None:
+        yield
+        return
+
+    def construct_fake_mode(*args: Any, **kwargs: Any) -> Any:
+        fake_mode, shape_env = original(*args, **kwargs)
+        fake_mode.allow_non_fake_inputs = True
+        return fake_mode, shape_env
+
+    aa.construct_fake_mode = construct_fake_mode
+    try:
+        yield
+    finally:
+        aa.construct_fake_mode = original
+
+
 def scopes(gm: torch.fx.GraphModule, wrapper_attr: str) -> dict[torch.fx.Node, str]:
     """Each node's module path: the innermost entry of its nn_module_stack, or,
     for a backward node without one, that of the forward node whose autograd

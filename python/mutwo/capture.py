@@ -28,6 +28,7 @@ from mutwo import _compat
 FORMAT = "mutwo-step"
 VERSION = 1
 WRAPPER_ATTR = "mutwo_model"  # the model's attribute in the capture wrapper
+_HERE = os.path.dirname(os.path.abspath(__file__))
 
 DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
           torch.int64: "i64", torch.int32: "i32", torch.bool: "bool"}
@@ -87,7 +88,7 @@ class _Wrapper(torch.nn.Module):
     def __init__(self, model: torch.nn.Module, loss_fn: Callable) -> None:
         super().__init__()
         setattr(self, WRAPPER_ATTR, model)
-        self.loss_fn = loss_fn
+        self.__dict__["loss_fn"] = loss_fn  # not a submodule: a loss module's tensors are graph constants
 
     def forward(self, *inputs: Any) -> Any:
         return self.loss_fn(getattr(self, WRAPPER_ATTR), *inputs)
@@ -122,8 +123,8 @@ def _user_frame(exc: BaseException) -> str:
     tb, where = exc.__traceback__, ""
     while tb is not None:
         f = tb.tb_frame.f_code.co_filename
-        if not any(s in f for s in (os.sep + "torch" + os.sep, os.sep + "functorch" + os.sep,
-                                    os.sep + "mutwo" + os.sep, "contextlib")):
+        if not (f.startswith(_HERE) or "contextlib" in f
+                or any(s in f for s in (os.sep + "torch" + os.sep, os.sep + "functorch" + os.sep))):
             where = f"{os.path.basename(f)}:{tb.tb_lineno}"
         tb = tb.tb_next
     return where
@@ -212,7 +213,7 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Callable) -> 
     compiled = _compat.aot_function(step, fw_compiler=lambda gm, _: _compat.make_boxed_func(gm),
                                     partition_fn=partition_fn)
     try:
-        with _compat.module_scopes(wrapper):
+        with _compat.module_scopes(wrapper), _compat.real_tensors_as_constants():
             compiled(*flat)  # traces, partitions (our hook records the joint graph), runs the forward
     except CaptureError:
         raise
@@ -497,13 +498,15 @@ class _Writer:
             else:
                 self.add_value(n, name, self.rec[n], p.role, {"qualname": p.key})
                 self.tensors[data_key(self.values[-1])] = p.tensor
+        constants: dict[str, str] = {}  # attribute -> value name (forward and backward may both read it)
         for n in j.gm.graph.nodes:
-            if n.op == "get_attr":
+            if n.op == "get_attr" and n.target in constants:
+                self.value_of[n] = constants[n.target]
+            elif n.op == "get_attr":
                 t = getattr(j.gm, n.target)
                 if not isinstance(t, torch.Tensor):
                     raise _node_error(n, "a graph attribute that is not a tensor (a higher-order op?)")
-                name = self.unique(n.name)
-                self.value_of[n] = name
+                name = constants[n.target] = self.value_of[n] = self.unique(n.name)
                 self.add_value(n, name, self.rec[n], "constant")
                 self.tensors[data_key(self.values[-1])] = t.detach()
         ancestors = _ancestors(j.loss)
@@ -763,6 +766,7 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = _Parser(prog="python3 -m mutwo.capture",
+                 usage="python3 -m mutwo.capture MODULE:FUNCTION --out step.json [--name NAME]",
                  description="Write a model's training step (forward, loss and backward, traced by AOTAutograd) "
                              "as a mutwo step file: OUT (JSON) and OUT's stem + .safetensors beside it.",
                  epilog="FUNCTION() takes no arguments and returns (model, example_inputs, loss_fn), where "
