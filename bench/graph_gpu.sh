@@ -7,31 +7,36 @@
 #   CONFIGS="vit_b_16:64 llama:8 bert:32 gpt2:8" COMPILE_PEERS=1 bench/graph_gpu.sh
 #
 # Per name:batch in CONFIGS: the peers eager and checkpoint (one subprocess
-# each); the step captured to $STEPS_DIR/NAME.json (+ .safetensors, which stays
+# each); the step captured to $WORK/NAME.json (+ .safetensors, which stays
 # there; the JSON is copied to $OUT); `mutwo optimize --graph` at 100% (mutwo's
-# captured baseline) and at the checkpoint peer's peak, both with --check.
+# captured baseline) and at the checkpoint peer's peak, both with --check, their
+# output dirs in $WORK. $OUT gets only results.jsonl, log.txt (every step's
+# output) and the step JSONs: the device tool brings back 8 files at most.
+# SDPA=math holds scaled_dot_product_attention to its math backend, in the
+# peers and the capture alike (plain ATen ops instead of fused kernels).
 # Then, for every config, the compile peers (COMPILE_PEERS=1: compile:0.5, or
 # a list such as compile,compile:0.5), last because compiling is slow.
 # Every step runs under `timeout`, cut to what is left of DEADLINE seconds
 # (default 560), so one hang cannot eat the call; a step that fails or is
 # skipped leaves an error row and the rest goes on.
-# For a CPU test: DEVICE=cpu SMALL=1 MUTWO=build/src/cli/mutwo PYTHON=/usr/bin/python3 FALLBACK_BUDGET=80%
+# CPU test: DEVICE=cpu SMALL=1 MUTWO=build/src/cli/mutwo PYTHON=/usr/bin/python3 FALLBACK_BUDGET=80% WORK=/tmp/w
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-bench/out/graph}
-mkdir -p "$out/logs"
+mkdir -p "$out"
 exec > >(tee -a "$out/log.txt") 2>&1
 configs=${CONFIGS:-"vit_b_16:64 llama:8 bert:32 gpt2:8"}
 py=${PYTHON:-python3}
 device=${DEVICE:-cuda}
 steps=${STEPS:-10}
 deadline=${DEADLINE:-560}
-steps_dir=${STEPS_DIR:-build-cuda/graph_steps}
+work=${WORK:-build-cuda/graph_work}
+sdpa=${SDPA:-auto}
 small=""; [ "${SMALL:-0}" = 1 ] && small=--small
 case ${COMPILE_PEERS:-0} in 0 | "") compile_peers="" ;; 1) compile_peers=compile:0.5 ;; *) compile_peers=$COMPILE_PEERS ;; esac
 export CUBLAS_WORKSPACE_CONFIG=:4096:8  # deterministic cuBLAS for optimize --check
 res="$out/results.jsonl"
-mkdir -p "$steps_dir"
+mkdir -p "$work"
 
 # bounded SECONDS CMD...: CMD under timeout, cut to what is left before the deadline (15 s kept for the table).
 bounded() {
@@ -42,10 +47,13 @@ bounded() {
 }
 
 info=$(bounded 60 "$py" -c 'import sys, torch
-print(torch.cuda.get_device_name() if sys.argv[1].startswith("cuda") else "cpu"); print(torch.__version__)' "$device") \
-  || { echo "no torch on $device: $info"; exit 1; }
+print(torch.cuda.get_device_name() if sys.argv[1].startswith("cuda") else "cpu"); print(torch.__version__)
+try:
+    import transformers; print(transformers.__version__)
+except ImportError:
+    print("none")' "$device") || { echo "no torch on $device: $info"; exit 1; }
 card=$(sed -n 1p <<<"$info"); torch_version=$(sed -n 2p <<<"$info"); date=$(date +%F)
-echo "card: $card; torch $torch_version; device $device; configs: $configs"
+echo "card: $card; torch $torch_version; transformers $(sed -n 3p <<<"$info"); device $device; sdpa $sdpa; configs: $configs"
 
 if [ -n "${MUTWO:-}" ]; then
   m=$MUTWO
@@ -58,7 +66,7 @@ fi
 peers() {  # peers MODEL BATCH VARIANTS PER-VARIANT-TIMEOUT
   local n=$(($(tr -cd , <<<"$3" | wc -c) + 1))
   PYTHONUNBUFFERED=1 bounded $(($4 * n + 30)) "$py" bench/graph_peers.py --model "$1" --batch "$2" --device "$device" \
-    --steps "$steps" --variants "$3" --timeout "$4" --out "$res" $small \
+    --steps "$steps" --variants "$3" --timeout "$4" --sdpa "$sdpa" --out "$res" $small \
     || echo "peers $1:$2 $3: failed or timed out"
 }
 
@@ -89,43 +97,51 @@ print(json.dumps(r))
 PY
 }
 
-# optimize VARIANT MODEL BATCH BUDGET DIR: mutwo optimize --graph, then its row.
+# optimize VARIANT MODEL BATCH BUDGET DIR: mutwo optimize --graph, its output into the log, then its row.
 optimize() {
-  local log="$out/logs/${2}_${3}_${1// /_}.txt" rc line
-  bounded "${MUTWO_TIMEOUT:-240}" "$m" optimize --graph "$steps_dir/$2.json" --device "$device" --budget "$4" \
-    --steps "$steps" --check --json --quiet --out "$5" ${MUTWO_FLAGS:-} >"$log" 2>&1
+  local log="$work/optimize.txt" rc line
+  bounded "${MUTWO_TIMEOUT:-120}" "$m" optimize --graph "$work/$2.json" --device "$device" --budget "$4" \
+    --steps "$steps" --check --json --out "$5" ${MUTWO_FLAGS:-} >"$log" 2>&1
   rc=$?
+  grep -v '^{' "$log"
   line=$(grep '^{' "$log" | tail -n 1)
   [ -n "$line" ] || line="exit status $rc$( ((rc == 124)) && echo ' (timed out)'): $(grep -v '^\s*$' "$log" | tail -n 1)"
   emit "$1" "$2" "$3" "$line"
+  return $rc
 }
 
 for cfg in $configs; do
   model=${cfg%%:*}; batch=${cfg##*:}
   echo "== $model batch $batch (${SECONDS}s)"
   peers "$model" "$batch" eager,checkpoint "${PEER_TIMEOUT:-150}"
-  step="$steps_dir/$model.json"
+  step="$work/$model.json" log="$work/capture.txt"
   rm -f "$step"
   PYTHONUNBUFFERED=1 bounded "${CAPTURE_TIMEOUT:-240}" "$py" bench/graph_peers.py --model "$model" --batch "$batch" \
-    --device "$device" --capture "$step" $small >"$out/logs/${model}_${batch}_capture.txt" 2>&1
+    --device "$device" --sdpa "$sdpa" --capture "$step" $small >"$log" 2>&1
   rc=$?
-  if grep '^{' "$out/logs/${model}_${batch}_capture.txt" | tail -n 1 | tee -a "$res" | grep -q . && [ -f "$step" ]; then
+  if grep '^{' "$log" | tail -n 1 | tee -a "$res" | grep -q . && [ -f "$step" ]; then
+    grep -v '^{' "$log" | tail -n 5
     cp "$step" "$out/$model.json"
   else
-    why=$(grep -v '^\s*$' "$out/logs/${model}_${batch}_capture.txt" | tail -n 1)
+    cat "$log"
+    why=$(grep -v '^\s*$' "$log" | tail -n 1)
     ((rc == 124)) && why="timed out; $why"
     emit capture "$model" "$batch" "capture: exit status $rc: $why"
     continue
   fi
-  optimize "graph baseline" "$model" "$batch" 100% "$out/${model}_base"
+  optimize "graph baseline" "$model" "$batch" 100% "$work/${model}_base"
+  if (($? == 124)); then  # a hang: the second run would hang too
+    emit "graph mutwo@checkpoint-peak" "$model" "$batch" "skipped: mutwo's baseline run timed out"
+    continue
+  fi
   peak=$("$py" -c 'import json, sys
 rows = [r for r in map(json.loads, open(sys.argv[1])) if r.get("system") == "pytorch" and r.get("model") == sys.argv[2]
         and str(r.get("batch")) == sys.argv[3] and r.get("variant") == "checkpoint" and r.get("peak_bytes")]
 print(rows[-1]["peak_bytes"] if rows else "")' "$res" "$model" "$batch")
   if [ -n "$peak" ]; then
-    optimize "graph mutwo@checkpoint-peak" "$model" "$batch" "${peak}B" "$out/${model}_opt"
+    optimize "graph mutwo@checkpoint-peak" "$model" "$batch" "${peak}B" "$work/${model}_opt"
   elif [ -n "${FALLBACK_BUDGET:-}" ]; then
-    optimize "graph mutwo@$FALLBACK_BUDGET" "$model" "$batch" "$FALLBACK_BUDGET" "$out/${model}_opt"
+    optimize "graph mutwo@$FALLBACK_BUDGET" "$model" "$batch" "$FALLBACK_BUDGET" "$work/${model}_opt"
   else
     emit "graph mutwo@checkpoint-peak" "$model" "$batch" "no checkpoint peak to use as the budget"
   fi

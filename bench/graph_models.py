@@ -115,6 +115,12 @@ def _hf_loss(model: nn.Module, ids: torch.Tensor, labels: torch.Tensor) -> torch
     return model(input_ids=ids, labels=labels).loss
 
 
+def _hf_masked_loss(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    # An explicit all-ones mask: without one, transformers' causal-mask code looks for packed sequences in
+    # position_ids with a data-dependent .all(), which a traced capture cannot follow.
+    return model(input_ids=ids, attention_mask=mask, labels=labels).loss
+
+
 def _hf_model(cls: type, config: object) -> nn.Module:
     try:
         return cls._from_config(config, attn_implementation=HF_ATTENTION)
@@ -158,8 +164,8 @@ def make(name: str, batch: int, device: str = "cpu", small: bool = False) -> Mad
         seq = 32 if small else 1024
         model = _hf_model(GPT2LMHeadModel, config)
         ids = torch.randint(0, config.vocab_size, (batch, seq))
-        inputs = (ids, ids.clone())
-        loss_fn, blocks = _hf_loss, list(model.transformer.h)
+        inputs = (ids, torch.ones(batch, seq, dtype=torch.int64), ids.clone())
+        loss_fn, blocks = _hf_masked_loss, list(model.transformer.h)
     else:
         raise ValueError(f"unknown model {name!r}; one of {', '.join(NAMES)}")
     model = model.to(device=device, dtype=torch.float32).train()

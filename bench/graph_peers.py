@@ -30,9 +30,19 @@ def card(device: str) -> str:
     return torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
 
 
-def row(a: argparse.Namespace, variant: str, **fields: Any) -> dict:
-    return dict(system="pytorch", model=a.model, batch=a.batch, variant=variant, **fields, card=card(a.device),
+def row(a: argparse.Namespace, variant: str, system: str = "pytorch", **fields: Any) -> dict:
+    sdpa = {} if a.sdpa == "auto" else {"sdpa": a.sdpa}
+    return dict(system=system, model=a.model, batch=a.batch, variant=variant, **fields, **sdpa, card=card(a.device),
                 torch=torch.__version__, date=time.strftime("%Y-%m-%d"))
+
+
+def sdpa_backend(name: str) -> contextlib.AbstractContextManager:
+    """scaled_dot_product_attention as torch picks it ("auto"), or held to one backend such as "math"
+    (plain ATen ops in a captured step instead of fused attention kernels)."""
+    if name == "auto":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel(getattr(SDPBackend, name.upper()))
 
 
 def checkpoint_blocks(blocks: list[torch.nn.Module]) -> None:
@@ -95,7 +105,8 @@ def measure(a: argparse.Namespace, variant: str) -> dict:
 def one(a: argparse.Namespace) -> None:
     """The child: one variant, one JSON line on stdout (an error line when it fails)."""
     try:
-        r = measure(a, a.one)
+        with sdpa_backend(a.sdpa):
+            r = measure(a, a.one)
     except Exception as e:  # OOM, compile failure, missing feature: the row says so
         oom = "out of memory" in str(e).lower()
         msg = "out of memory" if oom else f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
@@ -105,7 +116,7 @@ def one(a: argparse.Namespace) -> None:
 
 def child_args(a: argparse.Namespace, variant: str) -> list[str]:
     args = [sys.executable, os.path.abspath(__file__), "--model", a.model, "--batch", str(a.batch), "--device",
-            a.device, "--steps", str(a.steps), "--one", variant]
+            a.device, "--steps", str(a.steps), "--sdpa", a.sdpa, "--one", variant]
     return args + (["--small"] if a.small else [])
 
 
@@ -144,13 +155,13 @@ def capture_step(a: argparse.Namespace) -> None:
     from mutwo.capture import capture
     model, inputs, loss_fn, _ = make(a.model, a.batch, a.device, a.small)
     t0 = time.perf_counter()
-    doc = capture(model, inputs, loss_fn, a.capture, name=a.model)
+    with sdpa_backend(a.sdpa):
+        doc = capture(model, inputs, loss_fn, a.capture, name=a.model)
     seconds = time.perf_counter() - t0
-    data = os.path.join(os.path.dirname(os.path.abspath(a.capture)), os.path.splitext(os.path.basename(a.capture))[0])
-    print(json.dumps(dict(system="mutwo", model=a.model, batch=a.batch, variant="capture", path=a.capture,
-                          nodes=len(doc.get("nodes", [])), capture_s=round(seconds, 2),
-                          step_bytes=os.path.getsize(a.capture), data_bytes=os.path.getsize(data + ".safetensors"),
-                          card=card(a.device), torch=torch.__version__, date=time.strftime("%Y-%m-%d"))), flush=True)
+    data = os.path.join(os.path.dirname(os.path.abspath(a.capture)), doc["data"])
+    print(json.dumps(row(a, "capture", system="mutwo", path=a.capture, nodes=len(doc["nodes"]),
+                         capture_s=round(seconds, 2), step_bytes=os.path.getsize(a.capture),
+                         data_bytes=os.path.getsize(data))), flush=True)
 
 
 def main() -> None:
@@ -162,6 +173,7 @@ def main() -> None:
     ap.add_argument("--variants", default="eager,checkpoint", help="eager, checkpoint, compile, compile:X")
     ap.add_argument("--out", help="append the JSON lines to this file too")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per variant")
+    ap.add_argument("--sdpa", default="auto", help="attention backend: auto, or math, efficient_attention, ...")
     ap.add_argument("--small", action="store_true", help="tiny models, for CPU tests")
     ap.add_argument("--capture", metavar="OUT.json", help="capture the step for mutwo instead of measuring")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the child: measure this variant here
