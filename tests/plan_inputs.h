@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "plan/plan.h"
-#include "profile/profiler.h"
+#include "profile/profile.h"
 
 namespace mutwo::testing {
 

@@ -15,8 +15,9 @@
 #include "build_errors.h"
 #include "grad_check.h"
 #include "ir/graph.h"
+#include "kernels/kernel.h"
+#include "kernels/kernels.h"
 #include "ops/builder.h"
-#include "ops/kernel.h"
 #include "ops/op.h"
 #include "runtime/executor.h"
 #include "support/error.h"
@@ -290,8 +291,8 @@ std::vector<at::Tensor> run_kernel(const std::string& op, ir::Attrs attrs, const
   std::vector<at::Tensor> out(outputs);
   std::vector<at::Tensor*> out_ptrs;
   for (at::Tensor& t : out) out_ptrs.push_back(&t);
-  ops::KernelCall call{node, in.data(), out_ptrs.data(), inputs.at(0).options(), 1, {}};
-  ops::op(op).kernel(call);
+  kernels::KernelCall call{node, in.data(), out_ptrs.data(), inputs.at(0).options(), 1, {}};
+  kernels::kernel(op).run(call);
   return out;
 }
 

@@ -8,10 +8,10 @@
 
 #include "autodiff/autodiff.h"
 #include "ir/text.h"
+#include "kernels/kernel.h"
 #include "models/model.h"
 #include "node_peaks.h"
 #include "ops/builder.h"
-#include "ops/kernel.h"
 #include "ops/op.h"
 #include "runtime/executor.h"
 #include "runtime/memory.h"
@@ -180,7 +180,7 @@ std::map<std::string, at::Tensor> run_optimizer(const ir::Graph& g, int steps) {
   for (int s = 0; s < steps; ++s) {
     for (const auto& p : kOptimParams)
       ex.value(g.find(p.name + ".grad")) =
-          at::randn(p.type.shape, gen, at::TensorOptions().dtype(ops::to_aten(p.type.dtype)));
+          at::randn(p.type.shape, gen, at::TensorOptions().dtype(kernels::to_aten(p.type.dtype)));
     ex.step();
   }
   std::map<std::string, at::Tensor> out;
@@ -217,7 +217,7 @@ std::map<std::string, at::Tensor> run_torch_optim(const autodiff::OptimizerConfi
   for (int s = 0; s < steps; ++s) {
     for (size_t i = 0; i < params.size(); ++i)
       params[i].mutable_grad() = at::randn(kOptimParams[i].type.shape, gen,
-                                           at::TensorOptions().dtype(ops::to_aten(kOptimParams[i].type.dtype)));
+                                           at::TensorOptions().dtype(kernels::to_aten(kOptimParams[i].type.dtype)));
     opt->step();
   }
   std::map<std::string, at::Tensor> out;

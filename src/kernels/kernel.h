@@ -1,12 +1,13 @@
 // What a kernel sees: ATen tensors for its inputs and slots for its outputs.
-// Included only by the op family files and the runtime.
+// Included only by the kernel family files (src/kernels/*.cpp), the runtime
+// and tests that run kernels; the op table (src/ops) never sees ATen.
 #pragma once
 
 #include <ATen/ATen.h>
 
 #include "ir/graph.h"
 
-namespace mutwo::ops {
+namespace mutwo::kernels {
 
 struct KernelCall {
   const ir::Node& node;
@@ -15,7 +16,7 @@ struct KernelCall {
   at::TensorOptions options;    // device of the step (for ops without inputs)
   int64_t step = 1;             // 1-based optimizer step (bias correction, first momentum step)
   at::Generator generator;      // the executor's, for random ops
-  const void* state = nullptr;  // what the op's prepare() built for this node, if it has one
+  const void* state = nullptr;  // what the op's Kernel::prepare built for this node, if it has one
 
   const at::Tensor& input(size_t i) const { return *in[i]; }
   at::Tensor& output(size_t i) const { return *out[i]; }
@@ -34,4 +35,4 @@ inline at::ScalarType to_aten(ir::DType t) {
   return at::kFloat;
 }
 
-}  // namespace mutwo::ops
+}  // namespace mutwo::kernels

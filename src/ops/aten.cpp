@@ -1,5 +1,7 @@
-// The generic op: one row, `aten`, that runs any ATen operator through the c10
-// dispatcher by its schema, for steps captured from PyTorch (docs/step-file.md).
+// The generic op's row: one row, `aten`, that runs any ATen operator through
+// the c10 dispatcher by its schema, for steps captured from PyTorch
+// (docs/step-file.md). Here its tags, inputs written in place, output types and
+// FLOPs, per node; the dispatcher call is its kernel, src/kernels/aten.cpp.
 //
 // A node carries the operator and its arguments as attributes:
 //   target="aten::addmm" overload="default"   the schema
@@ -10,29 +12,21 @@
 //   tags="view"                               random, view, inplace, overwrite
 //   mutates=[3,4]                             node inputs written in place (persistent)
 // Output types are the captured ones (the graph's); the first run checks them.
-#include <ATen/core/dispatch/Dispatcher.h>
-#include <ATen/core/stack.h>
+#include <string>
+#include <variant>
 
-#include <nlohmann/json.hpp>
-
-#include <algorithm>
-#include <cmath>
-#include <mutex>
-#include <optional>
-
-#ifdef MUTWO_WITH_CUDA
-#include <ATen/cuda/CUDAGeneratorImpl.h>
-#endif
-
-#include "ops/kernel.h"
+#include "ops/attrs.h"
 #include "ops/op.h"
 #include "support/error.h"
 
 namespace mutwo::ops {
 
-namespace {
+std::string schema_name(const ir::Node& n) {
+  const std::string& ov = n.attrs.s("overload");
+  return ov.empty() || ov == "default" ? n.attrs.s("target") : n.attrs.s("target") + "." + ov;
+}
 
-using json = nlohmann::json;
+namespace {
 
 uint32_t parse_tags(const std::string& s) {
   uint32_t t = 0;
@@ -62,11 +56,6 @@ std::vector<int> aten_mutates(const ir::Node& n) {
   if (const ir::Attr* a = n.attrs.find("mutates"))
     for (int64_t i : std::get<std::vector<int64_t>>(*a)) out.push_back(static_cast<int>(i));
   return out;
-}
-
-std::string schema_name(const ir::Node& n) {
-  const std::string& ov = n.attrs.s("overload");
-  return ov.empty() || ov == "default" ? n.attrs.s("target") : n.attrs.s("target") + "." + ov;
 }
 
 // The captured types: the node's own output values, as the step file declared them.
@@ -104,313 +93,12 @@ double matmul_class_flops(const FlopArgs& a) {
   return total;
 }
 
-// One schema argument, resolved once: a constant, or where to find a tensor at run time.
-struct Arg {
-  enum Kind { constant, tensor, tensor_list, optional_tensor_list, device, generator } kind = constant;
-  c10::IValue value;         // constant
-  std::vector<int> inputs;   // tensor: one; lists: one per element (-1: None)
-};
-
-struct Prepared {
-  explicit Prepared(c10::OperatorHandle h) : op(std::move(h)) {}
-  c10::OperatorHandle op;
-  std::vector<Arg> args;
-  std::vector<int64_t> returns;
-  std::vector<ir::TensorType> types;  // the captured output types
-  bool default_generator = false;     // random, with no generator argument (CUDA's native_dropout)
-  mutable bool checked = false;  // output types compared with the captured ones (first run)
-};
-
-c10::TypePtr unwrap_optional(c10::TypePtr t) {
-  if (auto o = t->cast<c10::OptionalType>()) return o->getElementType();
-  return t;
-}
-
-bool is_tensor_type(const c10::TypePtr& t) { return t->kind() == c10::TypeKind::TensorType; }
-
-// A Python number where ATen wants a tensor: a 0-dim wrapped number, as PyTorch makes.
-at::Tensor wrapped_number(const c10::Scalar& s) {
-  at::Tensor t = at::scalar_tensor(s, at::TensorOptions().dtype(s.type()));
-  t.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return t;
-}
-
-int input_index(const json& j, size_t num_inputs, const std::string& where) {
-  const std::string& s = j.get_ref<const std::string&>();
-  MUTWO_CHECK(s.size() > 1 && s[0] == '%', "{}: expected a tensor reference \"%i\", got \"{}\"", where, s);
-  char* end = nullptr;
-  long i = std::strtol(s.c_str() + 1, &end, 10);
-  MUTWO_CHECK(*end == '\0' && i >= 0 && static_cast<size_t>(i) < num_inputs, "{}: tensor reference {} is not one of the node's {} inputs",
-              where, s, num_inputs);
-  return static_cast<int>(i);
-}
-
-double decode_float(const json& j, const std::string& where) {
-  const json& f = j.at("f");
-  if (f.is_number()) return f.get<double>();
-  MUTWO_CHECK(f.is_string(), "{}: a float is {{\"f\": number}} or {{\"f\": \"inf\"|\"-inf\"|\"nan\"}}", where);
-  const std::string& s = f.get_ref<const std::string&>();
-  if (s == "inf") return INFINITY;
-  if (s == "-inf") return -INFINITY;
-  if (s == "nan") return NAN;
-  MUTWO_FAIL("{}: unknown float \"{}\" (inf, -inf, nan)", where, s);
-}
-
-c10::ScalarType decode_dtype(const std::string& s, const std::string& where) {
-  static const std::pair<const char*, c10::ScalarType> kNames[] = {
-      {"f32", at::kFloat}, {"f64", at::kDouble}, {"f16", at::kHalf}, {"bf16", at::kBFloat16}, {"i64", at::kLong},
-      {"i32", at::kInt},   {"i16", at::kShort},  {"i8", at::kChar},  {"u8", at::kByte},       {"bool", at::kBool},
-      {"c64", at::kComplexFloat}};
-  for (const auto& [name, t] : kNames)
-    if (s == name) return t;
-  MUTWO_FAIL("{}: unknown dtype \"{}\"", where, s);
-}
-
-// A scalar-like JSON value as an IValue for schema type `t` (unwrapped).
-c10::IValue decode_scalar(const json& j, const c10::TypePtr& t, const std::string& where) {
-  const bool want_float = t->kind() == c10::TypeKind::FloatType;
-  if (j.is_boolean()) {
-    bool b = j.get<bool>();
-    if (is_tensor_type(t)) return wrapped_number(c10::Scalar(b));
-    return b;
-  }
-  if (j.is_number_integer()) {
-    int64_t i = j.get<int64_t>();
-    if (is_tensor_type(t)) return wrapped_number(c10::Scalar(i));
-    if (want_float) return static_cast<double>(i);
-    return i;
-  }
-  MUTWO_CHECK(j.is_object() && j.size() == 1, "{}: unsupported argument {}", where, j.dump());
-  const auto it = j.begin();
-  const std::string key = it.key();
-  const json& v = it.value();
-  if (key == "f") {
-    double d = decode_float(j, where);
-    if (is_tensor_type(t)) return wrapped_number(c10::Scalar(d));
-    return d;
-  }
-  if (key == "s") return v.get<std::string>();
-  if (key == "dtype") return static_cast<int64_t>(decode_dtype(v.get<std::string>(), where));
-  if (key == "layout") {
-    MUTWO_CHECK(v == "strided", "{}: only the strided layout is supported, got {}", where, v.dump());
-    return static_cast<int64_t>(at::kStrided);
-  }
-  if (key == "memory_format") {
-    const std::string& m = v.get_ref<const std::string&>();
-    if (m == "contiguous") return static_cast<int64_t>(at::MemoryFormat::Contiguous);
-    if (m == "preserve") return static_cast<int64_t>(at::MemoryFormat::Preserve);
-    if (m == "channels_last") return static_cast<int64_t>(at::MemoryFormat::ChannelsLast);
-    if (m == "channels_last_3d") return static_cast<int64_t>(at::MemoryFormat::ChannelsLast3d);
-    MUTWO_FAIL("{}: unknown memory format {}", where, v.dump());
-  }
-  MUTWO_FAIL("{}: unsupported argument {}", where, j.dump());
-}
-
-Arg decode_arg(const json& j, const c10::Argument& schema_arg, size_t num_inputs, const std::string& where) {
-  Arg a;
-  const c10::TypePtr t = unwrap_optional(schema_arg.type());
-  if (j.is_null()) {  // None; a generator left to the default becomes the executor's
-    a.kind = t->kind() == c10::TypeKind::GeneratorType ? Arg::generator : Arg::constant;
-    return a;
-  }
-  if (j.is_string()) {
-    MUTWO_CHECK(is_tensor_type(t), "{}: a tensor where the schema wants {}", where, schema_arg.type()->str());
-    a.kind = Arg::tensor;
-    a.inputs.push_back(input_index(j, num_inputs, where));
-    return a;
-  }
-  if (j.is_object() && j.contains("device")) {
-    a.kind = Arg::device;
-    return a;
-  }
-  if (j.is_array()) {
-    auto list = t->cast<c10::ListType>();
-    MUTWO_CHECK(list, "{}: a list where the schema wants {}", where, schema_arg.type()->str());
-    const c10::TypePtr elem = list->getElementType();
-    if (is_tensor_type(unwrap_optional(elem))) {
-      a.kind = elem->kind() == c10::TypeKind::OptionalType ? Arg::optional_tensor_list : Arg::tensor_list;
-      for (const json& e : j) a.inputs.push_back(e.is_null() ? -1 : input_index(e, num_inputs, where));
-      MUTWO_CHECK(a.kind == Arg::optional_tensor_list || std::find(a.inputs.begin(), a.inputs.end(), -1) == a.inputs.end(),
-                  "{}: None in a list of tensors that may not hold None", where);
-      return a;
-    }
-    switch (elem->kind()) {
-      case c10::TypeKind::BoolType: {
-        c10::List<bool> l;
-        for (const json& e : j) l.push_back(e.get<bool>());
-        a.value = l;
-        break;
-      }
-      case c10::TypeKind::FloatType: {
-        std::vector<double> l;
-        for (const json& e : j) l.push_back(decode_scalar(e, elem, where).toDouble());
-        a.value = l;
-        break;
-      }
-      default: {  // int[], SymInt[]
-        std::vector<int64_t> l;
-        for (const json& e : j) {
-          MUTWO_CHECK(e.is_number_integer(), "{}: expected a list of integers, got {}", where, j.dump());
-          l.push_back(e.get<int64_t>());
-        }
-        a.value = l;
-      }
-    }
-    return a;
-  }
-  a.value = decode_scalar(j, t, where);
-  return a;
-}
-
-std::shared_ptr<const void> aten_prepare(const ir::Graph& g, const ir::Node& n) {
-  const std::string name = schema_name(n);
-  auto handle = c10::Dispatcher::singleton().findSchema({n.attrs.s("target"), n.attrs.s("overload") == "default" ? "" : n.attrs.s("overload")});
-  MUTWO_CHECK(handle.has_value(), "{}: the dispatcher knows no such operator (captured with another torch version?)", name);
-  auto p = std::make_shared<Prepared>(*handle);
-  const auto& schema = p->op.schema();
-  json args;
-  try {
-    args = json::parse(n.attrs.s("args"));
-  } catch (const json::exception& e) {
-    MUTWO_FAIL("{}: its args are not JSON: {}", name, e.what());
-  }
-  MUTWO_CHECK(args.is_array() && args.size() == schema.arguments().size(), "{}: {} arguments given, the schema `{}` has {}",
-              name, args.is_array() ? args.size() : 0, toString(schema), schema.arguments().size());
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string where = fmt::format("{} argument {} ({})", name, i, schema.arguments()[i].name());
-    try {
-      p->args.push_back(decode_arg(args[i], schema.arguments()[i], n.inputs.size(), where));
-    } catch (const json::exception& e) {
-      MUTWO_FAIL("{}: {}", where, e.what());
-    }
-  }
-  p->returns = n.attrs.ints("returns");
-  p->default_generator = (aten_tags(n) & kRandom) &&
-                         std::none_of(schema.arguments().begin(), schema.arguments().end(), [](const c10::Argument& a) {
-                           return unwrap_optional(a.type())->kind() == c10::TypeKind::GeneratorType;
-                         });
-  for (ir::ValueId v : n.outputs) p->types.push_back(g.type(v));
-  return p;
-}
-
-// While alive, the device's default generator continues the executor's
-// sequence (CUDA's Philox: seed and offset); the executor's takes the offset
-// back after. A no-op where the executor's generator is the default one (a
-// captured CUDA graph) and on the CPU, where torch 1.13's captures draw through
-// generator arguments (bernoulli_).
-class DefaultGeneratorSwap {
- public:
-  DefaultGeneratorSwap(bool needed, KernelCall& k) {
-#ifdef MUTWO_WITH_CUDA
-    if (!needed || !k.options.device().is_cuda()) return;
-    const auto index = k.options.device().has_index() ? k.options.device().index() : c10::DeviceIndex(0);
-    def_ = at::cuda::detail::getDefaultCUDAGenerator(index);
-    if (def_ == k.generator) return;
-    mine_ = &k.generator;
-    lock_.emplace(def_.mutex());
-    seed_ = def_.current_seed();
-    offset_ = def_.get_offset();
-    def_.set_current_seed(mine_->current_seed());
-    def_.set_offset(mine_->get_offset());
-#else
-    (void)needed;
-    (void)k;
-#endif
-  }
-  ~DefaultGeneratorSwap() {
-#ifdef MUTWO_WITH_CUDA
-    if (!mine_) return;
-    mine_->set_offset(def_.get_offset());
-    def_.set_current_seed(seed_);
-    def_.set_offset(offset_);
-#endif
-  }
-  DefaultGeneratorSwap(const DefaultGeneratorSwap&) = delete;
-  DefaultGeneratorSwap& operator=(const DefaultGeneratorSwap&) = delete;
-
- private:
-#ifdef MUTWO_WITH_CUDA
-  at::Generator def_;
-  at::Generator* mine_ = nullptr;
-  std::optional<std::lock_guard<std::mutex>> lock_;
-  uint64_t seed_ = 0, offset_ = 0;
-#endif
-};
-
-void put_output(KernelCall& k, const Prepared& p, size_t& flat, const at::Tensor& t) {
-  MUTWO_CHECK(flat < p.returns.size(), "{}: returned more tensors than the capture recorded ({})", schema_name(k.node),
-              p.returns.size());
-  int64_t slot = p.returns[flat++];
-  if (slot < 0) return;
-  MUTWO_CHECK(t.defined(), "{}: output {} is undefined, but the capture recorded a tensor", schema_name(k.node), slot);
-  k.output(static_cast<size_t>(slot)) = t;
-}
-
-void aten_kernel(KernelCall& k) {
-  const auto& p = *static_cast<const Prepared*>(k.state);
-  torch::jit::Stack stack;
-  stack.reserve(p.args.size());
-  for (const Arg& a : p.args) {
-    switch (a.kind) {
-      case Arg::constant: stack.push_back(a.value); break;
-      case Arg::tensor: {
-        const at::Tensor& t = k.input(static_cast<size_t>(a.inputs[0]));
-        if (t.defined()) stack.emplace_back(t);
-        else stack.emplace_back();  // an optional input the rewrite left out (running statistics of a recomputation)
-        break;
-      }
-      case Arg::tensor_list: {
-        c10::List<at::Tensor> l;
-        for (int i : a.inputs) l.push_back(k.input(static_cast<size_t>(i)));
-        stack.emplace_back(l);
-        break;
-      }
-      case Arg::optional_tensor_list: {
-        c10::List<c10::optional<at::Tensor>> l;
-        for (int i : a.inputs) l.push_back(i < 0 ? c10::optional<at::Tensor>() : c10::optional<at::Tensor>(k.input(static_cast<size_t>(i))));
-        stack.emplace_back(l);
-        break;
-      }
-      case Arg::device: stack.emplace_back(k.options.device()); break;
-      case Arg::generator: stack.emplace_back(k.generator); break;
-    }
-  }
-  {
-    // A random op without a generator argument draws from the device's
-    // default generator: it draws the executor's numbers instead, so that
-    // two executors from one seed agree (--check) whatever ran between them.
-    DefaultGeneratorSwap swap(p.default_generator, k);
-    p.op.callBoxed(&stack);
-  }
-  size_t flat = 0;
-  for (const c10::IValue& r : stack) {
-    if (r.isTensor()) put_output(k, p, flat, r.toTensor());
-    else if (r.isTensorList())
-      for (const at::Tensor& t : r.toTensorVector()) put_output(k, p, flat, t);
-    else if (r.isNone()) put_output(k, p, flat, at::Tensor());
-  }
-  MUTWO_CHECK(flat == p.returns.size(), "{}: returned {} tensors, the capture recorded {}", schema_name(k.node), flat,
-              p.returns.size());
-  if (p.checked) return;
-  // The first run checks the captured types.
-  for (size_t i = 0; i < k.node.outputs.size(); ++i) {
-    const at::Tensor& t = k.output(i);
-    MUTWO_CHECK(t.defined(), "{}: output {} was not produced", schema_name(k.node), i);
-    const ir::TensorType& want = p.types[i];
-    MUTWO_CHECK(t.sizes().vec() == want.shape && t.scalar_type() == to_aten(want.dtype),
-                "{}: output {} is {}{} but the step file declares {}", schema_name(k.node), i,
-                c10::toString(t.scalar_type()), t.sizes(), ir::to_string(want));
-  }
-  p.checked = true;
-}
-
 }  // namespace
 
 void add_aten_ops(std::vector<OpDef>& t) {
-  OpDef d{"aten", 0, 0, kVariadic, aten_infer, nullptr, matmul_class_flops, aten_kernel};
+  OpDef d{"aten", 0, 0, kVariadic, aten_infer, nullptr, matmul_class_flops};
   d.mutates_of = aten_mutates;
   d.tags_of = aten_tags;
-  d.prepare = aten_prepare;
   t.push_back(d);
 }
 

@@ -3,15 +3,23 @@
 // each differentiated with the ATen backward kernel PyTorch's autograd uses.
 // What eager attention needs (matmul -> scale -> mask -> softmax -> dropout ->
 // matmul); the layout ops (permute, contiguous, split, cat) and the token
-// helpers (arange, shift_left, int_constant) are in layout.cpp.
+// helpers (arange, shift_left, int_constant) are in layout.cpp. Their kernels
+// are in src/kernels/attention.cpp.
 #include <array>
-#include <limits>
+#include <cmath>
 
+#include "ops/attrs.h"
 #include "ops/builder.h"
 #include "ops/infer.h"
-#include "ops/kernel.h"
 
 namespace mutwo::ops {
+
+int64_t padding_idx(const ir::Node& n) { return n.attrs.i_or("padding_idx", -1); }
+double ln_eps(const ir::Node& n) { return n.attrs.f_or("eps", 1e-5); }
+std::array<bool, 3> ln_mask(const ir::Node& n) {
+  const auto& m = n.attrs.ints("mask");
+  return {m[0] != 0, m[1] != 0, m[2] != 0};
+}
 
 namespace {
 
@@ -29,7 +37,6 @@ void name_gradient(GradArgs& a, ValueId v, size_t input) {
 // ---- embedding(weight (V, C), ids (...) i64|i32) {padding_idx = -1: none} -> (..., C)
 // d/dweight = embedding_dense_backward(g, ids, V, padding_idx) (the padding
 // row gets no gradient, as torch.nn.Embedding(padding_idx=...)); ids get none.
-int64_t padding_idx(const ir::Node& n) { return n.attrs.i_or("padding_idx", -1); }
 void require_ids(const TensorType& t, std::string_view what) {
   MUTWO_CHECK(t.dtype == DType::i64 || t.dtype == DType::i32, "{} must be token ids (element type i64 or i32), got {}",
               what, ir::to_string(t));
@@ -54,7 +61,6 @@ Grads embedding_grad(GradArgs& a) {
                   {{"num_weights", a.b.shape(a.in(0))[0]}, {"padding_idx", padding_idx(a.node)}}, a.grad_name(0));
   return g;
 }
-void embedding_kernel(KernelCall& k) { k.output(0) = at::embedding(k.input(0), k.input(1), padding_idx(k.node)); }
 
 // embedding_backward(g (..., C), ids (...)) {num_weights, padding_idx} -> (num_weights, C)
 Types embedding_backward_infer(const InferArgs& a) {
@@ -69,16 +75,11 @@ Types embedding_backward_infer(const InferArgs& a) {
   require_padding_idx(padding_idx(a.node), rows);
   return {TensorType{{rows, g.shape.back()}, g.dtype}};
 }
-void embedding_backward_kernel(KernelCall& k) {
-  k.output(0) = at::embedding_dense_backward(k.input(0), k.input(1), k.node.attrs.i("num_weights"),
-                                             padding_idx(k.node), /*scale_grad_by_freq=*/false);
-}
 
 // ---- layer_norm(x (..., C), weight (C), bias (C)) {eps = 1e-5} -> (y, mean, rstd)
 // Normalises over the last dimension (torch.nn.LayerNorm(C)) with
 // native_layer_norm; mean and rstd, shaped (..., 1), are what its backward
 // needs. They are f32 for f16/bf16 input (CUDA's accumulation type).
-double ln_eps(const ir::Node& n) { return n.attrs.f_or("eps", 1e-5); }
 Shape stat_shape(Shape s) {
   s.back() = 1;
   return s;
@@ -117,20 +118,9 @@ Grads layer_norm_grad(GradArgs& a) {
   return g;
 }
 double layer_norm_flops(const FlopArgs& a) { return 8.0 * static_cast<double>(a.in[0]->numel()); }
-void layer_norm_kernel(KernelCall& k) {
-  const at::Tensor& x = k.input(0);
-  auto [y, mean, rstd] = at::native_layer_norm(x, {x.size(-1)}, k.input(1), k.input(2), ln_eps(k.node));
-  k.output(0) = y;
-  k.output(1) = mean;
-  k.output(2) = rstd;
-}
 
 // layer_norm_backward(g, x, mean, rstd, weight, bias) {eps, mask: [dx, dweight, dbias]}
 // -> one output per mask entry that is set, in that order.
-std::array<bool, 3> ln_mask(const ir::Node& n) {
-  const auto& m = n.attrs.ints("mask");
-  return {m[0] != 0, m[1] != 0, m[2] != 0};
-}
 Types layer_norm_backward_infer(const InferArgs& a) {
   const TensorType& x = a.input(1);
   infer::require_float(x, "layer_norm input");
@@ -151,16 +141,6 @@ Types layer_norm_backward_infer(const InferArgs& a) {
   if (m[2]) out.push_back(a.input(5));
   return out;
 }
-void layer_norm_backward_kernel(KernelCall& k) {
-  const at::Tensor& x = k.input(1);
-  auto m = ln_mask(k.node);
-  auto [dx, dw, db] =
-      at::native_layer_norm_backward(k.input(0), x, {x.size(-1)}, k.input(2), k.input(3), k.input(4), k.input(5), m);
-  size_t o = 0;
-  if (m[0]) k.output(o++) = dx;
-  if (m[1]) k.output(o++) = dw;
-  if (m[2]) k.output(o++) = db;
-}
 
 // ---- softmax {dim}: _softmax; d/dx = _softmax_backward_data(g, out), from the output.
 Types softmax_infer(const InferArgs& a) {
@@ -171,13 +151,9 @@ Types softmax_infer(const InferArgs& a) {
 Grads softmax_grad(GradArgs& a) {
   return {a.b.op("softmax_backward", {a.g(), a.out(0)}, a.node.attrs, a.grad_name(0))};
 }
-void softmax_kernel(KernelCall& k) { k.output(0) = at::_softmax(k.input(0), k.node.attrs.i("dim"), false); }
 Types softmax_backward_infer(const InferArgs& a) {
   infer::pair_same_shape(a);
   return softmax_infer(a);
-}
-void softmax_backward_kernel(KernelCall& k) {
-  k.output(0) = at::_softmax_backward_data(k.input(0), k.input(1), k.node.attrs.i("dim"), k.input(1).scalar_type());
 }
 double softmax_flops(const FlopArgs& a) { return 5.0 * static_cast<double>(a.out[0]->numel()); }
 
@@ -239,25 +215,6 @@ double matmul_flops(const FlopArgs& a) {
   MatmulDims d = matmul_dims(a.node, a.in[0]->shape, a.in[1]->shape);
   return 2.0 * static_cast<double>(a.out[0]->numel()) * static_cast<double>(d.k);
 }
-// (..., R, S) -> (batch, R, S), transposed as asked: a view where the layout allows.
-at::Tensor as_batches(const at::Tensor& t, bool transpose) {
-  at::Tensor b = t.reshape({-1, t.size(-2), t.size(-1)});
-  return transpose ? b.transpose(1, 2) : b;
-}
-void matmul_kernel(KernelCall& k) {
-  const at::Tensor& x = k.input(0);
-  const at::Tensor& y = k.input(1);
-  bool ta = k.node.attrs.i_or("transpose_a", 0) != 0, tb = k.node.attrs.i_or("transpose_b", 0) != 0;
-  if (x.dim() == 2) {
-    k.output(0) = at::mm(ta ? x.t() : x, tb ? y.t() : y);
-    return;
-  }
-  at::Tensor c = at::bmm(as_batches(x, ta), as_batches(y, tb));  // (batch, M, N)
-  std::vector<int64_t> out(x.sizes().begin(), x.sizes().end() - 2);
-  out.push_back(c.size(1));
-  out.push_back(c.size(2));
-  k.output(0) = c.view(out);
-}
 
 // ---- causal_mask_fill(x (..., T, S)) {value}: x with every entry above the
 // causal diagonal (key j > query i + S - T) set to `value`; by default the
@@ -276,20 +233,6 @@ Types causal_mask_fill_infer(const InferArgs& a) {
 Grads causal_mask_fill_grad(GradArgs& a) {
   return {a.b.op("causal_mask_fill", {a.g()}, {{"value", 0.0}}, a.grad_name(0))};
 }
-double lowest_finite(at::ScalarType t) {
-  double v = 0;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, t, "lowest_finite",
-                                  [&] { v = static_cast<double>(std::numeric_limits<scalar_t>::lowest()); });
-  return v;
-}
-void causal_mask_fill_kernel(KernelCall& k) {
-  const at::Tensor& x = k.input(0);
-  int64_t t = x.size(-2), s = x.size(-1);
-  double value = k.node.attrs.has("value") ? k.node.attrs.f("value") : lowest_finite(x.scalar_type());
-  at::Tensor future = at::ones({t, s}, x.options().dtype(at::kBool)).triu_(s - t + 1);  // (T, S): keys after the query
-  // One pass, as Hugging Face's torch.where: masked_fill copies x, then fills.
-  k.output(0) = at::where(future, at::Scalar(value), x);
-}
 
 // ---- scale(x) {alpha}: x * alpha (attention's 1/sqrt(head_dim)); d/dx = g * alpha.
 Types scale_infer(const InferArgs& a) {
@@ -298,30 +241,25 @@ Types scale_infer(const InferArgs& a) {
   return infer::same_as_input0(a);
 }
 Grads scale_grad(GradArgs& a) { return {a.b.op("scale", {a.g()}, a.node.attrs, a.grad_name(0))}; }
-void scale_kernel(KernelCall& k) { k.output(0) = at::mul(k.input(0), k.node.attrs.f("alpha")); }
 
 // ---- tanh: d/dx = tanh_backward(g, out), from the output as PyTorch saves it.
 Grads tanh_grad(GradArgs& a) { return {a.b.op("tanh_backward", {a.g(), a.out(0)}, {}, a.grad_name(0))}; }
-void tanh_kernel(KernelCall& k) { k.output(0) = at::tanh(k.input(0)); }
-void tanh_backward_kernel(KernelCall& k) { k.output(0) = at::tanh_backward(k.input(0), k.input(1)); }
 
 }  // namespace
 
 void add_attention_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, kernel
-  t.push_back({"embedding", 0, 2, 2, embedding_infer, embedding_grad, nullptr, embedding_kernel});
-  t.push_back({"embedding_backward", 0, 2, 2, embedding_backward_infer, nullptr, nullptr, embedding_backward_kernel});
-  t.push_back({"layer_norm", 0, 3, 3, layer_norm_infer, layer_norm_grad, layer_norm_flops, layer_norm_kernel});
-  t.push_back({"layer_norm_backward", 0, 6, 6, layer_norm_backward_infer, nullptr, layer_norm_flops,
-               layer_norm_backward_kernel});
-  t.push_back({"softmax", 0, 1, 1, softmax_infer, softmax_grad, softmax_flops, softmax_kernel});
-  t.push_back({"softmax_backward", 0, 2, 2, softmax_backward_infer, nullptr, softmax_flops, softmax_backward_kernel});
-  t.push_back({"matmul", kHeavy, 2, 2, matmul_infer, matmul_grad, matmul_flops, matmul_kernel});
-  t.push_back({"causal_mask_fill", kPointwise, 1, 1, causal_mask_fill_infer, causal_mask_fill_grad, nullptr,
-               causal_mask_fill_kernel});
-  t.push_back({"scale", kPointwise, 1, 1, scale_infer, scale_grad, nullptr, scale_kernel});
-  t.push_back({"tanh", kPointwise, 1, 1, infer::same_as_input0, tanh_grad, nullptr, tanh_kernel});
-  t.push_back({"tanh_backward", kPointwise, 2, 2, infer::pair_same_shape, nullptr, nullptr, tanh_backward_kernel});
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs
+  t.push_back({"embedding", 0, 2, 2, embedding_infer, embedding_grad, nullptr});
+  t.push_back({"embedding_backward", 0, 2, 2, embedding_backward_infer, nullptr, nullptr});
+  t.push_back({"layer_norm", 0, 3, 3, layer_norm_infer, layer_norm_grad, layer_norm_flops});
+  t.push_back({"layer_norm_backward", 0, 6, 6, layer_norm_backward_infer, nullptr, layer_norm_flops});
+  t.push_back({"softmax", 0, 1, 1, softmax_infer, softmax_grad, softmax_flops});
+  t.push_back({"softmax_backward", 0, 2, 2, softmax_backward_infer, nullptr, softmax_flops});
+  t.push_back({"matmul", kHeavy, 2, 2, matmul_infer, matmul_grad, matmul_flops});
+  t.push_back({"causal_mask_fill", kPointwise, 1, 1, causal_mask_fill_infer, causal_mask_fill_grad, nullptr});
+  t.push_back({"scale", kPointwise, 1, 1, scale_infer, scale_grad, nullptr});
+  t.push_back({"tanh", kPointwise, 1, 1, infer::same_as_input0, tanh_grad, nullptr});
+  t.push_back({"tanh_backward", kPointwise, 2, 2, infer::pair_same_shape, nullptr, nullptr});
 }
 
 }  // namespace mutwo::ops

@@ -1,36 +1,25 @@
 // Convolutional-network ops: conv2d, batch_norm (training mode, updating the
-// running statistics it is given, cuDNN where PyTorch takes it), max_pool2d with indices
-// and adaptive average pooling, each with the ATen backward kernel that
-// PyTorch's autograd calls (derivatives.yaml) on the same operands.
+// running statistics it is given), max_pool2d with indices and adaptive
+// average pooling, each with a backward op that is the ATen backward kernel
+// PyTorch's autograd calls (derivatives.yaml) on the same operands. Their
+// kernels (cuDNN batch norm where PyTorch takes it) are in src/kernels/conv.cpp.
 //
 // Backward design: one node per op's backward (`conv2d_backward`,
 // `batch_norm_backward`), as autograd makes one call; its outputs are the
 // gradients that autodiff asked for, in input order, chosen by the attribute
 // `output_mask` = [input, weight, bias] (0/1). So a first conv, whose input is
 // data, computes only the weight gradient.
-#include <ATen/detail/CUDAHooksInterface.h>
-
 #include <algorithm>
 #include <array>
-#include <limits>
 
+#include "ops/attrs.h"
 #include "ops/builder.h"
 #include "ops/infer.h"
-#include "ops/kernel.h"
 
 namespace mutwo::ops {
 
-namespace {
-
-using ir::DType;
 using ir::Shape;
-using ir::TensorType;
-using ir::ValueId;
 
-// --- helpers -----------------------------------------------------------------
-
-// A spatial attribute of two entries (stride, padding, dilation, kernel);
-// `dflt` when absent. Throws UserError for a bad length or value below `min`.
 Shape pair_attr(const ir::Node& n, std::string_view key, Shape dflt, int64_t min) {
   Shape v = n.attrs.has(key) ? n.attrs.ints(key) : dflt;
   MUTWO_CHECK(v.size() == 2, "{}: {} must have 2 entries (height, width), got {}", n.op, key, ir::shape_string(v));
@@ -41,9 +30,7 @@ Shape pair_attr(const ir::Node& n, std::string_view key, Shape dflt, int64_t min
 Shape stride_of(const ir::Node& n) { return pair_attr(n, "stride", {1, 1}, 1); }
 Shape padding_of(const ir::Node& n) { return pair_attr(n, "padding", {0, 0}, 0); }
 Shape dilation_of(const ir::Node& n) { return pair_attr(n, "dilation", {1, 1}, 1); }
-const Shape kNoOutputPadding{0, 0};  // at::convolution's output_padding for a plain (not transposed) conv
 
-// output_mask [input, weight, bias] of a backward node: which gradients it makes.
 std::array<bool, 3> output_mask(const ir::Node& n) {
   MUTWO_CHECK(n.attrs.has("output_mask"), "{}: the attribute output_mask = [input, weight, bias] is missing", n.op);
   const Shape& m = n.attrs.ints("output_mask");
@@ -53,6 +40,14 @@ std::array<bool, 3> output_mask(const ir::Node& n) {
   MUTWO_CHECK(r[0] || r[1] || r[2], "{}: output_mask asks for no gradient", n.op);
   return r;
 }
+
+namespace {
+
+using ir::DType;
+using ir::TensorType;
+using ir::ValueId;
+
+// --- helpers -----------------------------------------------------------------
 
 // The dtype of batch-norm statistics: float for half types (as ATen's CUDA kernels make them).
 DType stats_dtype(DType t) { return t == DType::f16 || t == DType::bf16 ? DType::f32 : t; }
@@ -74,19 +69,6 @@ Grads backward_call(GradArgs& a, std::string_view op, std::vector<ValueId> input
     if (i != first) a.b.graph().rename(g[i], a.b.graph().unique_name(a.grad_name(i)));
   }
   return g;
-}
-
-c10::optional<at::Tensor> optional_input(const KernelCall& k, size_t i) {
-  if (i < k.node.inputs.size() && k.input(i).defined()) return k.input(i);
-  return c10::nullopt;
-}
-
-// Assigns the gradients a backward kernel made to the node's outputs, in mask order.
-void assign_masked(KernelCall& k, const std::array<bool, 3>& mask, std::tuple<at::Tensor, at::Tensor, at::Tensor> r) {
-  size_t j = 0;
-  if (mask[0]) k.output(j++) = std::get<0>(r);
-  if (mask[1]) k.output(j++) = std::get<1>(r);
-  if (mask[2]) k.output(j++) = std::get<2>(r);
 }
 
 // --- conv2d --------------------------------------------------------------------
@@ -134,12 +116,6 @@ double conv2d_flops(const FlopArgs& a) {
 Grads conv2d_grad(GradArgs& a) {
   return backward_call(a, "conv2d_backward", {a.g(), a.in(0), a.in(1)}, a.node.attrs);
 }
-void conv2d_kernel(KernelCall& k) {
-  const ir::Node& n = k.node;
-  k.output(0) = at::convolution(k.input(0), k.input(1), optional_input(k, 2), stride_of(n), padding_of(n),
-                                dilation_of(n), /*transposed=*/false, kNoOutputPadding,
-                                n.attrs.i_or("groups", 1));
-}
 
 // conv2d_backward(g, x, w) {conv2d's attributes, output_mask} -> the asked-for
 // of (d/dx, d/dw, d/db), from one at::convolution_backward call as autograd makes.
@@ -160,16 +136,6 @@ double conv2d_backward_flops(const FlopArgs& a) {
   auto mask = output_mask(a.node);
   double matmul = 2.0 * conv2d_macs(*a.in[2], *a.in[0]);  // each of d/dx and d/dw costs a forward
   return (mask[0] ? matmul : 0) + (mask[1] ? matmul : 0) + (mask[2] ? static_cast<double>(a.in[0]->numel()) : 0);
-}
-void conv2d_backward_kernel(KernelCall& k) {
-  const ir::Node& n = k.node;
-  auto mask = output_mask(n);
-  std::vector<int64_t> bias_sizes{k.input(2).size(0)};
-  at::OptionalIntArrayRef bias = mask[2] ? at::OptionalIntArrayRef(bias_sizes) : at::OptionalIntArrayRef(c10::nullopt);
-  assign_masked(k, mask,
-                at::convolution_backward(k.input(0), k.input(1), k.input(2), bias, stride_of(n), padding_of(n),
-                                         dilation_of(n), /*transposed=*/false, kNoOutputPadding,
-                                         n.attrs.i_or("groups", 1), mask));
 }
 
 // --- batch_norm (training mode) ---------------------------------------------------
@@ -221,39 +187,6 @@ Grads batch_norm_grad(GradArgs& a) {
                        {{"eps", a.node.attrs.f("eps")}, {"has_bias", int64_t{a.node.inputs.size() > 2 && a.in(2) != ir::kNoValue}}});
 }
 
-// Whether PyTorch's batch norm takes cuDNN for these operands (the conditions
-// of ATen's _batch_norm_impl_index, training mode), so forward and backward
-// make the calls eager PyTorch makes: cuDNN is about twice as fast as ATen's
-// own CUDA kernels here.
-bool batch_norm_uses_cudnn(const at::Tensor& x, const c10::optional<at::Tensor>& w, bool has_bias, double eps) {
-  const auto& hooks = at::detail::getCUDAHooks();
-  return x.is_cuda() && at::globalContext().userEnabledCuDNN() && hooks.compiledWithCuDNN() &&
-         hooks.versionCuDNN() >= 5110L && w && w->defined() && has_bias &&
-         x.scalar_type() == at::kFloat && w->scalar_type() == at::kFloat && x.dim() >= 3 && x.size(0) <= 880801 &&
-         eps >= hooks.batchnormMinEpsilonCuDNN() && x.numel() < std::numeric_limits<int32_t>::max();
-}
-
-void batch_norm_kernel(KernelCall& k) {
-  const at::Tensor& x = k.input(0);
-  auto w = optional_input(k, 1), b = optional_input(k, 2), mean = optional_input(k, 3), var = optional_input(k, 4);
-  const double eps = k.node.attrs.f("eps"), momentum = k.node.attrs.f_or("momentum", 0.1);
-  if (batch_norm_uses_cudnn(x, w, b.has_value(), eps)) {
-    auto [y, save_mean, save_invstd, reserve] =
-        at::cudnn_batch_norm(x, *w, b, mean, var, /*training=*/true, momentum, eps);
-    // The backward passes an empty reserve: exact only while cuDNN keeps none
-    // (its non-persistent spatial mode, which contiguous NCHW inputs get).
-    MUTWO_ASSERT(reserve.numel() == 0, "cuDNN batch norm kept a {}-byte reserve space", reserve.numel());
-    k.output(0) = y;
-    k.output(1) = save_mean;
-    k.output(2) = save_invstd;
-    return;
-  }
-  auto [y, save_mean, save_invstd] = at::native_batch_norm(x, w, b, mean, var, /*training=*/true, momentum, eps);
-  k.output(0) = y;
-  k.output(1) = save_mean;
-  k.output(2) = save_invstd;
-}
-
 // batch_norm_backward(g, x, w?, save_mean, save_invstd) {eps, output_mask, has_bias}
 // -> the asked-for of (d/dx, d/dw, d/db), by the kernel the forward used:
 // cudnn_batch_norm_backward or native_batch_norm_backward (training mode).
@@ -276,22 +209,6 @@ Types batch_norm_backward_infer(const InferArgs& a) {
   return t;
 }
 double batch_norm_backward_flops(const FlopArgs& a) { return 8.0 * static_cast<double>(a.in[1]->numel()); }
-void batch_norm_backward_kernel(KernelCall& k) {
-  auto mask = output_mask(k.node);
-  const at::Tensor& x = k.input(1);
-  auto w = optional_input(k, 2);
-  const double eps = k.node.attrs.f("eps");
-  if (batch_norm_uses_cudnn(x, w, k.node.attrs.i_or("has_bias", 1) != 0, eps)) {
-    auto grads = at::cudnn_batch_norm_backward(x, k.input(0).contiguous(x.suggest_memory_format()), *w,
-                                               /*running_mean=*/{}, /*running_var=*/{}, k.input(3), k.input(4), eps,
-                                               /*reserveSpace=*/at::empty({0}, x.options().dtype(at::kByte)));
-    assign_masked(k, mask, grads);
-    return;
-  }
-  assign_masked(k, mask,
-                at::native_batch_norm_backward(k.input(0), x, w, /*running_mean=*/{}, /*running_var=*/{}, k.input(3),
-                                               k.input(4), /*train=*/true, eps, mask));
-}
 
 // --- max_pool2d -----------------------------------------------------------------
 
@@ -332,14 +249,6 @@ double max_pool2d_flops(const FlopArgs& a) {
 Grads max_pool2d_grad(GradArgs& a) {
   return {a.b.op("max_pool2d_backward", {a.g(0), a.in(0), a.out(1)}, a.node.attrs, a.grad_name(0))};
 }
-void max_pool2d_kernel(KernelCall& k) {
-  const ir::Node& n = k.node;
-  Shape kernel = n.attrs.ints("kernel");
-  auto [out, indices] = at::max_pool2d_with_indices(k.input(0), kernel, pair_attr(n, "stride", kernel, 1),
-                                                    padding_of(n), dilation_of(n), n.attrs.i_or("ceil_mode", 0) != 0);
-  k.output(0) = out;
-  k.output(1) = indices;
-}
 
 // max_pool2d_backward(g, x, indices) {max_pool2d's attributes} -> d/dx.
 Types max_pool2d_backward_infer(const InferArgs& a) {
@@ -350,13 +259,6 @@ Types max_pool2d_backward_infer(const InferArgs& a) {
   infer::require_dtype(a.input(2), DType::i64, "max_pool2d_backward indices");
   infer::require_shape(a.input(2), fwd[0].shape, "max_pool2d_backward indices");
   return {a.input(1)};
-}
-void max_pool2d_backward_kernel(KernelCall& k) {
-  const ir::Node& n = k.node;
-  Shape kernel = n.attrs.ints("kernel");
-  k.output(0) = at::max_pool2d_with_indices_backward(k.input(0), k.input(1), kernel, pair_attr(n, "stride", kernel, 1),
-                                                     padding_of(n), dilation_of(n), n.attrs.i_or("ceil_mode", 0) != 0,
-                                                     k.input(2));
 }
 
 // --- adaptive_avg_pool2d ---------------------------------------------------------
@@ -381,9 +283,6 @@ double adaptive_avg_pool2d_flops(const FlopArgs& a) { return static_cast<double>
 Grads adaptive_avg_pool2d_grad(GradArgs& a) {
   return {a.b.op("adaptive_avg_pool2d_backward", {a.g(0), a.in(0)}, a.node.attrs, a.grad_name(0))};
 }
-void adaptive_avg_pool2d_kernel(KernelCall& k) {
-  k.output(0) = at::_adaptive_avg_pool2d(k.input(0), k.node.attrs.ints("output_size"));
-}
 
 // adaptive_avg_pool2d_backward(g, x) {output_size} -> d/dx (x is needed for its shape, as autograd saves it).
 Types adaptive_avg_pool2d_backward_infer(const InferArgs& a) {
@@ -393,28 +292,20 @@ Types adaptive_avg_pool2d_backward_infer(const InferArgs& a) {
   infer::require_same_dtype(a.input(0), a.input(1), "adaptive_avg_pool2d_backward gradient and input");
   return {a.input(1)};
 }
-void adaptive_avg_pool2d_backward_kernel(KernelCall& k) {
-  k.output(0) = at::_adaptive_avg_pool2d_backward(k.input(0), k.input(1));
-}
 
 }  // namespace
 
 void add_conv_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, kernel, inputs written in place
-  t.push_back({"conv2d", kHeavy, 2, 3, conv2d_infer, conv2d_grad, conv2d_flops, conv2d_kernel});
-  t.push_back({"conv2d_backward", kHeavy, 3, 3, conv2d_backward_infer, nullptr, conv2d_backward_flops,
-               conv2d_backward_kernel});
-  t.push_back({"batch_norm", 0, 1, 5, batch_norm_infer, batch_norm_grad, batch_norm_flops, batch_norm_kernel, {3, 4}});
-  t.push_back({"batch_norm_backward", 0, 5, 5, batch_norm_backward_infer, nullptr, batch_norm_backward_flops,
-               batch_norm_backward_kernel});
-  t.push_back({"max_pool2d", kReduction, 1, 1, max_pool2d_infer, max_pool2d_grad, max_pool2d_flops,
-               max_pool2d_kernel});
-  t.push_back({"max_pool2d_backward", 0, 3, 3, max_pool2d_backward_infer, nullptr, nullptr,
-               max_pool2d_backward_kernel});
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, inputs written in place
+  t.push_back({"conv2d", kHeavy, 2, 3, conv2d_infer, conv2d_grad, conv2d_flops});
+  t.push_back({"conv2d_backward", kHeavy, 3, 3, conv2d_backward_infer, nullptr, conv2d_backward_flops});
+  t.push_back({"batch_norm", 0, 1, 5, batch_norm_infer, batch_norm_grad, batch_norm_flops, {3, 4}});
+  t.push_back({"batch_norm_backward", 0, 5, 5, batch_norm_backward_infer, nullptr, batch_norm_backward_flops});
+  t.push_back({"max_pool2d", kReduction, 1, 1, max_pool2d_infer, max_pool2d_grad, max_pool2d_flops});
+  t.push_back({"max_pool2d_backward", 0, 3, 3, max_pool2d_backward_infer, nullptr, nullptr});
   t.push_back({"adaptive_avg_pool2d", kReduction, 1, 1, adaptive_avg_pool2d_infer, adaptive_avg_pool2d_grad,
-               adaptive_avg_pool2d_flops, adaptive_avg_pool2d_kernel});
-  t.push_back({"adaptive_avg_pool2d_backward", 0, 2, 2, adaptive_avg_pool2d_backward_infer, nullptr, nullptr,
-               adaptive_avg_pool2d_backward_kernel});
+               adaptive_avg_pool2d_flops});
+  t.push_back({"adaptive_avg_pool2d_backward", 0, 2, 2, adaptive_avg_pool2d_backward_infer, nullptr, nullptr});
 }
 
 }  // namespace mutwo::ops

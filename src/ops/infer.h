@@ -1,4 +1,5 @@
-// Helpers shared by the op rows' shape inference (ATen-free).
+// Helpers shared by the op rows' shape inference (ATen-free); the reduction
+// kernels (src/kernels/shape.cpp) read their dims with reduce_dims too.
 #pragma once
 
 #include <string_view>

@@ -2,13 +2,13 @@
 // contiguous (a copy), split and cat (each other's derivative), and the integer
 // ops that make a language model's ids and labels: arange (position ids),
 // shift_left (next-token labels) and int_constant (a fixed batch of token ids
-// read from a file when the graph is built).
+// read from a file when the graph is built). Their kernels are in
+// src/kernels/layout.cpp.
 #include <algorithm>
 #include <numeric>
 
 #include "ops/builder.h"
 #include "ops/infer.h"
-#include "ops/kernel.h"
 
 namespace mutwo::ops {
 
@@ -51,14 +51,12 @@ Grads permute_grad(GradArgs& a) {
   ValueId back = a.b.op("permute", {a.g()}, {{"dims", inverse}}, name + ".permute");
   return {a.b.op("contiguous", {back}, {}, name)};
 }
-void permute_kernel(KernelCall& k) { k.output(0) = k.input(0).permute(k.node.attrs.ints("dims")); }
 double no_flops(const FlopArgs&) { return 0; }
 
 // ---- contiguous(x): a fresh, contiguous copy (always a copy, even of a
 // contiguous input, so liveness may treat it as new storage). d/dx = g.
 Types contiguous_infer(const InferArgs& a) { return {a.input(0)}; }
 Grads contiguous_grad(GradArgs& a) { return {a.g()}; }
-void contiguous_kernel(KernelCall& k) { k.output(0) = at::clone(k.input(0), at::MemoryFormat::Contiguous); }
 
 // ---- split(x) {dim, sizes} -> one contiguous copy per size (torch.split
 // returns views; copies here keep the liveness model of one storage per
@@ -96,10 +94,6 @@ Grads split_grad(GradArgs& a) {
   }
   return {a.b.op("cat", parts, {{"dim", a.node.attrs.i("dim")}}, a.grad_name(0))};
 }
-void split_kernel(KernelCall& k) {
-  auto parts = at::split_with_sizes(k.input(0), k.node.attrs.ints("sizes"), k.node.attrs.i("dim"));
-  for (size_t i = 0; i < parts.size(); ++i) k.output(i) = at::clone(parts[i], at::MemoryFormat::Contiguous);
-}
 
 // ---- cat(x1, x2, ...) {dim}: concatenation; its derivative is split of the gradient.
 Types cat_infer(const InferArgs& a) {
@@ -135,11 +129,6 @@ Grads cat_grad(GradArgs& a) {
   }
   return g;
 }
-void cat_kernel(KernelCall& k) {
-  std::vector<at::Tensor> xs;
-  for (size_t i = 0; i < k.node.inputs.size(); ++i) xs.push_back(k.input(i));
-  k.output(0) = at::cat(xs, k.node.attrs.i("dim"));
-}
 
 // ---- arange {end} -> i64[end]: 0, 1, ..., end-1 (position ids).
 Types arange_infer(const InferArgs& a) {
@@ -147,7 +136,6 @@ Types arange_infer(const InferArgs& a) {
   MUTWO_CHECK(end > 0, "arange: end must be positive, got {}", end);
   return {TensorType{{end}, DType::i64}};
 }
-void arange_kernel(KernelCall& k) { k.output(0) = at::arange(k.node.attrs.i("end"), k.options.dtype(at::kLong)); }
 
 // ---- shift_left(ids (..., T)) {fill = -100}: out[..., t] = ids[..., t+1], and the last
 // position = fill: next-token labels, as Hugging Face's causal-LM loss makes
@@ -158,10 +146,6 @@ Types shift_left_infer(const InferArgs& a) {
               ir::to_string(x));
   MUTWO_CHECK(x.rank() >= 1, "shift_left: the input needs at least one dimension");
   return {x};
-}
-void shift_left_kernel(KernelCall& k) {
-  const at::Tensor& x = k.input(0);
-  k.output(0) = at::constant_pad_nd(x.narrow(-1, 1, x.size(-1) - 1), {0, 1}, k.node.attrs.i_or("fill", -100));
 }
 
 // ---- int_constant {shape, values} -> i64[shape]: a constant held in the graph
@@ -177,23 +161,18 @@ Types int_constant_infer(const InferArgs& a) {
   MUTWO_CHECK(count == n, "int_constant: shape {} needs {} values, got {}", ir::shape_string(s), n, count);
   return {TensorType{s, DType::i64}};
 }
-void int_constant_kernel(KernelCall& k) {
-  at::Tensor t = at::tensor(k.node.attrs.ints("values"), at::TensorOptions().dtype(at::kLong));
-  t = t.view(k.node.attrs.ints("shape"));
-  k.output(0) = k.options.device().is_cpu() ? t : t.to(k.options.device());
-}
 
 }  // namespace
 
 void add_layout_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, kernel
-  t.push_back({"permute", kView, 1, 1, permute_infer, permute_grad, no_flops, permute_kernel});
-  t.push_back({"contiguous", 0, 1, 1, contiguous_infer, contiguous_grad, nullptr, contiguous_kernel});
-  t.push_back({"split", 0, 1, 1, split_infer, split_grad, nullptr, split_kernel});
-  t.push_back({"cat", 0, 1, 64, cat_infer, cat_grad, nullptr, cat_kernel});
-  t.push_back({"arange", 0, 0, 0, arange_infer, nullptr, nullptr, arange_kernel});
-  t.push_back({"shift_left", 0, 1, 1, shift_left_infer, nullptr, nullptr, shift_left_kernel});
-  t.push_back({"int_constant", 0, 0, 0, int_constant_infer, nullptr, no_flops, int_constant_kernel});
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs
+  t.push_back({"permute", kView, 1, 1, permute_infer, permute_grad, no_flops});
+  t.push_back({"contiguous", 0, 1, 1, contiguous_infer, contiguous_grad, nullptr});
+  t.push_back({"split", 0, 1, 1, split_infer, split_grad, nullptr});
+  t.push_back({"cat", 0, 1, 64, cat_infer, cat_grad, nullptr});
+  t.push_back({"arange", 0, 0, 0, arange_infer, nullptr, nullptr});
+  t.push_back({"shift_left", 0, 1, 1, shift_left_infer, nullptr, nullptr});
+  t.push_back({"int_constant", 0, 0, 0, int_constant_infer, nullptr, no_flops});
 }
 
 }  // namespace mutwo::ops

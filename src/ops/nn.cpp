@@ -2,13 +2,16 @@
 // nll_loss (cross-entropy as two ops), each with the ATen backward kernel that
 // PyTorch's autograd uses; and cross_entropy, the two fused for vocabulary-sized
 // heads, with a backward of its own that needs one buffer instead of three.
+// Their kernels are in src/kernels/nn.cpp.
 #include <algorithm>
 
+#include "ops/attrs.h"
 #include "ops/builder.h"
 #include "ops/infer.h"
-#include "ops/kernel.h"
 
 namespace mutwo::ops {
+
+int64_t nll_reduction(const ir::Node& n) { return n.attrs.i_or("reduction", 1); }
 
 namespace {
 
@@ -45,11 +48,6 @@ Grads linear_grad(GradArgs& a) {
   if (a.needs(2)) g[2] = a.g();
   return g;
 }
-void linear_kernel(KernelCall& k) {
-  c10::optional<at::Tensor> bias;
-  if (k.node.inputs.size() > 2 && k.input(2).defined()) bias = k.input(2);
-  k.output(0) = at::linear(k.input(0), k.input(1), bias);
-}
 
 // linear_backward_input(g, w): g (..., out), w (out, in) -> (..., in).
 Types linear_backward_input_infer(const InferArgs& a) {
@@ -65,7 +63,6 @@ Types linear_backward_input_infer(const InferArgs& a) {
 double linear_backward_input_flops(const FlopArgs& a) {
   return 2.0 * static_cast<double>(a.in[0]->numel()) * static_cast<double>(a.in[1]->shape[1]);
 }
-void linear_backward_input_kernel(KernelCall& k) { k.output(0) = at::matmul(k.input(0), k.input(1)); }
 
 // linear_backward_weight(g, x): g (..., out), x (..., in) -> (out, in).
 Types linear_backward_weight_infer(const InferArgs& a) {
@@ -80,11 +77,6 @@ Types linear_backward_weight_infer(const InferArgs& a) {
 double linear_backward_weight_flops(const FlopArgs& a) {
   return 2.0 * static_cast<double>(a.in[0]->numel()) * static_cast<double>(a.in[1]->shape.back());
 }
-void linear_backward_weight_kernel(KernelCall& k) {
-  const at::Tensor& g = k.input(0);
-  const at::Tensor& x = k.input(1);
-  k.output(0) = at::mm(g.reshape({-1, g.size(-1)}).t(), x.reshape({-1, x.size(-1)}));
-}
 
 // log_softmax {dim} and its backward from the output (as PyTorch saves it).
 Types log_softmax_infer(const InferArgs& a) {
@@ -95,20 +87,14 @@ Types log_softmax_infer(const InferArgs& a) {
 Grads log_softmax_grad(GradArgs& a) {
   return {a.b.op("log_softmax_backward", {a.g(), a.out(0)}, a.node.attrs, a.grad_name(0))};
 }
-void log_softmax_kernel(KernelCall& k) { k.output(0) = at::_log_softmax(k.input(0), k.node.attrs.i("dim"), false); }
 Types log_softmax_backward_infer(const InferArgs& a) {
   infer::require_shape(a.input(1), a.input(0).shape, "log_softmax output");
   return log_softmax_infer(a);
-}
-void log_softmax_backward_kernel(KernelCall& k) {
-  k.output(0) = at::_log_softmax_backward_data(k.input(0), k.input(1), k.node.attrs.i("dim"), k.input(1).scalar_type());
 }
 double softmax_flops(const FlopArgs& a) { return 5.0 * static_cast<double>(a.out[0]->numel()); }
 
 // nll_loss(logp (N,C), target (N) i64) {reduction: 0 none, 1 mean, 2 sum; ignore_index}
 // -> (loss, total_weight). total_weight is what nll_loss_backward needs.
-int64_t reduction(const ir::Node& n) { return n.attrs.i_or("reduction", 1); }
-int64_t ignore_index(const ir::Node& n) { return n.attrs.i_or("ignore_index", -100); }
 // (N, C) float scores and (N) i64 class targets, as nll_loss and cross_entropy take them.
 void check_scores_and_target(const InferArgs& a, const std::string& op) {
   infer::require_float(a.input(0), op + " input");
@@ -119,7 +105,7 @@ void check_scores_and_target(const InferArgs& a, const std::string& op) {
 Types nll_loss_infer(const InferArgs& a) {
   const TensorType& logp = a.input(0);
   check_scores_and_target(a, "nll_loss");
-  int64_t r = reduction(a.node);
+  int64_t r = nll_reduction(a.node);
   MUTWO_CHECK(r >= 0 && r <= 2, "nll_loss: reduction must be 0 (none), 1 (mean) or 2 (sum), got {}", r);
   Shape loss = r == 0 ? Shape{logp.shape[0]} : Shape{};
   return {TensorType{loss, logp.dtype}, TensorType{{}, logp.dtype}};
@@ -129,22 +115,12 @@ Grads nll_loss_grad(GradArgs& a) {
   return {a.b.op("nll_loss_backward", {a.g(0), a.in(0), a.in(1), a.out(1)}, a.node.attrs, a.grad_name(0)),
           ir::kNoValue};
 }
-void nll_loss_kernel(KernelCall& k) {
-  auto [loss, total_weight] =
-      at::nll_loss_forward(k.input(0), k.input(1), c10::nullopt, reduction(k.node), ignore_index(k.node));
-  k.output(0) = loss;
-  k.output(1) = total_weight;
-}
 Types nll_loss_backward_infer(const InferArgs& a) {
   std::vector<const TensorType*> fwd_in{a.in[1], a.in[2]};
   InferArgs fwd{a.node, fwd_in};
   Types t = nll_loss_infer(fwd);
   infer::require_shape(a.input(0), t[0].shape, "nll_loss gradient");
   return {a.input(1)};
-}
-void nll_loss_backward_kernel(KernelCall& k) {
-  k.output(0) = at::nll_loss_backward(k.input(0), k.input(1), k.input(2), c10::nullopt, reduction(k.node),
-                                      ignore_index(k.node), k.input(3));
 }
 
 // cross_entropy(logits (N,C), target (N) i64) {ignore_index} -> (loss (), logsumexp (N)):
@@ -164,31 +140,6 @@ Grads cross_entropy_grad(GradArgs& a) {
   return {a.b.op("cross_entropy_backward", {a.in(0), a.g(0), a.in(1), a.out(1)}, a.node.attrs, a.grad_name(0)),
           ir::kNoValue};
 }
-// The targets that count, as 0/1 in x's dtype, and their number.
-std::pair<at::Tensor, at::Tensor> counted(const at::Tensor& target, const ir::Node& n, at::ScalarType dtype) {
-  at::Tensor valid = target.ne(ignore_index(n)).to(dtype);
-  return {valid, valid.sum()};
-}
-// Rows per logsumexp call: ATen's makes a temporary the size of its input (x
-// minus the row maxima, exponentiated), which for a whole vocabulary head is
-// the logits again (BERT-base batch 32: 477 MiB); in row blocks of about this
-// many bytes it is a block.
-constexpr int64_t kLogsumexpBlockBytes = int64_t{32} << 20;
-void cross_entropy_kernel(KernelCall& k) {
-  const at::Tensor& x = k.input(0);
-  const at::Tensor& target = k.input(1);
-  const int64_t n = x.size(0);
-  const int64_t rows = std::max<int64_t>(1, kLogsumexpBlockBytes / std::max<int64_t>(1, x.size(1) * x.element_size()));
-  at::Tensor lse = at::empty({n}, x.options());                                    // (N)
-  for (int64_t r = 0; r < n; r += rows) {
-    at::Tensor block = lse.narrow(0, r, std::min(rows, n - r));
-    at::logsumexp_out(block, x.narrow(0, r, block.size(0)), {1});
-  }
-  at::Tensor picked = x.gather(1, target.clamp_min(0).unsqueeze(1)).squeeze(1);   // (N)
-  auto [valid, count] = counted(target, k.node, x.scalar_type());
-  k.output(0) = ((lse - picked) * valid).sum() / count;
-  k.output(1) = lse;
-}
 // cross_entropy_backward(logits (N,C), g (), target (N), logsumexp (N)) -> (N,C);
 // cross_entropy_backward_, the same written over the logits where nothing reads
 // them afterwards (analysis::reinplace; kView | kOverwrite: one buffer).
@@ -200,45 +151,26 @@ Types cross_entropy_backward_infer(const InferArgs& a) {
   infer::require_shape(a.input(3), t[1].shape, "cross_entropy logsumexp");
   return {a.input(0)};
 }
-// d/dx = (softmax(x) - onehot(target)) * g / count on counted rows, from
-// `grad` = x - logsumexp (a new buffer, or x's own in place).
-void cross_entropy_gradient(KernelCall& k, at::Tensor grad) {
-  const at::Tensor& target = k.input(2);
-  grad.exp_();
-  at::Tensor index = target.clamp_min(0).unsqueeze(1);
-  grad.scatter_(1, index, grad.gather(1, index) - 1);
-  auto [valid, count] = counted(target, k.node, grad.scalar_type());
-  grad.mul_((valid * (k.input(1) / count)).unsqueeze(1));
-  k.output(0) = std::move(grad);
-}
-void cross_entropy_backward_kernel(KernelCall& k) {
-  cross_entropy_gradient(k, k.input(0) - k.input(3).unsqueeze(1));
-}
-void cross_entropy_backward_inplace_kernel(KernelCall& k) {
-  cross_entropy_gradient(k, k.input(0).sub_(k.input(3).unsqueeze(1)));
-}
 double cross_entropy_flops(const FlopArgs& a) { return 6.0 * static_cast<double>(a.in[0]->numel()); }
 
 }  // namespace
 
 void add_nn_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, kernel
-  t.push_back({"linear", kHeavy, 2, 3, linear_infer, linear_grad, linear_flops, linear_kernel});
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs
+  t.push_back({"linear", kHeavy, 2, 3, linear_infer, linear_grad, linear_flops});
   t.push_back({"linear_backward_input", kHeavy, 2, 2, linear_backward_input_infer, nullptr,
-               linear_backward_input_flops, linear_backward_input_kernel});
+               linear_backward_input_flops});
   t.push_back({"linear_backward_weight", kHeavy, 2, 2, linear_backward_weight_infer, nullptr,
-               linear_backward_weight_flops, linear_backward_weight_kernel});
-  t.push_back({"log_softmax", 0, 1, 1, log_softmax_infer, log_softmax_grad, softmax_flops, log_softmax_kernel});
-  t.push_back({"log_softmax_backward", 0, 2, 2, log_softmax_backward_infer, nullptr, softmax_flops,
-               log_softmax_backward_kernel});
-  t.push_back({"nll_loss", kReduction, 2, 2, nll_loss_infer, nll_loss_grad, nullptr, nll_loss_kernel});
-  t.push_back({"nll_loss_backward", 0, 4, 4, nll_loss_backward_infer, nullptr, nullptr, nll_loss_backward_kernel});
-  t.push_back({"cross_entropy", kReduction, 2, 2, cross_entropy_infer, cross_entropy_grad, cross_entropy_flops,
-               cross_entropy_kernel});
-  t.push_back({"cross_entropy_backward", 0, 4, 4, cross_entropy_backward_infer, nullptr, cross_entropy_flops,
-               cross_entropy_backward_kernel, {}, nullptr, "cross_entropy_backward_"});
+               linear_backward_weight_flops});
+  t.push_back({"log_softmax", 0, 1, 1, log_softmax_infer, log_softmax_grad, softmax_flops});
+  t.push_back({"log_softmax_backward", 0, 2, 2, log_softmax_backward_infer, nullptr, softmax_flops});
+  t.push_back({"nll_loss", kReduction, 2, 2, nll_loss_infer, nll_loss_grad, nullptr});
+  t.push_back({"nll_loss_backward", 0, 4, 4, nll_loss_backward_infer, nullptr, nullptr});
+  t.push_back({"cross_entropy", kReduction, 2, 2, cross_entropy_infer, cross_entropy_grad, cross_entropy_flops});
+  t.push_back({"cross_entropy_backward", 0, 4, 4, cross_entropy_backward_infer, nullptr, cross_entropy_flops, {},
+               nullptr, "cross_entropy_backward_"});
   t.push_back({"cross_entropy_backward_", kView | kOverwrite, 4, 4, cross_entropy_backward_infer, nullptr,
-               cross_entropy_flops, cross_entropy_backward_inplace_kernel});
+               cross_entropy_flops});
 }
 
 }  // namespace mutwo::ops

@@ -1,12 +1,12 @@
-// The op table: one row per op, holding everything about it in one place:
-// name, tags, arity, shape inference, derivative, FLOP estimate and ATen kernel.
-// This header is ATen-free; kernels are declared opaquely and defined (with
-// the rest of each row) in the op family files (elementwise.cpp, nn.cpp, ...).
+// The op table: one row per op, holding everything about it but its kernel in
+// one place: name, tags, arity, shape inference, derivative and FLOP estimate.
+// The rows are defined in the op family files (elementwise.cpp, nn.cpp, ...).
+// The table is ATen-free, and so is everything that links only it; the ATen
+// kernels are a table of their own, one per row, in src/kernels.
 #pragma once
 
 #include <cstdint>
 #include <limits>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,18 +71,12 @@ struct FlopArgs {
 };
 using FlopsFn = double (*)(const FlopArgs&);
 
-struct KernelCall;  // kernel.h: ATen tensors in and out
-using KernelFn = void (*)(KernelCall&);
-
 // Input positions a node writes in place, for ops whose positions depend on
 // the node (variadic ops); called only on nodes that passed shape inference.
 using MutatesFn = std::vector<int> (*)(const ir::Node&);
 // Tags of one node, for ops whose tags depend on the node (the generic `aten`
 // op: random, view or in-place by its schema).
 using TagsFn = uint32_t (*)(const ir::Node&);
-// Per-node kernel state built once before the first run (the generic op's
-// resolved schema and argument template); passed as KernelCall::state.
-using PrepareFn = std::shared_ptr<const void> (*)(const ir::Graph&, const ir::Node&);
 
 // max_inputs of a variadic op: any number from min_inputs up; the op's shape
 // inference checks the count.
@@ -96,14 +90,12 @@ struct OpDef {
   InferFn infer = nullptr;
   GradFn grad = nullptr;    // nullptr: no input is differentiable through this op
   FlopsFn flops = nullptr;  // nullptr: numel of the outputs
-  KernelFn kernel = nullptr;
   std::vector<int> mutates = {};  // input positions written in place
   MutatesFn mutates_of = nullptr;  // instead of `mutates` where the positions depend on the node
   // The op's variant that writes output 0 over input 0 (tags kView | kOverwrite,
   // same inputs and arithmetic), taken where input 0 dies here (analysis::reinplace).
   std::string_view overwriting = {};
-  TagsFn tags_of = nullptr;     // instead of `tags` where they depend on the node
-  PrepareFn prepare = nullptr;  // kernel state per node, built by the executor
+  TagsFn tags_of = nullptr;  // instead of `tags` where they depend on the node
 
   // The op's own tags; for a node, ask ops::has(node, tag).
   bool has(Tag t) const { return (tags & t) != 0; }

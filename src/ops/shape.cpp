@@ -1,10 +1,10 @@
 // Shape and reduction ops: reshape (a view), sum, mean, their backward
 // (expansion), and sum_to, the one op autodiff uses to reduce broadcast gradients.
+// Their kernels are in src/kernels/shape.cpp.
 #include <algorithm>
 
 #include "ops/builder.h"
 #include "ops/infer.h"
-#include "ops/kernel.h"
 
 namespace mutwo::ops {
 
@@ -46,10 +46,6 @@ Grads reshape_grad(GradArgs& a) {
   const Shape& s = a.b.shape(a.in(0));
   return {a.b.op("reshape", {a.g()}, {{"shape", s}}, a.grad_name(0))};
 }
-void reshape_kernel(KernelCall& k) {
-  const Shape& s = k.node.attrs.ints("shape");
-  k.output(0) = k.input(0).view(s);  // a view: model builders make inputs contiguous first
-}
 
 // sum / mean {dims (empty: all), keepdim}.
 Types reduce_infer(const InferArgs& a) {
@@ -65,14 +61,6 @@ ir::Attrs backward_attrs(GradArgs& a) {
 }
 Grads sum_grad(GradArgs& a) { return {a.b.op("sum_backward", {a.g()}, backward_attrs(a), a.grad_name(0))}; }
 Grads mean_grad(GradArgs& a) { return {a.b.op("mean_backward", {a.g()}, backward_attrs(a), a.grad_name(0))}; }
-void sum_kernel(KernelCall& k) {
-  auto dims = infer::reduce_dims(k.node.attrs, k.input(0).dim());
-  k.output(0) = at::sum(k.input(0), dims, k.node.attrs.i_or("keepdim", 0) != 0);
-}
-void mean_kernel(KernelCall& k) {
-  auto dims = infer::reduce_dims(k.node.attrs, k.input(0).dim());
-  k.output(0) = at::mean(k.input(0), dims, k.node.attrs.i_or("keepdim", 0) != 0);
-}
 
 // sum_backward / mean_backward {shape, dims, keepdim}: the gradient expanded
 // back to the reduced input's shape (a view for sum; divided by the count for
@@ -84,20 +72,6 @@ Types reduce_backward_infer(const InferArgs& a) {
   infer::require_shape(a.input(0), infer::reduced_shape(s, dims, keep), "reduction gradient");
   return {TensorType{s, a.input(0).dtype}};
 }
-at::Tensor expand_back(KernelCall& k) {
-  const Shape& s = k.node.attrs.ints("shape");
-  at::Tensor g = k.input(0);
-  if (k.node.attrs.i_or("keepdim", 0) == 0)
-    for (int64_t d : infer::reduce_dims(k.node.attrs, static_cast<int64_t>(s.size()))) g = g.unsqueeze(d);
-  return g.expand(s);
-}
-void sum_backward_kernel(KernelCall& k) { k.output(0) = expand_back(k); }
-void mean_backward_kernel(KernelCall& k) {
-  const Shape& s = k.node.attrs.ints("shape");
-  int64_t count = 1;
-  for (int64_t d : infer::reduce_dims(k.node.attrs, static_cast<int64_t>(s.size()))) count *= s[static_cast<size_t>(d)];
-  k.output(0) = expand_back(k) / count;
-}
 
 // sum_to {shape}: sums a broadcast gradient back to an operand's shape.
 Types sum_to_infer(const InferArgs& a) {
@@ -108,18 +82,17 @@ Types sum_to_infer(const InferArgs& a) {
   MUTWO_CHECK(target != a.input(0).shape, "sum_to: input already has shape {}", ir::shape_string(target));
   return {TensorType{target, a.input(0).dtype}};
 }
-void sum_to_kernel(KernelCall& k) { k.output(0) = k.input(0).sum_to_size(k.node.attrs.ints("shape")); }
 
 }  // namespace
 
 void add_shape_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, kernel
-  t.push_back({"reshape", kView, 1, 1, reshape_infer, reshape_grad, nullptr, reshape_kernel});
-  t.push_back({"sum", kReduction, 1, 1, reduce_infer, sum_grad, nullptr, sum_kernel});
-  t.push_back({"mean", kReduction, 1, 1, reduce_infer, mean_grad, nullptr, mean_kernel});
-  t.push_back({"sum_backward", kView, 1, 1, reduce_backward_infer, nullptr, nullptr, sum_backward_kernel});
-  t.push_back({"mean_backward", kPointwise, 1, 1, reduce_backward_infer, nullptr, nullptr, mean_backward_kernel});
-  t.push_back({"sum_to", kReduction, 1, 1, sum_to_infer, nullptr, nullptr, sum_to_kernel});
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs
+  t.push_back({"reshape", kView, 1, 1, reshape_infer, reshape_grad, nullptr});
+  t.push_back({"sum", kReduction, 1, 1, reduce_infer, sum_grad, nullptr});
+  t.push_back({"mean", kReduction, 1, 1, reduce_infer, mean_grad, nullptr});
+  t.push_back({"sum_backward", kView, 1, 1, reduce_backward_infer, nullptr, nullptr});
+  t.push_back({"mean_backward", kPointwise, 1, 1, reduce_backward_infer, nullptr, nullptr});
+  t.push_back({"sum_to", kReduction, 1, 1, sum_to_infer, nullptr, nullptr});
 }
 
 }  // namespace mutwo::ops

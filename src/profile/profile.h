@@ -81,4 +81,8 @@ struct LiveByRole {
 };
 LiveByRole live_by_role(const ir::Graph& g);
 
+// The records that come from the graph alone (names, roles, lifetimes, flops,
+// predicted live bytes); profile_step (profiler.h) fills in the measured fields.
+Profile describe(const ir::Graph& g);
+
 }  // namespace mutwo::profile

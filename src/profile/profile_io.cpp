@@ -1,10 +1,9 @@
-// profile.json: the Profile's versioned JSON form, and live bytes by role.
+// profile.json: the Profile's versioned JSON form.
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "analysis/liveness.h"
 #include "profile/profile.h"
 #include "support/error.h"
 
@@ -196,43 +195,6 @@ Profile read_profile(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return from_json_text(ss.str(), path);
-}
-
-LiveByRole live_by_role(const ir::Graph& g) {
-  analysis::Liveness L = analysis::analyze_liveness(g);
-  const size_t nn = g.nodes().size();
-  // The role a storage is charged to: activation if any value sharing it is one.
-  std::vector<ir::Role> storage_role(g.num_values());
-  for (const ir::Value& v : g.values()) storage_role[static_cast<size_t>(v.id)] = v.role;
-  for (const ir::Value& v : g.values()) {
-    auto owner = static_cast<size_t>(L.storage[static_cast<size_t>(v.id)]);
-    if (v.role == ir::Role::activation && !ir::is_persistent(g.values()[owner].role)) storage_role[owner] = v.role;
-  }
-  using Row = std::array<int64_t, ir::kNumRoles>;
-  std::vector<Row> made(nn), freed(nn);
-  Row live{};
-  for (const ir::Value& v : g.values()) {
-    auto id = static_cast<size_t>(v.id);
-    if (!L.owns_storage(v.id)) continue;
-    auto r = static_cast<size_t>(storage_role[id]);
-    int64_t bytes = v.type.bytes();
-    if (L.def[id] < 0) {
-      if (ir::is_persistent(v.role)) live[r] += bytes;
-      continue;
-    }
-    made[static_cast<size_t>(L.def[id])][r] += bytes;
-    if (L.storage_end[id] != analysis::kForever) freed[static_cast<size_t>(L.storage_end[id])][r] += bytes;
-  }
-  LiveByRole out;
-  out.during.resize(nn);
-  out.after.resize(nn);
-  for (size_t n = 0; n < nn; ++n) {
-    for (size_t r = 0; r < live.size(); ++r) live[r] += made[n][r];
-    out.during[n] = live;
-    for (size_t r = 0; r < live.size(); ++r) live[r] -= freed[n][r];
-    out.after[n] = live;
-  }
-  return out;
 }
 
 }  // namespace mutwo::profile

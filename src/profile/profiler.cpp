@@ -1,5 +1,5 @@
 // The profiler (see profiler.h): an executor observer that times and measures
-// every node, and the graph-derived half of the Profile.
+// every node; the graph-derived half of the Profile is describe.cpp's.
 #include "profile/profiler.h"
 
 #include <algorithm>
@@ -11,8 +11,6 @@
 #endif
 
 #include "analysis/liveness.h"
-#include "ir/text.h"
-#include "ops/op.h"
 #include "runtime/executor.h"
 #include "runtime/memory.h"
 #include "support/error.h"
@@ -20,8 +18,6 @@
 namespace mutwo::profile {
 
 namespace {
-
-bool is_backward(ir::Phase p) { return p == ir::Phase::backward || p == ir::Phase::recompute; }
 
 // Records one step's per-node memory and time.
 class Recorder final : public runtime::NodeObserver {
@@ -79,52 +75,6 @@ class Recorder final : public runtime::NodeObserver {
 
 
 }  // namespace
-
-Profile describe(const ir::Graph& g) {
-  analysis::Liveness L = analysis::analyze_liveness(g);
-  const auto& nodes = g.nodes();
-  Profile p;
-  p.graph_text = ir::print(g);
-  p.persistent_bytes = L.persistent_bytes;
-  for (size_t n = 0; n < nodes.size(); ++n) {
-    const ir::Node& node = nodes[n];
-    NodeRecord r;
-    r.rank = static_cast<int32_t>(n);
-    r.name = node.outputs.empty() ? fmt::format("{}@{}", node.op, n) : g.value(node.outputs[0]).name;
-    r.op = node.op;
-    r.phase = node.phase;
-    r.scope = node.scope;
-    r.flops = ops::flops(g, node);
-    r.predicted_live_after = L.live_after[n];
-    for (ir::ValueId v : node.inputs)
-      if (v != ir::kNoValue) r.input_roles.push_back(g.value(v).role);
-    for (ir::ValueId v : node.outputs) r.output_roles.push_back(g.value(v).role);
-    p.nodes.push_back(std::move(r));
-  }
-  LiveByRole by_role = live_by_role(g);
-  for (size_t n = 0; n < nodes.size(); ++n) p.nodes[n].live_by_role = by_role.during[n];
-  ir::UseIndex uses(g);
-  for (const ir::Value& v : g.values()) {
-    ValueRecord r;
-    auto id = static_cast<size_t>(v.id);
-    r.name = v.name;
-    r.bytes = v.type.bytes();
-    r.role = v.role;
-    r.def = L.def[id];
-    r.view = !L.owns_storage(v.id);
-    r.random = r.def >= 0 && ops::has(nodes[static_cast<size_t>(r.def)], ops::kRandom);
-    for (int32_t u : uses.users[id]) {
-      if (is_backward(nodes[static_cast<size_t>(u)].phase)) {
-        if (r.first_bwd < 0) r.first_bwd = u;
-        r.last_bwd = u;
-      } else if (nodes[static_cast<size_t>(u)].phase != ir::Phase::optimizer) {
-        r.last_fwd = u;
-      }
-    }
-    p.values.push_back(std::move(r));
-  }
-  return p;
-}
 
 Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
   MUTWO_CHECK(o.iters >= 1 && o.warmup >= 0, "--iters must be at least 1 and --warmup at least 0");

@@ -26,8 +26,4 @@ struct ProfileOptions {
 // for a bad device.
 Profile profile_step(const ir::Graph& g, const ProfileOptions& options);
 
-// The records that come from the graph alone (names, roles, lifetimes, flops,
-// predicted live bytes); profile_step fills in the measured fields.
-Profile describe(const ir::Graph& g);
-
 }  // namespace mutwo::profile

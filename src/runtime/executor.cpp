@@ -16,7 +16,8 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
-#include "ops/kernel.h"
+#include "kernels/kernel.h"
+#include "kernels/kernels.h"
 #include "ops/op.h"
 #include "runtime/memory.h"
 #include "stepfile/step_file.h"
@@ -25,13 +26,13 @@
 namespace mutwo::runtime {
 
 struct Executor::Instr {
-  ops::KernelFn kernel;
+  kernels::KernelFn kernel;
   const ir::Node* node;
   std::vector<const at::Tensor*> in;
   std::vector<at::Tensor*> out;
   std::vector<at::Tensor*> release;
   bool view;
-  std::shared_ptr<const void> state;  // the op's prepare(node), if it has one
+  std::shared_ptr<const void> state;  // the kernel's prepare(node), if it has one
 };
 
 // The captured step (ExecutorOptions::cuda_graph). The caching allocator
@@ -57,8 +58,9 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
   program_.reserve(graph_.nodes().size());
   for (size_t n = 0; n < graph_.nodes().size(); ++n) {
     const ir::Node& node = graph_.nodes()[n];
-    const ops::OpDef& def = ops::op(node.op);
-    Instr ins{def.kernel, &node, {}, {}, {}, ops::has(node, ops::kView), def.prepare ? def.prepare(graph_, node) : nullptr};
+    const kernels::Kernel& kern = kernels::kernel(node.op);
+    Instr ins{kern.run, &node, {}, {}, {}, ops::has(node, ops::kView),
+              kern.prepare ? kern.prepare(graph_, node) : nullptr};
     for (ir::ValueId v : node.inputs) ins.in.push_back(v == ir::kNoValue ? &absent_ : &slots_[static_cast<size_t>(v)]);
     for (ir::ValueId v : node.outputs) ins.out.push_back(&slots_[static_cast<size_t>(v)]);
     for (ir::ValueId v : liveness_.release_after[n]) ins.release.push_back(&slots_[static_cast<size_t>(v)]);
@@ -110,7 +112,7 @@ void Executor::check_aliasing(const Instr& ins) {
 }
 
 at::Tensor make_initial(const ir::TensorType& t, const ir::Init& init, at::Generator& gen) {
-  auto opts = at::TensorOptions().dtype(ops::to_aten(t.dtype));
+  auto opts = at::TensorOptions().dtype(kernels::to_aten(t.dtype));
   switch (init.kind) {
     case ir::Init::none:
     case ir::Init::zeros: return at::zeros(t.shape, opts);
@@ -131,7 +133,7 @@ at::Tensor read_initial(const ir::Value& v, const std::map<std::string, stepfile
   MUTWO_CHECK(it != index.end(), "{}: no tensor '{}' for %{}", path, name, v.name);
   MUTWO_CHECK(it->second.shape == v.type.shape && it->second.dtype == v.type.dtype, "{}: tensor '{}' is {}{}, %{} is {}", path,
               name, ir::to_string(it->second.dtype), ir::shape_string(it->second.shape), v.name, ir::to_string(v.type));
-  at::Tensor t = at::empty(v.type.shape, at::TensorOptions().dtype(ops::to_aten(v.type.dtype)));
+  at::Tensor t = at::empty(v.type.shape, at::TensorOptions().dtype(kernels::to_aten(v.type.dtype)));
   file.seekg(it->second.offset);
   MUTWO_CHECK(file.read(static_cast<char*>(t.data_ptr()), it->second.bytes), "{}: truncated at tensor '{}'", path, name);
   return t;
@@ -166,7 +168,7 @@ void Executor::run_nodes() {
   for (size_t n = 0; n < program_.size(); ++n) {
     Instr& ins = program_[n];
     if (observer_) observer_->before(n);
-    ops::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_, ins.state.get()};
+    kernels::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_, ins.state.get()};
     ins.kernel(k);
     check_aliasing(ins);
     for (at::Tensor* t : ins.release) t->reset();

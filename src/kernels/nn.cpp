@@ -1,0 +1,103 @@
+// Kernels of the neural-network ops (rows in src/ops/nn.cpp): linear and its
+// two backward matmuls, log_softmax and nll_loss with the ATen backward
+// kernels PyTorch's autograd uses, and the fused cross_entropy, whose backward
+// writes the gradient into one buffer (or over the logits).
+#include <algorithm>
+
+#include "kernels/kernel.h"
+#include "kernels/kernels.h"
+#include "ops/attrs.h"
+
+namespace mutwo::kernels {
+
+namespace {
+
+void linear_kernel(KernelCall& k) {
+  c10::optional<at::Tensor> bias;
+  if (k.node.inputs.size() > 2 && k.input(2).defined()) bias = k.input(2);
+  k.output(0) = at::linear(k.input(0), k.input(1), bias);
+}
+void linear_backward_input_kernel(KernelCall& k) { k.output(0) = at::matmul(k.input(0), k.input(1)); }
+void linear_backward_weight_kernel(KernelCall& k) {
+  const at::Tensor& g = k.input(0);
+  const at::Tensor& x = k.input(1);
+  k.output(0) = at::mm(g.reshape({-1, g.size(-1)}).t(), x.reshape({-1, x.size(-1)}));
+}
+
+void log_softmax_kernel(KernelCall& k) { k.output(0) = at::_log_softmax(k.input(0), k.node.attrs.i("dim"), false); }
+void log_softmax_backward_kernel(KernelCall& k) {
+  k.output(0) = at::_log_softmax_backward_data(k.input(0), k.input(1), k.node.attrs.i("dim"), k.input(1).scalar_type());
+}
+
+// nll_loss's and cross_entropy's {ignore_index}, default -100.
+int64_t ignore_index(const ir::Node& n) { return n.attrs.i_or("ignore_index", -100); }
+void nll_loss_kernel(KernelCall& k) {
+  auto [loss, total_weight] =
+      at::nll_loss_forward(k.input(0), k.input(1), c10::nullopt, ops::nll_reduction(k.node), ignore_index(k.node));
+  k.output(0) = loss;
+  k.output(1) = total_weight;
+}
+void nll_loss_backward_kernel(KernelCall& k) {
+  k.output(0) = at::nll_loss_backward(k.input(0), k.input(1), k.input(2), c10::nullopt, ops::nll_reduction(k.node),
+                                      ignore_index(k.node), k.input(3));
+}
+
+// The targets that count, as 0/1 in x's dtype, and their number.
+std::pair<at::Tensor, at::Tensor> counted(const at::Tensor& target, const ir::Node& n, at::ScalarType dtype) {
+  at::Tensor valid = target.ne(ignore_index(n)).to(dtype);
+  return {valid, valid.sum()};
+}
+// Rows per logsumexp call: ATen's makes a temporary the size of its input (x
+// minus the row maxima, exponentiated), which for a whole vocabulary head is
+// the logits again (BERT-base batch 32: 477 MiB); in row blocks of about this
+// many bytes it is a block.
+constexpr int64_t kLogsumexpBlockBytes = int64_t{32} << 20;
+void cross_entropy_kernel(KernelCall& k) {
+  const at::Tensor& x = k.input(0);
+  const at::Tensor& target = k.input(1);
+  const int64_t n = x.size(0);
+  const int64_t rows = std::max<int64_t>(1, kLogsumexpBlockBytes / std::max<int64_t>(1, x.size(1) * x.element_size()));
+  at::Tensor lse = at::empty({n}, x.options());                                    // (N)
+  for (int64_t r = 0; r < n; r += rows) {
+    at::Tensor block = lse.narrow(0, r, std::min(rows, n - r));
+    at::logsumexp_out(block, x.narrow(0, r, block.size(0)), {1});
+  }
+  at::Tensor picked = x.gather(1, target.clamp_min(0).unsqueeze(1)).squeeze(1);   // (N)
+  auto [valid, count] = counted(target, k.node, x.scalar_type());
+  k.output(0) = ((lse - picked) * valid).sum() / count;
+  k.output(1) = lse;
+}
+// d/dx = (softmax(x) - onehot(target)) * g / count on counted rows, from
+// `grad` = x - logsumexp (a new buffer, or x's own in place).
+void cross_entropy_gradient(KernelCall& k, at::Tensor grad) {
+  const at::Tensor& target = k.input(2);
+  grad.exp_();
+  at::Tensor index = target.clamp_min(0).unsqueeze(1);
+  grad.scatter_(1, index, grad.gather(1, index) - 1);
+  auto [valid, count] = counted(target, k.node, grad.scalar_type());
+  grad.mul_((valid * (k.input(1) / count)).unsqueeze(1));
+  k.output(0) = std::move(grad);
+}
+void cross_entropy_backward_kernel(KernelCall& k) {
+  cross_entropy_gradient(k, k.input(0) - k.input(3).unsqueeze(1));
+}
+void cross_entropy_backward_inplace_kernel(KernelCall& k) {
+  cross_entropy_gradient(k, k.input(0).sub_(k.input(3).unsqueeze(1)));
+}
+
+}  // namespace
+
+void add_nn_kernels(KernelRows& t) {
+  t.push_back({"linear", {linear_kernel}});
+  t.push_back({"linear_backward_input", {linear_backward_input_kernel}});
+  t.push_back({"linear_backward_weight", {linear_backward_weight_kernel}});
+  t.push_back({"log_softmax", {log_softmax_kernel}});
+  t.push_back({"log_softmax_backward", {log_softmax_backward_kernel}});
+  t.push_back({"nll_loss", {nll_loss_kernel}});
+  t.push_back({"nll_loss_backward", {nll_loss_backward_kernel}});
+  t.push_back({"cross_entropy", {cross_entropy_kernel}});
+  t.push_back({"cross_entropy_backward", {cross_entropy_backward_kernel}});
+  t.push_back({"cross_entropy_backward_", {cross_entropy_backward_inplace_kernel}});
+}
+
+}  // namespace mutwo::kernels

@@ -1,0 +1,45 @@
+// Node attribute readers that an op's row (shape inference, FLOPs) and its
+// kernel (src/kernels) both use, so that the two read an attribute and its
+// default one way. ATen-free; each is defined in its family's row file.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace mutwo::ops {
+
+// elementwise.cpp: gelu's {approximate}, "none" (the default) or "tanh".
+std::string gelu_mode(const ir::Node& n);
+
+// nn.cpp: nll_loss's {reduction}: 0 none, 1 mean (the default), 2 sum.
+int64_t nll_reduction(const ir::Node& n);
+
+// optim.cpp: what each input list of an optimizer step holds, in input order.
+using OptimLists = std::vector<std::string_view>;
+OptimLists sgd_lists(const ir::Attrs& a);   // the momentum buffers only with momentum != 0
+OptimLists adam_lists(const ir::Attrs& a);
+
+// conv.cpp: a spatial attribute of two entries (stride, padding, dilation,
+// kernel); `dflt` when absent. Throws UserError for a bad length or a value below `min`.
+ir::Shape pair_attr(const ir::Node& n, std::string_view key, ir::Shape dflt, int64_t min);
+ir::Shape stride_of(const ir::Node& n);    // default [1, 1]
+ir::Shape padding_of(const ir::Node& n);   // default [0, 0]
+ir::Shape dilation_of(const ir::Node& n);  // default [1, 1]
+// output_mask [input, weight, bias] of a backward node: which gradients it makes.
+std::array<bool, 3> output_mask(const ir::Node& n);
+
+// attention.cpp: embedding's {padding_idx} (-1, the default: none); layer_norm's
+// {eps} (default 1e-5); layer_norm_backward's {mask}: [dx, dweight, dbias].
+int64_t padding_idx(const ir::Node& n);
+double ln_eps(const ir::Node& n);
+std::array<bool, 3> ln_mask(const ir::Node& n);
+
+// aten.cpp: a generic node's schema as messages name it ("aten::add.Tensor").
+std::string schema_name(const ir::Node& n);
+
+}  // namespace mutwo::ops

@@ -1,0 +1,193 @@
+// The ATen-free core on its own: this binary links ir, ops, analysis,
+// autodiff, models, stepfile, rewrite, profile (data), plan and report, never
+// libtorch (CTest `core_no_torch` checks with ldd). A training step built
+// with ops::Builder is verified, analysed, rewritten and planned from plain data.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "analysis/liveness.h"
+#include "autodiff/autodiff.h"
+#include "ir/text.h"
+#include "models/model.h"
+#include "ops/builder.h"
+#include "ops/op.h"
+#include "plan/plan.h"
+#include "plan_inputs.h"
+#include "profile/profile.h"
+#include "report/report.h"
+#include "rewrite/recompute.h"
+#include "stepfile/step_file.h"
+#include "support/error.h"
+
+namespace mutwo {
+namespace {
+
+using ir::Role;
+using ir::TensorType;
+using ir::ValueId;
+
+constexpr int64_t kBatch = 64, kIn = 8, kHidden = 32, kClasses = 4, kLayers = 3;
+
+// x (64, 8) -> 3 x (linear to 32, relu) -> linear to 4 -> log_softmax -> nll_loss,
+// then the backward pass and SGD with momentum: one training step.
+struct Step {
+  ir::Graph graph;
+  std::vector<ValueId> relu;  // each hidden layer's relu output
+};
+Step mlp_step() {
+  ir::Graph g;
+  ops::Builder b(g);
+  ValueId h = b.input("x", TensorType{{kBatch, kIn}}, Role::input);
+  ValueId labels = b.input("labels", TensorType{{kBatch}, ir::DType::i64}, Role::input);
+  std::vector<std::string> relu_names;
+  auto linear = [&](ValueId x, int64_t in, int64_t out) {
+    ValueId w = b.input(b.scope + ".weight", TensorType{{out, in}}, Role::parameter);
+    ValueId bias = b.input(b.scope + ".bias", TensorType{{out}}, Role::parameter);
+    return b.op("linear", {x, w, bias}, {}, b.scope + ".out");
+  };
+  for (int64_t l = 0; l < kLayers; ++l) {
+    ops::Builder::Scope s(b, "fc" + std::to_string(l + 1));
+    h = b.op("relu", {linear(h, l == 0 ? kIn : kHidden, kHidden)}, {}, b.scope + ".relu");
+    relu_names.push_back(b.scope + ".relu");
+  }
+  ValueId logits;
+  {
+    ops::Builder::Scope s(b, "head");
+    logits = linear(h, kHidden, kClasses);
+  }
+  b.phase = ir::Phase::loss;
+  ValueId logp = b.op("log_softmax", {logits}, {{"dim", int64_t{1}}}, "logp");
+  ValueId loss = b.call("nll_loss", {logp, labels}, {}, "loss")[0];
+  Step s{autodiff::build_training_step(std::move(g), loss, {}), {}};
+  for (const std::string& name : relu_names) s.relu.push_back(s.graph.find(name));
+  return s;
+}
+
+int32_t node_of(const ir::Graph& g, ValueId v) {
+  for (size_t n = 0; n < g.nodes().size(); ++n)
+    if (std::count(g.nodes()[n].outputs.begin(), g.nodes()[n].outputs.end(), v)) return static_cast<int32_t>(n);
+  return -1;
+}
+
+TEST(Core, BuildsAndVerifiesATrainingStep) {
+  Step s = mlp_step();
+  EXPECT_NO_THROW(ops::verify(s.graph));
+  EXPECT_EQ(s.graph.type(s.relu[0]), (TensorType{{kBatch, kHidden}}));
+  const ir::Node& fc1 = s.graph.nodes()[0];
+  ASSERT_EQ(fc1.op, "linear");
+  EXPECT_EQ(ops::flops(s.graph, fc1), 2.0 * kBatch * kHidden * kIn);
+  EXPECT_EQ(s.graph.nodes().back().op, "sgd_step");
+  for (ValueId v : s.relu) EXPECT_EQ(s.graph.value(v).role, Role::activation) << s.graph.value(v).name;
+  // The text form parses back to the same graph.
+  EXPECT_EQ(ir::print(ir::parse(ir::print(s.graph))), ir::print(s.graph));
+  EXPECT_THROW(ops::op("no_such_op"), UserError);
+}
+
+TEST(Core, LivenessOfTheStep) {
+  Step s = mlp_step();
+  analysis::Liveness L = analysis::analyze_liveness(s.graph);
+  // Parameters (fc1 32x8+32, fc2 and fc3 32x32+32, head 4x32+4 floats) twice
+  // (their momentum buffers), x (64x8 floats) and labels (64 i64).
+  const int64_t params = 4 * (kHidden * kIn + kHidden + 2 * (kHidden * kHidden + kHidden) + kClasses * kHidden + kClasses);
+  EXPECT_EQ(L.persistent_bytes, 2 * params + 4 * kBatch * kIn + 8 * kBatch);
+  EXPECT_GE(L.peak_bytes, L.persistent_bytes + 4 * kBatch * kHidden * kLayers) << "every relu output is live at once";
+  for (ValueId v : s.relu) {
+    auto id = static_cast<size_t>(v);
+    EXPECT_EQ(L.def[id], node_of(s.graph, v));
+    EXPECT_EQ(s.graph.nodes()[static_cast<size_t>(L.last_use[id])].phase, ir::Phase::backward);
+    EXPECT_TRUE(L.owns_storage(v));
+  }
+}
+
+TEST(Core, RecomputationClonesWhatTheDroppedValueNeeds) {
+  Step s = mlp_step();
+  const ValueId drop = s.relu[1];
+  rewrite::Recomputed r = rewrite::insert_recomputation(s.graph, {drop});
+  EXPECT_NO_THROW(ops::verify(r.graph));
+  // fc2's relu is recomputed from fc2's linear output, which no backward node
+  // reads (so is not kept), recomputed in turn from fc1's relu (kept).
+  std::vector<std::string> cloned;
+  for (size_t n = 0; n < r.graph.nodes().size(); ++n)
+    if (r.graph.nodes()[n].phase == ir::Phase::recompute) {
+      cloned.push_back(r.graph.nodes()[n].op);
+      EXPECT_EQ(r.graph.nodes()[n].scope, "fc2");
+      EXPECT_EQ(r.graph.nodes()[static_cast<size_t>(r.origin[n])].op, r.graph.nodes()[n].op);
+    }
+  EXPECT_EQ(r.clones, 2);
+  EXPECT_EQ(cloned, (std::vector<std::string>{"linear", "relu"}));
+  for (const ir::Node& node : r.graph.nodes()) {
+    if (node.phase != ir::Phase::backward) continue;
+    EXPECT_EQ(std::count(node.inputs.begin(), node.inputs.end(), drop), 0) << node.op << " still reads the dropped value";
+  }
+}
+
+TEST(Core, SimulatorAndPlannersOnPlainData) {
+  Step s = mlp_step();
+  plan::PlanInput in = testing::input_of(s.graph);
+  const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
+  EXPECT_EQ(unplanned, analysis::analyze_liveness(s.graph).peak_bytes);
+  // Dropping fc2's relu frees its 64x32 floats once the forward pass is over.
+  size_t end_of_forward = 0;
+  for (size_t n = 0; n < in.graph.nodes().size(); ++n)
+    if (in.graph.nodes()[n].phase == ir::Phase::loss) end_of_forward = n;
+  plan::Simulation kept = plan::simulate(in, {}), dropped = plan::simulate(in, {s.relu[1]});
+  EXPECT_EQ(kept.live_after[end_of_forward] - dropped.live_after[end_of_forward], 4 * kBatch * kHidden);
+  EXPECT_EQ(dropped.recompute_nodes, 2);
+  EXPECT_GT(dropped.extra_ms, 0);
+
+  // The step peaks in fc3's relu_backward, with every relu output live;
+  // fc1's, read next two layers later, is worth recomputing there.
+  EXPECT_EQ(s.graph.nodes()[static_cast<size_t>(kept.peak_node)].op, "relu_backward");
+  const int64_t least = plan::simulate(in, {s.relu[0]}).peak_bytes;
+  ASSERT_LT(least, unplanned);
+  EXPECT_EQ(plan::candidates(in).size(), static_cast<size_t>(kLayers) + 1) << "the relu outputs and log-probabilities";
+
+  plan::Plan none = plan::run_planner("none", in, unplanned);
+  EXPECT_TRUE(none.feasible);
+  EXPECT_TRUE(none.drop.empty());
+  EXPECT_EQ(none.predicted.peak_bytes, unplanned);
+  for (const char* name : {"mutwo", "sqrt-n", "per-layer"}) {
+    plan::Plan p = plan::run_planner(name, in, least);
+    EXPECT_EQ(p.predicted.peak_bytes, plan::simulate(in, p.drop).peak_bytes) << name;
+    EXPECT_EQ(p.feasible, p.predicted.peak_bytes <= least) << name;
+  }
+  plan::Plan mutwo = plan::run_planner("mutwo", in, least);
+  EXPECT_TRUE(mutwo.feasible) << mutwo.note;
+  EXPECT_FALSE(mutwo.drop.empty());
+  EXPECT_LE(mutwo.predicted.peak_bytes, least);
+  EXPECT_FALSE(plan::run_planner("mutwo", in, in.profile.persistent_bytes).feasible);
+}
+
+// A zoo model's step, its Profile's JSON form and a report from it, and the
+// step-file loader's checks: all without ATen.
+TEST(Core, ZooModelProfileReportAndStepFileWithoutATen) {
+  models::ModelOptions o;
+  o.name = "bert-tiny";
+  o.batch = 2;
+  o.seq = 16;
+  models::Model m = models::build_model(o);
+  ir::Graph g = autodiff::build_training_step(std::move(m.graph), m.loss, {});
+  profile::Profile p = profile::describe(g);
+  ASSERT_EQ(p.nodes.size(), g.nodes().size());
+  EXPECT_EQ(p.persistent_bytes, analysis::analyze_liveness(g).persistent_bytes);
+  profile::Profile back = profile::from_json_text(profile::to_json_text(p), "test");
+  EXPECT_EQ(back.graph_text, p.graph_text);
+  EXPECT_EQ(back.values.size(), p.values.size());
+  plan::PlanInput in = plan::make_input(back);
+  EXPECT_EQ(plan::simulate(in, {}).peak_bytes, analysis::analyze_liveness(g).peak_bytes);
+  const std::string csv = ::testing::TempDir() + "core_nodes.csv";
+  report::write_nodes_csv(p, csv);
+  std::ifstream f(csv);
+  EXPECT_EQ(std::count(std::istreambuf_iterator<char>(f), {}, '\n'), static_cast<long>(g.nodes().size()) + 1)
+      << "a header and one line per node";
+  EXPECT_TRUE(stepfile::is_step_file("step.json"));
+  EXPECT_THROW(stepfile::load_step("/nonexistent/step.json", {}), UserError);
+}
+
+}  // namespace
+}  // namespace mutwo
