@@ -34,7 +34,9 @@ using ops::schema_name;
 
 // One schema argument, resolved once: a constant, or where to find a tensor at run time.
 struct Arg {
-  enum Kind { constant, tensor, tensor_list, optional_tensor_list, device, generator } kind = constant;
+  // number: a Python number where ATen wants a tensor, wrapped at each call (not
+  // held: a recomputation's copy of the node then allocates what the original did).
+  enum Kind { constant, number, tensor, tensor_list, optional_tensor_list, device, generator } kind = constant;
   c10::IValue value;         // constant
   std::vector<int> inputs;   // tensor: one; lists: one per element (-1: None)
 };
@@ -99,12 +101,10 @@ c10::IValue decode_scalar(const json& j, const c10::TypePtr& t, const std::strin
   const bool want_float = t->kind() == c10::TypeKind::FloatType;
   if (j.is_boolean()) {
     bool b = j.get<bool>();
-    if (is_tensor_type(t)) return wrapped_number(c10::Scalar(b));
     return b;
   }
   if (j.is_number_integer()) {
     int64_t i = j.get<int64_t>();
-    if (is_tensor_type(t)) return wrapped_number(c10::Scalar(i));
     if (want_float) return static_cast<double>(i);
     return i;
   }
@@ -114,7 +114,6 @@ c10::IValue decode_scalar(const json& j, const c10::TypePtr& t, const std::strin
   const json& v = it.value();
   if (key == "f") {
     double d = decode_float(j, where);
-    if (is_tensor_type(t)) return wrapped_number(c10::Scalar(d));
     return d;
   }
   if (key == "s") return v.get<std::string>();
@@ -139,6 +138,9 @@ Arg decode_arg(const json& j, const c10::Argument& schema_arg, size_t num_inputs
   const c10::TypePtr t = unwrap_optional(schema_arg.type());
   if (j.is_null()) {  // None; a generator left to the default becomes the executor's
     a.kind = t->kind() == c10::TypeKind::GeneratorType ? Arg::generator : Arg::constant;
+    // None for a tensor the schema does not mark optional: an undefined tensor,
+    // as PyTorch's Python binding passes (attn_bias of the efficient attention's backward).
+    if (schema_arg.type()->kind() == c10::TypeKind::TensorType) a.value = at::Tensor();
     return a;
   }
   if (j.is_string()) {
@@ -187,6 +189,7 @@ Arg decode_arg(const json& j, const c10::Argument& schema_arg, size_t num_inputs
     return a;
   }
   a.value = decode_scalar(j, t, where);
+  if (is_tensor_type(t)) a.kind = Arg::number;
   return a;
 }
 
@@ -235,7 +238,8 @@ class DefaultGeneratorSwap {
     def_ = at::cuda::detail::getDefaultCUDAGenerator(index);
     if (def_ == k.generator) return;
     mine_ = &k.generator;
-    lock_.emplace(def_.mutex());
+    // Not locked across the op, which takes the generator's mutex itself (a
+    // deadlock, seen on CUDA dropout); the executor runs on one thread.
     seed_ = def_.current_seed();
     offset_ = def_.get_offset();
     def_.set_current_seed(mine_->current_seed());
@@ -260,7 +264,6 @@ class DefaultGeneratorSwap {
 #ifdef MUTWO_WITH_CUDA
   at::Generator def_;
   at::Generator* mine_ = nullptr;
-  std::optional<std::lock_guard<std::mutex>> lock_;
   uint64_t seed_ = 0, offset_ = 0;
 #endif
 };
@@ -281,6 +284,7 @@ void aten_kernel(KernelCall& k) {
   for (const Arg& a : p.args) {
     switch (a.kind) {
       case Arg::constant: stack.push_back(a.value); break;
+      case Arg::number: stack.emplace_back(wrapped_number(a.value.toScalar())); break;
       case Arg::tensor: {
         const at::Tensor& t = k.input(static_cast<size_t>(a.inputs[0]));
         if (t.defined()) stack.emplace_back(t);

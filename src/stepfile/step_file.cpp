@@ -208,6 +208,37 @@ std::string node_tags(Loader& L, const json& n, ir::Node& node, const std::vecto
   return out;
 }
 
+// Random ops are never recomputed, but dropout's output need not be random:
+// `out, mask = native_dropout(x, p, true)` becomes the draw (its output, read
+// by nobody, freed at once, and the mask, kept) and `out =
+// native_dropout_backward(x, mask, 1/(1-p))`, x * mask * scale as the forward
+// kernel computes it, which recomputation may repeat: a bool mask is kept
+// instead of the scaled output (the zoo's dropout_mask and dropout_apply).
+void split_dropout(Loader& L, ir::Node node, const json& args) {
+  const bool train = args.size() == 3 && args[2].is_boolean() && args[2].get<bool>();
+  const double p = args.size() == 3 && args[1].is_object() && args[1].contains("f") && args[1]["f"].is_number()
+                       ? args[1]["f"].get<double>()
+                       : 1.0;
+  if (!train || !(p > 0 && p < 1) || node.outputs.size() != 2 || node.inputs.size() != 1) {
+    L.g.append(std::move(node));
+    return;
+  }
+  const ir::ValueId out = node.outputs[0], mask = node.outputs[1];
+  ir::Node apply;
+  apply.op = "aten";
+  apply.inputs = {node.inputs[0], mask};
+  apply.outputs = {out};
+  apply.scope = node.scope;
+  apply.attrs = {{"target", std::string("aten::native_dropout_backward")}, {"overload", std::string("default")},
+                 {"args", json::array({"%0", "%1", {{"f", 1.0 / (1.0 - p)}}}).dump()}, {"returns", std::vector<int64_t>{0}}};
+  const ir::ValueId draw = L.g.add_value(L.g.unique_name(L.g.value(out).name + ".draw"), L.g.type(out), ir::Role::other);
+  L.defined.push_back(true);
+  L.storage.push_back(draw);
+  node.outputs[0] = draw;
+  L.g.append(std::move(node));
+  L.g.append(std::move(apply));
+}
+
 void load_node(Loader& L, const json& n, size_t index) {
   std::string where = fmt::format("nodes[{}]", index);
   const std::string target = str(n, "target", where);
@@ -250,6 +281,7 @@ void load_node(Loader& L, const json& n, size_t index) {
   }
   node.attrs.set("returns", returns);
   if (auto it = n.find("scope"); it != n.end() && it->is_string()) node.scope = it->get<std::string>();
+  if (target == "aten::native_dropout") return split_dropout(L, std::move(node), bound);
   L.g.append(std::move(node));
 }
 
@@ -273,12 +305,39 @@ void order_by_phase(ir::Graph& g, ir::ValueId loss) {
   }
   std::vector<ir::Node> ordered;
   ordered.reserve(nodes.size());
-  for (int pass = 0; pass < 2; ++pass)
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (feeds[i] == (pass == 0)) {
-        ordered.push_back(nodes[i]);
-        ordered.back().phase = pass == 0 ? ir::Phase::forward : ir::Phase::backward;
-      }
+  std::vector<size_t> backward;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (!feeds[i]) {
+      backward.push_back(i);
+      continue;
+    }
+    ordered.push_back(nodes[i]);
+    ordered.back().phase = ir::Phase::forward;
+  }
+  // In the backward part a view waits for its first reader: the joint graph
+  // makes views of saved activations (torch 1.13's detach chains) in the
+  // forward part, and a view read at the start of the backward pass would
+  // make a recomputation of what it shows run there, at the loss's peak,
+  // instead of where the gradient needs it.
+  std::vector<bool> sinks(nodes.size(), false), emitted(nodes.size(), false);
+  for (size_t i : backward) {
+    const uint32_t t = ops::tags(nodes[i]);
+    sinks[i] = (t & ops::kView) && !(t & (ops::kInplace | ops::kOverwrite | ops::kRandom));
+  }
+  auto emit = [&](auto&& self, size_t i) -> void {
+    if (emitted[i]) return;
+    emitted[i] = true;
+    for (ir::ValueId in : nodes[i].inputs) {
+      if (in == ir::kNoValue) continue;
+      int32_t p = uses.producer[static_cast<size_t>(in)];
+      if (p >= 0 && sinks[static_cast<size_t>(p)]) self(self, static_cast<size_t>(p));
+    }
+    ordered.push_back(nodes[i]);
+    ordered.back().phase = ir::Phase::backward;
+  };
+  for (size_t i : backward)
+    if (!sinks[i]) emit(emit, i);
+  for (size_t i : backward) emit(emit, i);  // views nobody reads, at the end
   nodes = std::move(ordered);
 }
 
