@@ -189,5 +189,83 @@ TEST(Core, ZooModelProfileReportAndStepFileWithoutATen) {
   EXPECT_THROW(stepfile::load_step("/nonexistent/step.json", {}), UserError);
 }
 
+// A hand-written step file (docs/step-file.md) and its tensor file: the
+// loader's rewrites as a golden text. y = dropout(relu(x @ w)); loss = sum(y).
+// The joint graph makes a view of the saved relu in the forward part (a detach,
+// as torch 1.13 does): on load it waits for its reader in the backward part.
+// native_dropout keeps its mask and recomputes its output.
+TEST(Core, StepFileLoadGolden) {
+  const std::string dir = ::testing::TempDir();
+  {
+    std::string header =
+        R"({"__metadata__":{"format":"mutwo-step-data","version":"1"},)"
+        R"("w":{"dtype":"F32","shape":[4,4],"data_offsets":[0,64]},"input0":{"dtype":"F32","shape":[2,4],"data_offsets":[64,96]}})";
+    std::ofstream f(dir + "golden.safetensors", std::ios::binary);
+    uint64_t n = header.size();
+    for (int i = 0; i < 8; ++i) f.put(static_cast<char>((n >> (8 * i)) & 0xff));
+    f << header << std::string(96, '\0');
+  }
+  auto value = [](const char* name, const char* role, const char* shape, const char* extra = "") {
+    return fmt::format(R"({{"name":"{}","role":"{}","dtype":"f32","shape":{},"strides":[]{}}})", name, role, shape, extra);
+  };
+  auto node = [](const char* target, const char* args, const char* outs, const char* tags = "[]",
+                 const char* alias = "null") {
+    return fmt::format(R"({{"target":"{}","overload":"default","args":{},"outputs":{},"tags":{},"mutates":[],"alias_of":{},"scope":"","phase":"forward"}})",
+                       target, args, outs, tags, alias);
+  };
+  const std::string doc = fmt::format(
+      R"({{"format":"mutwo-step","version":1,"name":"golden","data":"golden.safetensors","loss":"loss","values":[{}],"nodes":[{}]}})",
+      fmt::join(std::vector<std::string>{
+                    value("p", "parameter", "[4,4]", R"(,"qualname":"w")"), value("x", "input", "[2,4]", R"(,"index":0)"),
+                    value("t", "tangent", "[]"), value("mm", "intermediate", "[2,4]"), value("relu", "intermediate", "[2,4]"),
+                    value("saved", "intermediate", "[2,4]"), value("y", "intermediate", "[2,4]"),
+                    R"({"name":"mask","role":"intermediate","dtype":"bool","shape":[2,4],"strides":[]})",
+                    value("loss", "intermediate", "[]"), value("gy", "intermediate", "[2,4]"), value("gr", "intermediate", "[2,4]"),
+                    value("gm", "intermediate", "[2,4]"), value("gw", "gradient", "[4,4]", R"(,"of":"p")")},
+                ","),
+      fmt::join(std::vector<std::string>{
+                    node("aten::mm", R"([{"t":"x"},{"t":"p"}])", R"(["mm"])"),
+                    node("aten::relu", R"([{"t":"mm"}])", R"(["relu"])"),
+                    node("aten::detach", R"([{"t":"relu"}])", R"(["saved"])", R"(["view"])", "0"),
+                    node("aten::native_dropout", R"([{"t":"relu"},{"f":0.5},true])", R"(["y","mask"])",
+                         R"(["nondeterministic_seeded"])"),
+                    node("aten::sum", R"([{"t":"y"},null])", R"(["loss"])"),
+                    node("aten::expand", R"([{"t":"t"},[2,4],false])", R"(["gy"])", R"(["view"])", "0"),
+                    node("aten::native_dropout_backward", R"([{"t":"gy"},{"t":"mask"},{"f":2.0}])", R"(["gr"])"),
+                    node("aten::threshold_backward", R"([{"t":"gr"},{"t":"saved"},0])", R"(["gm"])"),
+                    node("aten::mm", R"([{"t":"x"},{"t":"gm"}])", R"(["gw"])")},
+                ","));
+  std::ofstream(dir + "golden.json") << doc;
+  ir::Graph g = stepfile::load_step(dir + "golden.json", {});
+  std::vector<std::string> lines;
+  for (const ir::Node& n : g.nodes()) {
+    std::string outs;
+    for (ir::ValueId v : n.outputs) outs += (outs.empty() ? "" : ",") + g.value(v).name;
+    lines.push_back(fmt::format("{} {} {} {}", ir::to_string(n.phase), outs.empty() ? "_" : outs,
+                                n.attrs.has("target") ? n.attrs.s("target") : n.op,
+                                n.attrs.has("tags") ? n.attrs.s("tags") : ""));
+  }
+  const std::vector<std::string> golden = {
+      "fwd mm aten::mm ",
+      "fwd relu aten::relu ",
+      "fwd y.draw,mask aten::native_dropout random",
+      "fwd y aten::native_dropout_backward ",
+      "fwd loss aten::sum ",
+      "bwd gy aten::expand view",
+      "bwd gr aten::native_dropout_backward ",
+      "bwd saved aten::detach view",  // sunk from the forward part to its reader
+      "bwd gm aten::threshold_backward ",
+      "bwd gw aten::mm ",
+      "optim _ sgd_step ",
+  };
+  EXPECT_EQ(lines, golden) << fmt::format("{}", fmt::join(lines, "\n"));
+  EXPECT_EQ(g.value(g.find("relu")).role, ir::Role::activation);  // the dropout output's recomputation reads it
+  EXPECT_EQ(g.value(g.find("mask")).role, ir::Role::activation);
+  EXPECT_EQ(g.value(g.find("y")).role, ir::Role::other);  // read by the sum only
+  EXPECT_EQ(g.value(g.find("w")).init.kind, ir::Init::data);
+  EXPECT_EQ(g.value(g.find("input0")).role, ir::Role::input);
+  EXPECT_EQ(g.value(g.find("t")).init.kind, ir::Init::ones);
+}
+
 }  // namespace
 }  // namespace mutwo
