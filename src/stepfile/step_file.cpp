@@ -150,7 +150,7 @@ void load_values(Loader& L, const json& values, const fs::path& dir, const std::
     L.defined.push_back(ir::is_persistent(r));
     L.storage.push_back(id);
   }
-  L.g.data_file = data_path;
+  L.g.data_file = fs::absolute(data_path).lexically_normal().string();  // rewritten.ir may be run from elsewhere
 }
 
 // The node's tags for the generic op, from what the step file says of its schema.
