@@ -174,7 +174,7 @@ def mobilenet() -> Factory:
     """mobilenet_v3_small at 32x32 (BatchNorm, hardswish, squeeze-excitation, dropout)."""
     torch.manual_seed(0)
     model = torchvision.models.mobilenet_v3_small(num_classes=10)
-    return model, _images(16, 32, 10), classification_loss
+    return model, _images(64, 32, 10), classification_loss
 
 
 def convnext() -> Factory:
