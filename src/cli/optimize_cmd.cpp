@@ -37,11 +37,11 @@ void plot_before_after(const profile::Profile& before, const profile::Profile& a
                        i < after.nodes.size() ? fmt::format("{:.4f}", after.nodes[i].peak_during / 1048576.0) : "NaN");
   std::ofstream(dir + "/memory_timeline_before_after.dat") << dat;
   std::string body = fmt::format(
-      "set title \"{0} batch {1} on {2}: measured memory, without and with recomputation\"\n"
+      "set title \"{0}: measured memory, without and with recomputation\"\n"
       "set xlabel 'node (execution order)'\nset ylabel 'MiB allocated (during node)'\nset grid\nset key top left\n"
-      "set arrow from graph 0, first {3:.4f} to graph 1, first {3:.4f} nohead dt 2 lc rgb 'red'\n"
-      "set label 'budget' at graph 0.01, first {3:.4f} offset 0,0.6 tc rgb 'red'\n",
-      before.model, before.batch, before.device, static_cast<double>(budget) / 1048576.0);
+      "set arrow from graph 0, first {1:.4f} to graph 1, first {1:.4f} nohead dt 2 lc rgb 'red'\n"
+      "set label 'budget' at graph 0.01, first {1:.4f} offset 0,0.6 tc rgb 'red'\n",
+      before.label(), static_cast<double>(budget) / 1048576.0);
   body += "plot 'memory_timeline_before_after.dat' using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'baseline', "
           "'' using 1:3 with lines lw 2 lc rgb '#ff7f0e' title 'with recomputation'";
   report::plot(dir, "memory_timeline_before_after", body);
@@ -74,7 +74,8 @@ int OptimizeCommand::run() const {
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
   fs::create_directories(out);
   ir::Graph g = step.build();
-  Planned p = plan_step(g, dev, seed, planner, budget, !quiet, step.name(), step.batch_or_none());
+  const std::string name = step.graph.empty() ? step.model : g.name;
+  Planned p = plan_step(g, dev, seed, planner, budget, !quiet, name, step.batch_or_none());
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
   if (!quiet) fmt::print(stderr, "optimize: measuring the baseline and the plan, {} steps each\n", steps);
@@ -99,7 +100,7 @@ int OptimizeCommand::run() const {
   po.seed = seed;
   po.iters = 1;
   po.progress = false;
-  po.model = step.name();
+  po.model = name;
   po.batch = step.batch_or_none();
   profile::Profile prof_after = profile::profile_step(planned, po);
   profile::Profile prof_before = p.input.profile;
@@ -148,7 +149,7 @@ int OptimizeCommand::run() const {
 
   if (json_out) {
     json j{{"command", "optimize"},
-           {"model", step.name()},
+           {"model", name},
            {"batch", step.graph.empty() ? json(step.batch) : json()},
            {"graph", step.graph},
            {"device", dev.str()},

@@ -74,9 +74,9 @@ void plot_tradeoff(const std::vector<plan::Plan>& plans, const plan::PlanInput& 
   }
   std::ofstream(dir + "/tradeoff.csv") << csv;
   std::string body = fmt::format(
-      "set title \"{} batch {} on {}: predicted peak against extra recompute time\"\nset xlabel 'extra time (ms)'\n"
+      "set title \"{}: predicted peak against extra recompute time\"\nset xlabel 'extra time (ms)'\n"
       "set ylabel 'predicted peak (MiB)'\nset grid\nset key outside right top\nplot {}",
-      in.profile.model, in.profile.batch, in.profile.device, plot);
+      in.profile.label(), plot);
   report::plot(dir, "tradeoff", body, 900, 520);
 }
 

@@ -27,8 +27,8 @@ double share(int64_t part, int64_t whole) {
 void print_summary(const profile::Profile& p, const std::string& dir) {
   const auto& peak = p.nodes.at(static_cast<size_t>(p.peak_node));
   double gap = p.step_ms > 0 ? 100.0 * (p.node_ms_sum - p.step_ms) / p.step_ms : 0.0;
-  fmt::print("{} batch {} on {}: {} nodes, median step {:.2f} ms (nodes sum to {:.2f} ms, {:+.1f}%)\n", p.model,
-             p.batch, p.device, p.nodes.size(), p.step_ms, p.node_ms_sum, gap);
+  fmt::print("{}: {} nodes, median step {:.2f} ms (nodes sum to {:.2f} ms, {:+.1f}%)\n", p.label(), p.nodes.size(),
+             p.step_ms, p.node_ms_sum, gap);
   fmt::print("peak {} at node {} ({} -> %{}, {})\n", format_bytes(p.peak_bytes), p.peak_node, peak.op, peak.name,
              ir::to_string(peak.phase));
   for (int r = 0; r < ir::kNumRoles; ++r) {
@@ -68,7 +68,7 @@ profile::Profile profile_one(const ProfileCommand& c, int64_t batch, const std::
   o.warmup = c.warmup;
   o.seed = c.seed;
   o.progress = !c.quiet;
-  o.model = step.name();
+  o.model = step.graph.empty() ? step.model : g.name;
   o.batch = step.batch_or_none();
   profile::Profile p = profile::profile_step(g, o);
   fs::create_directories(dir);

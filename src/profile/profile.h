@@ -47,9 +47,12 @@ struct ValueRecord {
 };
 
 struct Profile {
+  // "bert-base batch 32 on cuda", or "UNet on cpu" for a captured step: for titles.
+  std::string label() const;
+
   int version = kProfileVersion;
   std::string model;
-  int64_t batch = 0;
+  int64_t batch = 0;  // 0: set by a captured step (--graph), not by mutwo
   std::string device;
   int iters = 0, warmup = 0;
   std::string graph_text;  // the profiled training step in the IR's text form

@@ -9,6 +9,10 @@
 
 namespace mutwo::profile {
 
+std::string Profile::label() const {
+  return batch > 0 ? fmt::format("{} batch {} on {}", model, batch, device) : fmt::format("{} on {}", model, device);
+}
+
 using nlohmann::json;
 
 int32_t Profile::first_backward_rank() const {

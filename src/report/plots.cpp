@@ -50,7 +50,7 @@ std::string terminals(const std::string& name, const std::string& plot, int w = 
 }
 
 std::string title(const profile::Profile& p) {
-  return fmt::format("{} batch {} on {}", p.model, p.batch, p.device);
+  return p.label();
 }
 
 }  // namespace
