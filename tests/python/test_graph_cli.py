@@ -16,7 +16,7 @@ import models
 from mutwo.capture import capture
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-MUTWO = os.environ.get("MUTWO_BIN", str(ROOT / "build/src/cli/mutwo"))
+MUTWO = os.path.abspath(os.environ.get("MUTWO_BIN", str(ROOT / "build/src/cli/mutwo")))
 MODELS = ["vit", "mobilenet", "convnext", "unet", "llama"]
 EAGER = ["vit", "mobilenet", "unet"]  # also compared with eager training over 3 steps
 
