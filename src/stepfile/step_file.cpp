@@ -341,6 +341,41 @@ void order_by_phase(ir::Graph& g, ir::ValueId loss) {
   nodes = std::move(ordered);
 }
 
+// Scopes where the capture gave none (torch 1.13 records no module path), so
+// that the layer-wise planners find blocks: a forward node that reads a
+// parameter or buffer takes its module ("layers.3.attention.wq" from
+// "layers.3.attention.wq.weight"); any other forward node the scope of its
+// latest-made input. A heuristic: a norm that opens a block belongs to the
+// block before it until it reads its own weight.
+void infer_scopes(ir::Graph& g) {
+  auto& nodes = g.nodes();
+  for (const ir::Node& n : nodes)
+    if (!n.scope.empty()) return;
+  std::vector<std::string> scope_of(g.num_values());
+  std::vector<int32_t> made_at(g.num_values(), -1);
+  for (size_t i = 0; i < nodes.size() && nodes[i].phase == ir::Phase::forward; ++i) {
+    ir::Node& n = nodes[i];
+    int32_t latest = -1;
+    for (ir::ValueId v : n.inputs) {
+      if (v == ir::kNoValue) continue;
+      const ir::Value& val = g.value(v);
+      const size_t dot = val.name.rfind('.');
+      if ((val.role == ir::Role::parameter || val.role == ir::Role::buffer) && dot != std::string::npos) {
+        n.scope = val.name.substr(0, dot);
+        break;
+      }
+      if (made_at[static_cast<size_t>(v)] > latest && !scope_of[static_cast<size_t>(v)].empty()) {
+        latest = made_at[static_cast<size_t>(v)];
+        n.scope = scope_of[static_cast<size_t>(v)];
+      }
+    }
+    for (ir::ValueId o : n.outputs) {
+      scope_of[static_cast<size_t>(o)] = n.scope;
+      made_at[static_cast<size_t>(o)] = static_cast<int32_t>(i);
+    }
+  }
+}
+
 }  // namespace
 
 bool is_step_file(const std::string& path) { return fs::path(path).extension() == ".json"; }
@@ -429,6 +464,7 @@ ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& op
       }
     }
     order_by_phase(L.g, loss);
+    infer_scopes(L.g);
     std::vector<std::pair<ir::ValueId, ir::ValueId>> grads;
     for (const json& v : doc["values"]) {
       if (v.value("role", "") != "gradient") continue;

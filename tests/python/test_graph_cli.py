@@ -170,3 +170,15 @@ def test_bad_step_files_exit_2_naming_the_field(captured, tmp_path) -> None:
         doc["values"][0]["qualname"] = "not.in.the.file"
     r = mutwo("run", "--graph", str(_corrupt(step, tmp_path, missing_tensor)), "--steps", "1", expect=2)
     assert "not.in.the.file" in r.stderr, r.stderr
+
+
+def test_per_layer_finds_the_blocks_of_a_capture(captured, tmp_path) -> None:
+    """torch 1.13 records no module scopes: mutwo labels forward nodes by the parameters they
+    read, so per-layer (torch.utils.checkpoint per block) has the decoder's layers to work on."""
+    step, _ = captured["llama"]
+    r = mutwo("optimize", "--graph", str(step), "--planner", "per-layer", "--budget", "100%", "--steps", "1",
+              "--check", "--json", "--quiet", "--out", str(tmp_path / "pl"))
+    j = last_json(r)
+    assert j["check"] == "passed", r.stdout
+    assert j["planned"]["dropped"] > 0 and "no numbered module blocks" not in r.stdout, r.stdout
+    assert j["planned"]["peak_bytes"] < j["baseline"]["peak_bytes"], r.stdout
