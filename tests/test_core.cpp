@@ -242,7 +242,7 @@ TEST(Core, StepFileLoadGolden) {
     std::string outs;
     for (ir::ValueId v : n.outputs) outs += (outs.empty() ? "" : ",") + g.value(v).name;
     lines.push_back(fmt::format("{} {} {} {}", ir::to_string(n.phase), outs.empty() ? "_" : outs,
-                                n.attrs.has("target") ? n.attrs.s("target") : n.op,
+                                ops::display_name(n),
                                 n.attrs.has("tags") ? n.attrs.s("tags") : ""));
   }
   const std::vector<std::string> golden = {
@@ -263,6 +263,8 @@ TEST(Core, StepFileLoadGolden) {
   EXPECT_EQ(g.value(g.find("mask")).role, ir::Role::activation);
   EXPECT_EQ(g.value(g.find("y")).role, ir::Role::other);  // read by the sum only
   EXPECT_EQ(g.value(g.find("w")).init.kind, ir::Init::data);
+  EXPECT_EQ(ops::bytes_moved(g, g.nodes()[0]), 32 + 64 + 32);  // mm: x and w read, its output written
+  EXPECT_EQ(ops::bytes_moved(g, g.nodes()[5]), 4);              // expand: the tangent read, a view written
   EXPECT_EQ(g.value(g.find("input0")).role, ir::Role::input);
   EXPECT_EQ(g.value(g.find("t")).init.kind, ir::Init::ones);
 }

@@ -160,7 +160,7 @@ TEST(Profile, BadFilesGiveClearErrors) {
 TEST(Profile, CsvHeadersAreStable) {
   EXPECT_STREQ(report::kNodesCsvHeader,
                "rank,name,op,phase,scope,ms,live_before_bytes,live_after_bytes,peak_during_bytes,workspace_bytes,"
-               "predicted_live_after_bytes,flops,input_roles,output_roles");
+               "predicted_live_after_bytes,flops,input_roles,output_roles,bytes_moved");
   EXPECT_STREQ(report::kActivationsCsvHeader, "name,bytes,def,last_fwd,first_bwd,last_bwd,idle_ms,random,view");
   profile::Profile p = profile_cpu(small_mlp_step(), 1);
   auto dir = std::filesystem::temp_directory_path() / "mutwo_csv_test";

@@ -118,6 +118,12 @@ inline bool recomputable(const ir::Node& n) { return (tags(n) & (kRandom | kInpl
 // Checks arity and infers output types for a node as it stands in a graph.
 ir::OpCheck check(const ir::Graph& g, const ir::Node& n);
 double flops(const ir::Graph& g, const ir::Node& n);
+// Bytes a node reads and writes: its inputs, and the outputs it does not alias
+// (a view moves nothing). The cost measure of ops that are not FLOP-bound.
+int64_t bytes_moved(const ir::Graph& g, const ir::Node& n);
+// The op as people know it: the row's name, or for the generic op its ATen
+// schema ("aten::addmm", "aten::add.Tensor").
+std::string display_name(const ir::Node& n);
 // ir::verify with the op table as the type oracle.
 void verify(const ir::Graph& g);
 

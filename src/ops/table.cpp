@@ -95,6 +95,26 @@ double flops(const ir::Graph& g, const ir::Node& n) {
   return total;
 }
 
+int64_t bytes_moved(const ir::Graph& g, const ir::Node& n) {
+  int64_t total = 0;
+  for (ir::ValueId v : n.inputs)
+    if (v != ir::kNoValue) total += g.type(v).bytes();
+  if (!has(n, kView))
+    for (ir::ValueId v : n.outputs) total += g.type(v).bytes();
+  return total;
+}
+
+std::string display_name(const ir::Node& n) {
+  const ir::Attr* target = n.attrs.find("target");
+  const ir::Attr* overload = n.attrs.find("overload");
+  if (!target || !std::holds_alternative<std::string>(*target)) return n.op;
+  std::string name = std::get<std::string>(*target);
+  if (overload && std::holds_alternative<std::string>(*overload) && std::get<std::string>(*overload) != "default" &&
+      !std::get<std::string>(*overload).empty())
+    name += "." + std::get<std::string>(*overload);
+  return name;
+}
+
 void verify(const ir::Graph& g) { ir::verify(g, check); }
 
 }  // namespace mutwo::ops

@@ -64,10 +64,11 @@ Profile describe(const ir::Graph& g) {
     NodeRecord r;
     r.rank = static_cast<int32_t>(n);
     r.name = node.outputs.empty() ? fmt::format("{}@{}", node.op, n) : g.value(node.outputs[0]).name;
-    r.op = node.op;
+    r.op = ops::display_name(node);
     r.phase = node.phase;
     r.scope = node.scope;
     r.flops = ops::flops(g, node);
+    r.bytes_moved = ops::bytes_moved(g, node);
     r.predicted_live_after = L.live_after[n];
     for (ir::ValueId v : node.inputs)
       if (v != ir::kNoValue) r.input_roles.push_back(g.value(v).role);

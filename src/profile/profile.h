@@ -21,7 +21,7 @@ inline constexpr int kProfileVersion = 1;
 struct NodeRecord {
   int32_t rank = 0;
   std::string name;   // the first output's name, or "<op>@<rank>" for nodes without outputs
-  std::string op;
+  std::string op;     // ops::display_name: the table's op, or the ATen schema of a generic node
   ir::Phase phase = ir::Phase::forward;
   std::string scope;
   double ms = 0;                  // in the measured iteration whose step time is the median
@@ -32,6 +32,7 @@ struct NodeRecord {
   int64_t predicted_live_after = 0;  // what the liveness analysis says
   std::array<int64_t, ir::kNumRoles> live_by_role{};  // predicted live bytes while it runs, by role
   double flops = 0;
+  int64_t bytes_moved = 0;  // inputs read and outputs written (ops::bytes_moved)
   std::vector<ir::Role> input_roles, output_roles;
 };
 

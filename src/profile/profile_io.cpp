@@ -71,6 +71,7 @@ std::string to_json_text(const Profile& p) {
                      {"predicted_live_after_bytes", n.predicted_live_after},
                      {"live_by_role_bytes", n.live_by_role},
                      {"flops", n.flops},
+                     {"bytes_moved", n.bytes_moved},
                      {"input_roles", role_names(n.input_roles)},
                      {"output_roles", role_names(n.output_roles)}});
   json values = json::array();
@@ -161,6 +162,7 @@ Profile from_json_text(const std::string& text, const std::string& source) {
                 r.live_by_role.size());
     std::copy(by_role.begin(), by_role.end(), r.live_by_role.begin());
     r.flops = field<double>(n, "flops", where);
+    if (n.contains("bytes_moved")) r.bytes_moved = field<int64_t>(n, "bytes_moved", where);  // absent before 2026-11-26
     r.input_roles = roles_of(n, "input_roles", where);
     r.output_roles = roles_of(n, "output_roles", where);
     p.nodes.push_back(std::move(r));

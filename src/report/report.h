@@ -10,7 +10,7 @@
 namespace mutwo::report {
 
 // nodes.csv: rank,name,op,phase,scope,ms,live_before_bytes,live_after_bytes,
-//   peak_during_bytes,workspace_bytes,predicted_live_after_bytes,flops,input_roles,output_roles
+//   peak_during_bytes,workspace_bytes,predicted_live_after_bytes,flops,input_roles,output_roles,bytes_moved
 // activations.csv: name,bytes,def,last_fwd,first_bwd,last_bwd,idle_ms,random,view
 // (roles within a cell are joined with '|').
 extern const char* const kNodesCsvHeader;

@@ -11,7 +11,7 @@ namespace mutwo::report {
 
 const char* const kNodesCsvHeader =
     "rank,name,op,phase,scope,ms,live_before_bytes,live_after_bytes,peak_during_bytes,workspace_bytes,"
-    "predicted_live_after_bytes,flops,input_roles,output_roles";
+    "predicted_live_after_bytes,flops,input_roles,output_roles,bytes_moved";
 const char* const kActivationsCsvHeader = "name,bytes,def,last_fwd,first_bwd,last_bwd,idle_ms,random,view";
 
 namespace {
@@ -42,10 +42,10 @@ void write_nodes_csv(const profile::Profile& p, const std::string& path) {
   auto out = open_out(path);
   out << kNodesCsvHeader << "\n";
   for (const auto& n : p.nodes)
-    out << fmt::format("{},{},{},{},{},{:.6f},{},{},{},{},{},{:.0f},{},{}\n", n.rank, cell(n.name), n.op,
+    out << fmt::format("{},{},{},{},{},{:.6f},{},{},{},{},{},{:.0f},{},{},{}\n", n.rank, cell(n.name), n.op,
                        ir::to_string(n.phase), cell(n.scope), n.ms, n.live_before, n.live_after, n.peak_during,
                        n.workspace_bytes, n.predicted_live_after, n.flops, roles(n.input_roles),
-                       roles(n.output_roles));
+                       roles(n.output_roles), n.bytes_moved);
 }
 
 void write_activations_csv(const profile::Profile& p, const std::string& path) {
@@ -89,7 +89,8 @@ void write_trace(const profile::Profile& p, const std::string& path) {
                         {"scope", n.scope},
                         {"live_after_bytes", n.live_after},
                         {"workspace_bytes", n.workspace_bytes},
-                        {"flops", n.flops}}}});
+                        {"flops", n.flops},
+                        {"bytes_moved", n.bytes_moved}}}});
     json counters = json::object();
     for (int r = 0; r < ir::kNumRoles; ++r)
       counters[std::string(ir::to_string(static_cast<ir::Role>(r)))] = n.live_by_role[static_cast<size_t>(r)];
