@@ -14,6 +14,32 @@ _SAFETENSORS_DTYPES = {"f32": "F32", "f64": "F64", "f16": "F16", "bf16": "BF16",
                        "i32": "I32", "bool": "BOOL"}
 
 
+def read_safetensors(path: str) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The metadata and the tensors of a file in the safetensors layout: the step
+    file's tensor file, or what `mutwo run --save` wrote. ValueError where the
+    data has gaps or overlaps, or the file holds more than its header says."""
+    torch_types = {_SAFETENSORS_DTYPES[name]: t for t, name in DTYPES.items()}
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    body = raw[8 + n:]
+    out, end = {}, 0
+    for name, e in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+        b, e_ = e["data_offsets"]
+        if b != end:
+            raise ValueError(f"{path}: tensor {name}: a gap or an overlap in the data")
+        end = e_
+        dtype = torch_types[e["dtype"]]
+        load = torch.int16 if dtype == torch.bfloat16 else dtype
+        t = torch.frombuffer(bytearray(body[b:e_]), dtype=load) if e_ > b else torch.empty(0, dtype=load)
+        out[name] = t.view(dtype).reshape(e["shape"])
+    if end != len(body):
+        raise ValueError(f"{path}: {len(body) - end} bytes after the last tensor")
+    return meta, out
+
+
 def write_safetensors(path: str, tensors: dict[str, torch.Tensor]) -> None:
     """The safetensors layout, by hand: u64 header length, JSON header, raw little-endian bytes."""
     header: dict[str, Any] = {"__metadata__": {"format": "mutwo-step-data", "version": "1"}}

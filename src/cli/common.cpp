@@ -2,7 +2,6 @@
 #include "cli/common.h"
 
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -17,7 +16,6 @@
 
 namespace mutwo::cli {
 
-namespace fs = std::filesystem;
 
 // Validators with messages a user can act on (CLI11's numeric ranges print 1.8e308).
 const CLI::Validator kPositive = CLI::Validator(
@@ -60,7 +58,7 @@ void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
           ->check(CLI::ExistingFile);
   }
 
-std::string StepOptions::name() const { return graph.empty() ? model : fs::path(graph).stem().string(); }
+std::string StepOptions::name(const ir::Graph& g) const { return graph.empty() ? model : g.name; }
 
 std::string StepOptions::what() const {
   return graph.empty() ? fmt::format("{} batch {}", model, batch) : graph;

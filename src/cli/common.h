@@ -36,7 +36,7 @@ struct StepOptions {
   void add_to(CLI::App& app, bool with_batch = true, bool with_graph = true);
   models::ModelOptions model_options() const;
   ir::Graph build() const;  // forward + autodiff + optimizer, verified; or the --graph file
-  std::string name() const;  // --model, or the --graph file's stem
+  std::string name(const ir::Graph& built) const;  // --model, or the captured model's name (built's)
   int64_t batch_or_none() const { return graph.empty() ? batch : 0; }  // 0: set by the captured step
   std::string what() const;  // "mlp batch 64" or "step.json"
 };

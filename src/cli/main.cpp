@@ -98,7 +98,7 @@ struct RunCommand {
                format_bytes(peak), format_bytes(L.peak_bytes), median(times));
     if (std::string note = fragmentation_note(peak, reserved); !note.empty()) fmt::print("{}\n", note);
     if (json_out) {
-      json j{{"command", "run"},         {"model", step.graph.empty() ? step.model : g.name},
+      json j{{"command", "run"},         {"model", step.name(g)},
              {"batch", step.graph.empty() ? json(step.batch) : json()}, {"graph", step.graph},
              {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps}, {"cuda_graph", cuda_graph},
              {"deterministic", deterministic},
@@ -153,7 +153,7 @@ struct InfoCommand {
     fmt::print("  (activation and other bytes are totals over the step, not what is live at once)\n");
     if (json_out) {
       json j{{"command", "info"},
-             {"model", step.name()},
+             {"model", step.name(g)},
              {"batch", step.graph.empty() ? json(step.batch) : json()},
              {"parameters", parameters},
              {"nodes", g.nodes().size()},

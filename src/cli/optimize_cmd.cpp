@@ -74,7 +74,7 @@ int OptimizeCommand::run() const {
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
   fs::create_directories(out);
   ir::Graph g = step.build();
-  const std::string name = step.graph.empty() ? step.model : g.name;
+  const std::string name = step.name(g);
   Planned p = plan_step(g, dev, seed, planner, budget, !quiet, name, step.batch_or_none());
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;

@@ -68,7 +68,7 @@ profile::Profile profile_one(const ProfileCommand& c, int64_t batch, const std::
   o.warmup = c.warmup;
   o.seed = c.seed;
   o.progress = !c.quiet;
-  o.model = step.graph.empty() ? step.model : g.name;
+  o.model = step.name(g);
   o.batch = step.batch_or_none();
   profile::Profile p = profile::profile_step(g, o);
   fs::create_directories(dir);

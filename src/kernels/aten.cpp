@@ -21,7 +21,6 @@
 
 #include "kernels/kernel.h"
 #include "kernels/kernels.h"
-#include "ops/attrs.h"
 #include "ops/op.h"
 #include "support/error.h"
 
@@ -30,7 +29,7 @@ namespace mutwo::kernels {
 namespace {
 
 using json = nlohmann::json;
-using ops::schema_name;
+using ops::display_name;
 
 // One schema argument, resolved once: a constant, or where to find a tensor at run time.
 struct Arg {
@@ -87,13 +86,9 @@ double decode_float(const json& j, const std::string& where) {
 }
 
 c10::ScalarType decode_dtype(const std::string& s, const std::string& where) {
-  static const std::pair<const char*, c10::ScalarType> kNames[] = {
-      {"f32", at::kFloat}, {"f64", at::kDouble}, {"f16", at::kHalf}, {"bf16", at::kBFloat16}, {"i64", at::kLong},
-      {"i32", at::kInt},   {"i16", at::kShort},  {"i8", at::kChar},  {"u8", at::kByte},       {"bool", at::kBool},
-      {"c64", at::kComplexFloat}};
-  for (const auto& [name, t] : kNames)
-    if (s == name) return t;
-  MUTWO_FAIL("{}: unknown dtype \"{}\"", where, s);
+  auto t = ir::parse_dtype(s);
+  MUTWO_CHECK(t, "{}: unknown dtype \"{}\" (f32, f64, f16, bf16, i64, i32, bool)", where, s);
+  return to_aten(*t);
 }
 
 // A scalar-like JSON value as an IValue for schema type `t` (unwrapped).
@@ -194,7 +189,7 @@ Arg decode_arg(const json& j, const c10::Argument& schema_arg, size_t num_inputs
 }
 
 std::shared_ptr<const void> aten_prepare(const ir::Graph& g, const ir::Node& n) {
-  const std::string name = schema_name(n);
+  const std::string name = display_name(n);
   auto handle = c10::Dispatcher::singleton().findSchema({n.attrs.s("target"), n.attrs.s("overload") == "default" ? "" : n.attrs.s("overload")});
   MUTWO_CHECK(handle.has_value(), "{}: the dispatcher knows no such operator (captured with another torch version?)", name);
   auto p = std::make_shared<Prepared>(*handle);
@@ -269,11 +264,11 @@ class DefaultGeneratorSwap {
 };
 
 void put_output(KernelCall& k, const Prepared& p, size_t& flat, const at::Tensor& t) {
-  MUTWO_CHECK(flat < p.returns.size(), "{}: returned more tensors than the capture recorded ({})", schema_name(k.node),
+  MUTWO_CHECK(flat < p.returns.size(), "{}: returned more tensors than the capture recorded ({})", display_name(k.node),
               p.returns.size());
   int64_t slot = p.returns[flat++];
   if (slot < 0) return;
-  MUTWO_CHECK(t.defined(), "{}: output {} is undefined, but the capture recorded a tensor", schema_name(k.node), slot);
+  MUTWO_CHECK(t.defined(), "{}: output {} is undefined, but the capture recorded a tensor", display_name(k.node), slot);
   k.output(static_cast<size_t>(slot)) = t;
 }
 
@@ -321,16 +316,16 @@ void aten_kernel(KernelCall& k) {
       for (const at::Tensor& t : r.toTensorVector()) put_output(k, p, flat, t);
     else if (r.isNone()) put_output(k, p, flat, at::Tensor());
   }
-  MUTWO_CHECK(flat == p.returns.size(), "{}: returned {} tensors, the capture recorded {}", schema_name(k.node), flat,
+  MUTWO_CHECK(flat == p.returns.size(), "{}: returned {} tensors, the capture recorded {}", display_name(k.node), flat,
               p.returns.size());
   if (p.checked) return;
   // The first run checks the captured types.
   for (size_t i = 0; i < k.node.outputs.size(); ++i) {
     const at::Tensor& t = k.output(i);
-    MUTWO_CHECK(t.defined(), "{}: output {} was not produced", schema_name(k.node), i);
+    MUTWO_CHECK(t.defined(), "{}: output {} was not produced", display_name(k.node), i);
     const ir::TensorType& want = p.types[i];
     MUTWO_CHECK(t.sizes().vec() == want.shape && t.scalar_type() == to_aten(want.dtype),
-                "{}: output {} is {}{} but the step file declares {}", schema_name(k.node), i,
+                "{}: output {} is {}{} but the step file declares {}", display_name(k.node), i,
                 c10::toString(t.scalar_type()), t.sizes(), ir::to_string(want));
   }
   p.checked = true;

@@ -15,16 +15,10 @@
 #include <string>
 #include <variant>
 
-#include "ops/attrs.h"
 #include "ops/op.h"
 #include "support/error.h"
 
 namespace mutwo::ops {
-
-std::string schema_name(const ir::Node& n) {
-  const std::string& ov = n.attrs.s("overload");
-  return ov.empty() || ov == "default" ? n.attrs.s("target") : n.attrs.s("target") + "." + ov;
-}
 
 namespace {
 
@@ -64,7 +58,7 @@ Types aten_infer(const InferArgs& a) {
     MUTWO_CHECK(a.node.attrs.find(key) && std::holds_alternative<std::string>(*a.node.attrs.find(key)),
                 "aten node lacks the string attribute '{}'", key);
   MUTWO_CHECK(a.node.attrs.find("returns") && std::holds_alternative<std::vector<int64_t>>(*a.node.attrs.find("returns")),
-              "aten node {} lacks the attribute returns=[...]", schema_name(a.node));
+              "aten node {} lacks the attribute returns=[...]", display_name(a.node));
   MUTWO_ASSERT(a.graph, "aten nodes take their output types from the graph");
   Types out;
   for (ir::ValueId v : a.node.outputs) out.push_back(a.graph->type(v));

@@ -39,7 +39,4 @@ int64_t padding_idx(const ir::Node& n);
 double ln_eps(const ir::Node& n);
 std::array<bool, 3> ln_mask(const ir::Node& n);
 
-// aten.cpp: a generic node's schema as messages name it ("aten::add.Tensor").
-std::string schema_name(const ir::Node& n);
-
 }  // namespace mutwo::ops

@@ -4,6 +4,7 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -128,14 +129,13 @@ at::Tensor make_initial(const ir::TensorType& t, const ir::Init& init, at::Gener
 // A value with Init::data: its bytes from the graph's tensor file.
 at::Tensor read_initial(const ir::Value& v, const std::map<std::string, stepfile::TensorEntry>& index, std::ifstream& file,
                         const std::string& path) {
-  const std::string& name = v.name;
-  auto it = index.find(name);
-  MUTWO_CHECK(it != index.end(), "{}: no tensor '{}' for %{}", path, name, v.name);
-  MUTWO_CHECK(it->second.shape == v.type.shape && it->second.dtype == v.type.dtype, "{}: tensor '{}' is {}{}, %{} is {}", path,
-              name, ir::to_string(it->second.dtype), ir::shape_string(it->second.shape), v.name, ir::to_string(v.type));
+  auto it = index.find(v.name);
+  MUTWO_CHECK(it != index.end(), "{}: no tensor for %{}", path, v.name);
+  MUTWO_CHECK(it->second.shape == v.type.shape && it->second.dtype == v.type.dtype, "{}: its tensor %{} is {}{}, the graph declares {}",
+              path, v.name, ir::to_string(it->second.dtype), ir::shape_string(it->second.shape), ir::to_string(v.type));
   at::Tensor t = at::empty(v.type.shape, at::TensorOptions().dtype(kernels::to_aten(v.type.dtype)));
   file.seekg(it->second.offset);
-  MUTWO_CHECK(file.read(static_cast<char*>(t.data_ptr()), it->second.bytes), "{}: truncated at tensor '{}'", path, name);
+  MUTWO_CHECK(file.read(static_cast<char*>(t.data_ptr()), it->second.bytes), "{}: truncated at %{}", path, v.name);
   return t;
 }
 
@@ -143,12 +143,12 @@ void Executor::initialize() {
   at::Generator gen = at::detail::createCPUGenerator(options_.seed);
   std::map<std::string, stepfile::TensorEntry> index;
   std::ifstream file;
-  for (const ir::Value& v : graph_.values())
-    if (ir::is_persistent(v.role) && v.init.kind == ir::Init::data && index.empty()) {
-      MUTWO_CHECK(!graph_.data_file.empty(), "%{} is read from a tensor file, but the graph names none (data \"FILE\")", v.name);
-      index = stepfile::read_tensor_index(graph_.data_file);
-      file.open(graph_.data_file, std::ios::binary);
-    }
+  const auto& values = graph_.values();
+  if (std::any_of(values.begin(), values.end(), [](const ir::Value& v) { return v.init.kind == ir::Init::data; })) {
+    MUTWO_CHECK(!graph_.data_file.empty(), "values have init=data, but the graph names no tensor file (data \"FILE\")");
+    index = stepfile::read_tensor_index(graph_.data_file);
+    file.open(graph_.data_file, std::ios::binary);
+  }
   for (const ir::Value& v : graph_.values()) {
     if (!ir::is_persistent(v.role)) continue;
     at::Tensor t = v.init.kind == ir::Init::data ? read_initial(v, index, file, graph_.data_file)

@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "analysis/liveness.h"
 #include "analysis/reinplace.h"
 #include "ops/op.h"
 #include "support/error.h"
@@ -26,16 +27,21 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// The step file names ir's types; the tensor file safetensors' names.
+constexpr std::pair<ir::DType, std::string_view> kSafetensorsTypes[] = {
+    {ir::DType::f32, "F32"}, {ir::DType::f64, "F64"}, {ir::DType::f16, "F16"},    {ir::DType::bf16, "BF16"},
+    {ir::DType::i64, "I64"}, {ir::DType::i32, "I32"}, {ir::DType::boolean, "BOOL"}};
+
 ir::DType parse_dtype(const std::string& s, const std::string& where) {
-  // The step file names ir's types; safetensors names its own.
-  static const std::pair<const char*, ir::DType> kSafetensors[] = {
-      {"F32", ir::DType::f32}, {"F64", ir::DType::f64}, {"F16", ir::DType::f16}, {"BF16", ir::DType::bf16},
-      {"I64", ir::DType::i64}, {"I32", ir::DType::i32}, {"BOOL", ir::DType::boolean}};
-  for (const auto& [name, t] : kSafetensors)
-    if (s == name) return t;
   auto d = ir::parse_dtype(s);
   MUTWO_CHECK(d, "{}: unsupported dtype '{}' (f32, f64, f16, bf16, i64, i32, bool)", where, s);
   return *d;
+}
+
+ir::DType parse_safetensors_dtype(const std::string& s, const std::string& where) {
+  for (const auto& [t, name] : kSafetensorsTypes)
+    if (s == name) return t;
+  MUTWO_FAIL("{}: unsupported dtype '{}' (F32, F64, F16, BF16, I64, I32, BOOL)", where, s);
 }
 
 // Typed field access with messages that name the field.
@@ -72,7 +78,6 @@ struct Loader {
   ir::Graph g;
   std::unordered_map<std::string, ir::ValueId> by_step_name;  // the step file's names -> values
   std::vector<bool> defined;                                  // made by a node loaded so far, or a graph input
-  std::vector<ir::ValueId> storage;                           // value -> the value owning its storage
 
   ir::ValueId value(const std::string& name, const std::string& where) const {
     auto it = by_step_name.find(name);
@@ -148,7 +153,6 @@ void load_values(Loader& L, const json& values, const fs::path& dir, const std::
     ir::ValueId id = L.g.add_value(graph_name, type, r, init);
     L.by_step_name.emplace(name, id);
     L.defined.push_back(ir::is_persistent(r));
-    L.storage.push_back(id);
   }
   L.g.data_file = fs::absolute(data_path).lexically_normal().string();  // rewritten.ir may be run from elsewhere
 }
@@ -179,7 +183,7 @@ std::string node_tags(Loader& L, const json& n, ir::Node& node, const std::vecto
                     first_input_of_arg[static_cast<size_t>(m.get<int64_t>())] >= 0,
                 "{}: mutates {} does not name a tensor argument", where, m.dump());
     int in = first_input_of_arg[static_cast<size_t>(m.get<int64_t>())];
-    if (inplace && in == 0) continue;  // the aliased argument, below
+    if (inplace && in == 0) continue;  // the aliased argument: resolve_inplace
     ir::ValueId v = node.inputs[static_cast<size_t>(in)];
     MUTWO_CHECK(ir::is_persistent(L.g.value(v).role) && L.g.value(v).role != ir::Role::input,
                 "{}: writes into %{}, which is not a parameter or buffer; capture the step functionalised (torch 2.x)",
@@ -187,21 +191,8 @@ std::string node_tags(Loader& L, const json& n, ir::Node& node, const std::vecto
     mutates.push_back(in);
   }
   if (random) tags.push_back("random");
-  if (inplace) {
-    // Written over argument 0 and returned: into persistent state, an update
-    // that is never repeated; into a temporary, a buffer reused (kOverwrite).
-    ir::ValueId root = L.storage[static_cast<size_t>(node.inputs[0])];
-    if (ir::is_persistent(L.g.value(root).role)) {
-      MUTWO_CHECK(L.g.value(root).role != ir::Role::input, "{}: writes into the input %{}", where, L.g.value(root).name);
-      tags.push_back("view");
-      mutates.insert(mutates.begin(), 0);
-    } else {
-      tags.push_back("overwrite");
-    }
-    tags.push_back("inplace");
-  } else if (view) {
-    tags.push_back("view");
-  }
+  if (view || inplace) tags.push_back("view");  // an in-place write over argument 0 returns it: resolve_inplace
+  if (inplace) tags.push_back("inplace");
   if (!mutates.empty()) node.attrs.set("mutates", mutates);
   std::string out;
   for (const auto& t : tags) out += (out.empty() ? "" : ",") + t;
@@ -233,7 +224,6 @@ void split_dropout(Loader& L, ir::Node node, const json& args) {
                  {"args", json::array({"%0", "%1", {{"f", 1.0 / (1.0 - p)}}}).dump()}, {"returns", std::vector<int64_t>{0}}};
   const ir::ValueId draw = L.g.add_value(L.g.unique_name(L.g.value(out).name + ".draw"), L.g.type(out), ir::Role::other);
   L.defined.push_back(true);
-  L.storage.push_back(draw);
   node.outputs[0] = draw;
   L.g.append(std::move(node));
   L.g.append(std::move(apply));
@@ -276,13 +266,33 @@ void load_node(Loader& L, const json& n, size_t index) {
     L.defined[static_cast<size_t>(v)] = true;
     returns.push_back(static_cast<int64_t>(node.outputs.size()));
     node.outputs.push_back(v);
-    if (tags.find("view") != std::string::npos || tags.find("overwrite") != std::string::npos)
-      L.storage[static_cast<size_t>(v)] = L.storage[static_cast<size_t>(node.inputs[0])];
   }
   node.attrs.set("returns", returns);
   if (auto it = n.find("scope"); it != n.end() && it->is_string()) node.scope = it->get<std::string>();
   if (target == "aten::native_dropout") return split_dropout(L, std::move(node), bound);
   L.g.append(std::move(node));
+}
+
+// An in-place write over argument 0, loaded as a view: into persistent state
+// it is an update that is never repeated (mutates input 0); into a temporary,
+// a buffer reused (overwrite: liveness checks that nothing reads the old
+// contents after it). Which of the two, the storage aliasing says.
+void resolve_inplace(ir::Graph& g) {
+  const analysis::Liveness L = analysis::analyze_liveness(g);
+  for (ir::Node& n : g.nodes()) {
+    if (!ops::has(n, ops::kInplace) || !ops::has(n, ops::kView)) continue;
+    const ir::Value& root = g.value(L.storage[static_cast<size_t>(n.inputs[0])]);
+    if (!ir::is_persistent(root.role)) {
+      std::string tags = n.attrs.s("tags");
+      tags.replace(tags.find("view"), 4, "overwrite");
+      n.attrs.set("tags", tags);
+      continue;
+    }
+    MUTWO_CHECK(root.role != ir::Role::input, "{} writes into the input %{}", ops::display_name(n), root.name);
+    std::vector<int64_t> mutates = n.attrs.has("mutates") ? n.attrs.ints("mutates") : std::vector<int64_t>{};
+    mutates.insert(mutates.begin(), 0);
+    n.attrs.set("mutates", mutates);
+  }
 }
 
 // Phases from structure: a node is forward if the loss depends on it, else
@@ -378,6 +388,22 @@ void infer_scopes(ir::Graph& g) {
 
 }  // namespace
 
+std::string tensor_file_header(const std::vector<std::pair<std::string, TensorEntry>>& tensors) {
+  json header = {{"__metadata__", {{"format", "mutwo-step-data"}, {"version", "1"}}}};
+  int64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    std::string_view dtype;
+    for (const auto& [d, st] : kSafetensorsTypes)
+      if (d == t.dtype) dtype = st;
+    header[name] = {{"dtype", dtype}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes}}};
+    offset += t.bytes;
+  }
+  const std::string h = header.dump();
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+  return out + h;
+}
+
 bool is_step_file(const std::string& path) { return fs::path(path).extension() == ".json"; }
 
 std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
@@ -406,7 +432,7 @@ std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
     if (name == "__metadata__") continue;
     const std::string where = fmt::format("{}: tensor '{}'", path, name);
     TensorEntry t;
-    t.dtype = parse_dtype(str(e, "dtype", where), where);
+    t.dtype = parse_safetensors_dtype(str(e, "dtype", where), where);
     t.shape = ints(e, "shape", where);
     ir::Shape range = ints(e, "data_offsets", where);
     MUTWO_CHECK(range.size() == 2 && range[0] <= range[1], "{}: data_offsets must be [begin, end]", where);
@@ -459,10 +485,11 @@ ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& op
         copy.outputs = {L.g.add_value(L.g.unique_name(L.g.value(buf).name + ".updated"), L.g.type(buf), ir::Role::other)};
         copy.attrs = {{"target", std::string("aten::copy_")}, {"overload", std::string("default")},
                       {"args", std::string(R"(["%0","%1",false])")}, {"tags", std::string("view,inplace")},
-                      {"mutates", std::vector<int64_t>{0}}, {"returns", std::vector<int64_t>{0}}};
+                      {"returns", std::vector<int64_t>{0}}};
         L.g.append(std::move(copy));
       }
     }
+    resolve_inplace(L.g);
     order_by_phase(L.g, loss);
     infer_scopes(L.g);
     std::vector<std::pair<ir::ValueId, ir::ValueId>> grads;

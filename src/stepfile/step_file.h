@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autodiff/autodiff.h"
@@ -29,6 +30,11 @@ struct TensorEntry {
 // The header of a safetensors-layout file, checked against the file's size.
 // Throws UserError naming the file and the entry that is wrong.
 std::map<std::string, TensorEntry> read_tensor_index(const std::string& path);
+
+// The start of a tensor file holding `tensors` in this order, C-contiguous
+// and back to back (offset is ignored): the 8-byte header length and the
+// header. The tensors' bytes follow it.
+std::string tensor_file_header(const std::vector<std::pair<std::string, TensorEntry>>& tensors);
 
 // True for a path that names a step file (".json") rather than IR text.
 bool is_step_file(const std::string& path);

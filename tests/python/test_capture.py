@@ -9,7 +9,6 @@ import copy
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
 
@@ -19,13 +18,13 @@ import torch.fx
 
 import models
 from mutwo import capture as cap
+from mutwo._files import read_safetensors
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PYTHON_DIR = os.path.normpath(os.path.join(HERE, "..", "..", "python"))
 SEED = 1234
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16,
           "i64": torch.int64, "i32": torch.int32, "bool": torch.bool}
-ST_DTYPES = {"F32": "f32", "F64": "f64", "F16": "f16", "BF16": "bf16", "I64": "i64", "I32": "i32", "BOOL": "bool"}
 WITH_BN = {"unet", "mobilenet", "resnet18"}
 WITH_RANDOM = {"vit", "mobilenet", "convnext"}
 
@@ -155,26 +154,6 @@ def test_capture_leaves_model_and_rng_alone(captured: Captured) -> None:
 
 
 # ---- the side file ------------------------------------------------------------------------------
-
-
-def read_safetensors(path: str) -> tuple[dict, dict[str, torch.Tensor]]:
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    meta = header.pop("__metadata__")
-    body = raw[8 + n:]
-    out, end = {}, 0
-    for name, e in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
-        b, e_ = e["data_offsets"]
-        assert b == end, "gap or overlap in the data"
-        end = e_
-        dtype = DTYPES[ST_DTYPES[e["dtype"]]]
-        load = torch.int16 if dtype == torch.bfloat16 else dtype
-        t = torch.frombuffer(bytearray(body[b:e_]), dtype=load) if e_ > b else torch.empty(0, dtype=load)
-        out[name] = t.view(dtype).reshape(e["shape"])
-    assert end == len(body)
-    return meta, out
 
 
 def test_side_file_reads_back(captured: Captured) -> None:

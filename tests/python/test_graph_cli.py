@@ -6,13 +6,13 @@ import json
 import os
 import pathlib
 import re
-import struct
 import subprocess
 
 import pytest
 import torch
 
 import models
+from mutwo._files import read_safetensors
 from mutwo.capture import capture
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -29,23 +29,6 @@ def mutwo(*args: str, expect: int = 0) -> subprocess.CompletedProcess:
 
 def last_json(r: subprocess.CompletedProcess) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def read_tensors(path: pathlib.Path) -> dict[str, torch.Tensor]:
-    """The safetensors layout mutwo writes (run --save)."""
-    raw = path.read_bytes()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8 : 8 + n])
-    dtypes = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32, "BOOL": torch.bool}
-    out = {}
-    for name, e in header.items():
-        if name == "__metadata__":
-            continue
-        b, end = e["data_offsets"]
-        buf = bytearray(raw[8 + n + b : 8 + n + end])
-        t = torch.frombuffer(buf, dtype=dtypes[e["dtype"]]) if buf else torch.empty(0, dtype=dtypes[e["dtype"]])
-        out[name] = t.reshape(e["shape"])
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +89,7 @@ def test_three_steps_equal_eager(captured, tmp_path, name: str) -> None:
         opt.step()
         eager.append(loss.item())
     assert losses == eager, f"{name}: mutwo {losses} eager {eager}"
-    after = read_tensors(saved)
+    _, after = read_safetensors(str(saved))
     state = dict(model.named_parameters()) | dict(model.named_buffers())
     for qualname, t in state.items():
         assert qualname in after, f"{name}: {qualname} missing from run --save"
