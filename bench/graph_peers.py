@@ -1,6 +1,10 @@
 # PyTorch's peers of mutwo on the user models of bench/graph_models.py, on the
-# same card: eager, torch.utils.checkpoint around every block, torch.compile
-# under an activation memory budget. Each variant runs in its own subprocess
+# same card: eager, torch.utils.checkpoint around every block, selective
+# activation checkpointing (sac: matmuls and attention saved, the rest
+# recomputed), torch.compile under an activation memory budget; and mutwo
+# from the user's loop: wrap:B (mutwo.torch.wrap at budget B) and backend:B
+# (torch.compile with mutwo.torch.backend). --autocast bf16 runs the forward
+# under torch.autocast. Each variant runs in its own subprocess
 # (an OOM or a compile failure loses only its own row) and appends one JSON
 # line to --out. With --capture, writes the model's step for mutwo instead.
 #   python3 bench/graph_peers.py --model llama --batch 8 --variants eager,checkpoint,compile:0.5 --out r.jsonl
@@ -66,15 +70,54 @@ def compiled(loss_fn: Callable, variant: str) -> Callable:
     return torch.compile(loss_fn)
 
 
+def selective_checkpoint_blocks(blocks: list[torch.nn.Module]) -> None:
+    """Every block under torch.utils.checkpoint with a selective policy: matmuls and
+    attention saved, everything else recomputed (PyTorch's SAC, torch >= 2.4)."""
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+    aten = torch.ops.aten
+    save = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.convolution.default,
+            aten._scaled_dot_product_efficient_attention.default, aten._scaled_dot_product_flash_attention.default,
+            aten._scaled_dot_product_cudnn_attention.default}
+
+    def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+        return CheckpointPolicy.MUST_SAVE if op in save else CheckpointPolicy.PREFER_RECOMPUTE
+    context = functools.partial(create_selective_checkpoint_contexts, policy)
+    for b in blocks:
+        b.forward = functools.partial(checkpoint, b.forward, use_reentrant=False, context_fn=context)
+
+
+def mutwo_torch() -> Any:
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+    import mutwo.torch
+    return mutwo.torch
+
+
 def measure(a: argparse.Namespace, variant: str) -> dict:
     """Trains a fresh model 2 warm-up steps + a.steps measured steps; peak bytes and median step time."""
     model, inputs, loss_fn, blocks = make(a.model, a.batch, a.device, a.small)
+    fields: dict[str, Any] = {}
+    wrapped = None
     if variant == "checkpoint":
         checkpoint_blocks(blocks)
+    elif variant == "sac":
+        selective_checkpoint_blocks(blocks)
     elif variant.startswith("compile"):
         loss_fn = compiled(loss_fn, variant)
+    elif variant.startswith("wrap:"):
+        model = wrapped = mutwo_torch().wrap(model, variant.split(":", 1)[1])
+    elif variant.startswith("backend:"):
+        import torch._dynamo as dynamo
+        dynamo.reset()
+        backend = mutwo_torch().backend(variant.split(":", 1)[1])
+        loss_fn = torch.compile(loss_fn, backend=backend)
     elif variant != "eager":
-        raise ValueError(f"unknown variant {variant!r}: eager, checkpoint, compile or compile:X")
+        raise ValueError(f"unknown variant {variant!r}: eager, checkpoint, sac, compile, compile:X, wrap:B, backend:B")
+    if a.autocast:
+        plain_loss = loss_fn
+
+        def loss_fn(*args: Any) -> torch.Tensor:
+            with torch.autocast(a.device.split(":")[0], dtype=getattr(torch, {"bf16": "bfloat16", "f16": "float16"}[a.autocast])):
+                return plain_loss(*args)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     cuda = a.device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
@@ -98,8 +141,15 @@ def measure(a: argparse.Namespace, variant: str) -> dict:
         sync()
         times.append(1000 * (time.perf_counter() - t0))
     peak = torch.cuda.max_memory_allocated() if cuda else None
-    return row(a, variant, peak_bytes=peak, step_ms=round(statistics.median(times), 3), loss=float(loss),
-               steps=a.steps)
+    if wrapped is not None:
+        info = mutwo_torch().report(wrapped)
+        fields.update(predicted_peak_bytes=info["predicted_peak_bytes"], budget_bytes=info["budget_bytes"],
+                      dropped=len(info["dropped"]), mutwo_step_peak_bytes=info["measured_peak_bytes"])
+    elif variant.startswith("backend:"):
+        fields.update(graphs=len(backend.graphs))
+    system = "mutwo" if variant.startswith(("wrap:", "backend:")) else "pytorch"
+    return row(a, variant, system=system, peak_bytes=peak, step_ms=round(statistics.median(times), 3), loss=float(loss),
+               steps=a.steps, **({"autocast": a.autocast} if a.autocast else {}), **fields)
 
 
 def one(a: argparse.Namespace) -> None:
@@ -116,7 +166,8 @@ def one(a: argparse.Namespace) -> None:
 
 def child_args(a: argparse.Namespace, variant: str) -> list[str]:
     args = [sys.executable, os.path.abspath(__file__), "--model", a.model, "--batch", str(a.batch), "--device",
-            a.device, "--steps", str(a.steps), "--sdpa", a.sdpa, "--one", variant]
+            a.device, "--steps", str(a.steps), "--sdpa", a.sdpa, "--one", variant] + \
+        (["--autocast", a.autocast] if a.autocast else [])
     return args + (["--small"] if a.small else [])
 
 
@@ -170,11 +221,12 @@ def main() -> None:
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--steps", type=int, default=10, help="measured steps, after 2 warm-up steps")
-    ap.add_argument("--variants", default="eager,checkpoint", help="eager, checkpoint, compile, compile:X")
+    ap.add_argument("--variants", default="eager,checkpoint", help="eager, checkpoint, sac, compile, compile:X, wrap:B, backend:B")
     ap.add_argument("--out", help="append the JSON lines to this file too")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per variant")
     ap.add_argument("--sdpa", default="auto", help="attention backend: auto, or math, efficient_attention, ...")
     ap.add_argument("--small", action="store_true", help="tiny models, for CPU tests")
+    ap.add_argument("--autocast", choices=["bf16", "f16"], help="run the forward under torch.autocast")
     ap.add_argument("--capture", metavar="OUT.json", help="capture the step for mutwo instead of measuring")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # the child: measure this variant here
     a = ap.parse_args()

@@ -9,4 +9,4 @@ prefix=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)')
 cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
   -DMUTWO_BUILD_TESTS=OFF -DMUTWO_FMT_HEADER_ONLY=ON -DMUTWO_WITH_CBC=OFF "$@" >build-cuda.log 2>&1 \
   || { tail -n 30 build-cuda.log; exit 1; }
-ninja -C build-cuda -j"$(nproc)" mutwo >>build-cuda.log 2>&1 || { tail -n 40 build-cuda.log; exit 1; }
+ninja -C build-cuda -j"$(nproc)" mutwo mutwo_torch >>build-cuda.log 2>&1 || { tail -n 40 build-cuda.log; exit 1; }

@@ -242,3 +242,34 @@ def match_buffer_updates(fwd_outputs: Sequence[Optional[torch.fx.Node]], mutated
                     raise fail(f"output {k} ({out.name}) does not update {ph.name}")
         pairs.append((p, out))
     return pairs
+
+
+def tangent_outputs(requires_grad: Sequence[bool], n_tangents: int) -> Optional[list[int]]:
+    """Which module output each tangent of the joint graph belongs to: torch 2.x
+    makes one for each output that requires grad, torch 1.13 one for every
+    output. None if the count does not fit either rule."""
+    with_grad = [i for i, r in enumerate(requires_grad) if r]
+    if len(with_grad) == n_tangents:
+        return with_grad
+    if not TORCH_2 and len(requires_grad) == n_tangents:
+        return list(range(n_tangents))
+    return None
+
+
+def autocast_state() -> tuple:
+    """Whether autocast is on, and at which dtype, for CPU and CUDA."""
+    if TORCH_2:
+        return tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda"))
+    return (torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype(), torch.is_autocast_cpu_enabled(),
+            torch.get_autocast_cpu_dtype())
+
+
+@contextmanager
+def no_autocast() -> Iterator[None]:
+    """Autocast off on CPU and CUDA: a graph captured under autocast holds its casts as nodes."""
+    with torch.autocast("cpu", enabled=False):
+        if torch.cuda.is_available():
+            with torch.autocast("cuda", enabled=False):
+                yield
+        else:
+            yield

@@ -62,31 +62,40 @@ class Primal:
 
 @dataclass
 class Joint:
-    """The traced joint graph and what it needs to run."""
+    """The traced joint graph and what it needs to run.
+
+    Two kinds: a training step (`loss` set, one tangent d(loss)/d(loss)), or a
+    module's forward and backward for mutwo.torch (`loss` None; `outputs` are
+    what the module returns, flattened, and tangent i is the gradient of the
+    user's loss with respect to outputs[tangent_of[i]])."""
     gm: torch.fx.GraphModule
     primals: list[Primal]
-    loss: torch.fx.Node
+    loss: Optional[torch.fx.Node]
     gradients: dict[int, torch.fx.Node]  # primal position -> node holding its gradient
     buffer_updates: list[tuple[int, torch.fx.Node]]  # (primal position, new value) on torch 2.x
     placeholders: list[torch.fx.Node]  # the primals' placeholders
-    tangent: tuple  # (shape, dtype, device) of d(loss)/d(loss)
+    tangents: list[tuple]  # (shape, dtype, device) of each tangent
+    outputs: list[torch.fx.Node]  # [loss], or the module's tensor outputs
+    tangent_of: list[int]  # position in outputs of each tangent's output
 
     def inputs(self) -> list[torch.Tensor]:
-        """Fresh copies of the graph's inputs: the primals, then d(loss)/d(loss) = 1."""
-        shape, dtype, device = self.tangent
-        return [p.tensor.clone() for p in self.primals] + [torch.ones(shape, dtype=dtype, device=device)]
+        """Fresh copies of the graph's inputs: the primals, then each tangent as ones."""
+        return [p.tensor.clone() for p in self.primals] + [torch.ones(shape, dtype=dtype, device=device)
+                                                           for shape, dtype, device in self.tangents]
 
 
 class _Wrapper(torch.nn.Module):
-    """forward(*inputs) = loss_fn(model, *inputs), so that the loss is part of the graph."""
+    """forward(*inputs) = loss_fn(model, *inputs), so that the loss is part of the
+    graph; model(*inputs) without a loss_fn."""
 
-    def __init__(self, model: torch.nn.Module, loss_fn: Callable) -> None:
+    def __init__(self, model: torch.nn.Module, loss_fn: Optional[Callable]) -> None:
         super().__init__()
         setattr(self, WRAPPER_ATTR, model)
         self.__dict__["loss_fn"] = loss_fn  # not a submodule: a loss module's tensors are graph constants
 
     def forward(self, *inputs: Any) -> Any:
-        return self.loss_fn(getattr(self, WRAPPER_ATTR), *inputs)
+        model = getattr(self, WRAPPER_ATTR)
+        return model(*inputs) if self.loss_fn is None else self.loss_fn(model, *inputs)
 
 
 @contextmanager
@@ -149,17 +158,29 @@ def _tracing_error(exc: Exception) -> CaptureError:
     return CaptureError(f"tracing failed{at}: {type(exc).__name__}: {msg}")
 
 
-def trace(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Callable) -> Joint:
-    """Traces loss_fn(model, *example_inputs) and its backward into one FX graph.
+@dataclass
+class OutputSpec:
+    """How a module's result is rebuilt from its flattened tensor outputs."""
+    spec: Any  # torch.utils._pytree spec of the result
+    leaves: list  # the result's leaves; None where a tensor output goes
+    tensor_positions: list[int]  # leaf position of each tensor output
+
+
+def trace(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Optional[Callable],
+          out_spec: Optional[list] = None) -> Joint:
+    """Traces loss_fn(model, *example_inputs) and its backward into one FX graph;
+    without a loss_fn, model(*example_inputs) with a tangent for each output that
+    requires grad (mutwo.torch), and `out_spec` (a list) receives its OutputSpec.
 
     Works on a deep copy of the model and restores torch's RNG, so neither the
     model (parameters, buffers) nor the RNG state changes.
     """
     with _rng_preserved(), torch.enable_grad():
-        return _trace(model, tuple(example_inputs), loss_fn)
+        return _trace(model, tuple(example_inputs), loss_fn, out_spec)
 
 
-def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Callable) -> Joint:
+def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Callable],
+           out_spec: Optional[list]) -> Joint:
     wrapper = _Wrapper(copy.deepcopy(model), loss_fn)
     prefix = WRAPPER_ATTR + "."
     named_params = list(wrapper.named_parameters())  # tied parameters once
@@ -182,7 +203,7 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Callable) -> 
     input_positions = []
     for i, x in enumerate(example_inputs):
         if isinstance(x, torch.Tensor):
-            x = x.detach().clone()
+            x = x.detach().clone().requires_grad_(loss_fn is None and x.requires_grad)
             primals.append(Primal("input", i, x.clone()))
             flat.append(x)
             input_positions.append(i)
@@ -191,12 +212,23 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Callable) -> 
     n_state = len(named_params) + len(named_buffers)
     owners = [all_names[id(t)] for t in flat[:n_state]]
 
+    module_outputs: dict[str, Any] = {}
+
     def step(*args: torch.Tensor) -> tuple:
         tensors = {name: a for names, a in zip(owners, args[:n_state]) for name in names}
         inputs = list(example_inputs)
         for i, a in zip(input_positions, args[n_state:]):
             inputs[i] = a
-        return (_compat.functional_call(wrapper, tensors, tuple(inputs)),)
+        result = _compat.functional_call(wrapper, tensors, tuple(inputs))
+        if loss_fn is not None:
+            return (result,)
+        leaves, spec = torch.utils._pytree.tree_flatten(result)
+        positions = [k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        outs = tuple(leaves[k] for k in positions)
+        module_outputs.update(spec=OutputSpec(spec, [None if k in positions else x for k, x in enumerate(leaves)],
+                                              positions),
+                              requires_grad=[o.requires_grad for o in outs])
+        return outs
 
     got: dict[str, Any] = {}
 
@@ -228,7 +260,7 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Callable) -> 
     tangents = [n for n in placeholders if "tangents" in str(n.target)]
     if len(prim_nodes) != len(primals) or placeholders != prim_nodes + tangents:
         raise CaptureError(f"the joint graph has {len(prim_nodes)} primals for {len(primals)} tensors")
-    if len(tangents) != 1 or len(tangent_vals) != 1:
+    if loss_fn is not None and (len(tangents) != 1 or len(tangent_vals) != 1):
         raise CaptureError(f"the joint graph has {len(tangents)} tangents; loss_fn must return one scalar")
 
     n_fwd = _compat.num_fwd_outputs(gm, got["kwargs"])
@@ -241,26 +273,57 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Callable) -> 
     written = _written_placeholders(gm)
     uncovered = [i for i in moved if prim_nodes[i] not in written]
     buffer_updates: list[tuple[int, torch.fx.Node]] = []
+    first = 0
     if _compat.MUTATIONS_AS_OUTPUTS:
         buffer_updates = _compat.match_buffer_updates(fwd, uncovered, prim_nodes, CaptureError)
-        loss = fwd[len(uncovered)]
+        first = len(uncovered)
     else:
-        loss = fwd[0]
         for i in uncovered:
             _append_dropped_update(wrapper, primals[i], prim_nodes[i], gm)
+    loss = fwd[first] if loss_fn is not None else None
     for i, node in buffer_updates:
         if primals[i].role != "buffer":
             raise CaptureError(f"the step writes {primals[i].role} {primals[i].key} in place")
-    if not isinstance(loss, torch.fx.Node):
+    if loss_fn is not None and not isinstance(loss, torch.fx.Node):
         raise CaptureError("the loss is not computed by the graph")
+    if loss_fn is None:
+        n_out = len(module_outputs["requires_grad"])
+        outputs = _own_outputs(gm, fwd[first:first + n_out])
+        tangent_of = _compat.tangent_outputs(module_outputs["requires_grad"], len(tangents))
+        if tangent_of is None:
+            raise CaptureError(f"the joint graph has {len(tangents)} tangents for {n_out} outputs "
+                               f"({sum(module_outputs['requires_grad'])} requiring grad)")
+        if out_spec is not None:
+            out_spec.append(module_outputs["spec"])
+    else:
+        outputs, tangent_of = [loss], [0]
 
     for ph, p in zip(prim_nodes, primals):
         ph.meta["mutwo_primal"] = p
+    differentiable = ("parameter",) if loss_fn is not None else ("parameter", "input")
     gradients = _own_gradients(gm, {i: g for i, g in enumerate(grads)
-                                    if isinstance(g, torch.fx.Node) and primals[i].role == "parameter"})
+                                    if isinstance(g, torch.fx.Node) and primals[i].role in differentiable})
     gm.recompile()
-    t = tangent_vals[0]
-    return Joint(gm, primals, loss, gradients, buffer_updates, prim_nodes, (tuple(t.shape), t.dtype, t.device))
+    return Joint(gm, primals, loss, gradients, buffer_updates, prim_nodes,
+                 [(tuple(t.shape), t.dtype, t.device) for t in tangent_vals], outputs, tangent_of)
+
+
+def _own_outputs(gm: torch.fx.GraphModule, outs: list) -> list[torch.fx.Node]:
+    """A module's outputs, each a value of its own made by a node: an output that
+    is a graph input (the module returns a parameter or its input) or repeats
+    another is returned as a clone."""
+    seen: set = set()
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    result = []
+    for o in outs:
+        if not isinstance(o, torch.fx.Node):
+            raise CaptureError("a module output is not computed by the graph")
+        if o in seen or o.op != "call_function":
+            with gm.graph.inserting_before(output):
+                o = gm.graph.call_function(torch.ops.aten.clone.default, (o,))
+        seen.add(o)
+        result.append(o)
+    return result
 
 
 def _own_gradients(gm: torch.fx.GraphModule, grads: dict[int, torch.fx.Node]) -> dict[int, torch.fx.Node]:
@@ -504,7 +567,7 @@ class _Writer:
                 name = constants[n.target] = self.value_of[n] = self.unique(n.name)
                 self.add_value(n, name, self.rec[n], "constant")
                 self.tensors[data_key(self.values[-1])] = t.detach()
-        ancestors = _ancestors(j.loss)
+        ancestors = set().union(*(_ancestors(o) for o in j.outputs))
         self.scopes = _compat.scopes(j.gm, WRAPPER_ATTR)
         nodes = []
         for n in j.gm.graph.nodes:
@@ -515,6 +578,10 @@ class _Writer:
             if n.target is operator.getitem:
                 continue  # folded into its producer's outputs
             nodes.append(self.node(n, n in ancestors, grad_of))
+        if j.loss is None:  # each tangent names the output it is the gradient of
+            tangents = [v for v in self.values if v["role"] == "tangent"]
+            for v, k in zip(tangents, j.tangent_of):
+                v["of"] = self.value_of[j.outputs[k]]
         return self.values, nodes
 
     def node(self, n: torch.fx.Node, forward: bool, grad_of: dict) -> dict:
@@ -652,9 +719,10 @@ def document(joint: Joint, name: str, data: str) -> tuple[dict, dict[str, torch.
         _compat.run_fx(rec, joint.inputs())
     w = _Writer(joint, rec.meta, rec.shares)
     values, nodes = w.build()
-    loss_meta = rec.meta[joint.loss]
-    if not _is_tensor_meta(loss_meta) or loss_meta[1] != () or not loss_meta[0].is_floating_point:
-        raise CaptureError(f"the loss ({joint.loss.name}) must be a floating-point scalar, not {loss_meta}")
+    if joint.loss is not None:
+        loss_meta = rec.meta[joint.loss]
+        if not _is_tensor_meta(loss_meta) or loss_meta[1] != () or not loss_meta[0].is_floating_point:
+            raise CaptureError(f"the loss ({joint.loss.name}) must be a floating-point scalar, not {loss_meta}")
     updates = []
     for i, node in joint.buffer_updates:
         ph = joint.placeholders[i]
@@ -663,8 +731,11 @@ def document(joint: Joint, name: str, data: str) -> tuple[dict, dict[str, torch.
         updates.append({"buffer": w.value_of[ph], "value": w.value_of[node]})
     doc = {"format": FORMAT, "version": VERSION, "name": name,
            "producer": {"torch": torch.__version__, "python": platform.python_version()},
-           "data": data, "values": values, "nodes": nodes, "loss": w.value_of[joint.loss],
+           "data": data, "values": values, "nodes": nodes,
+           "loss": w.value_of[joint.loss] if joint.loss is not None else None,
            "buffer_updates": updates}
+    if joint.loss is None:
+        doc["outputs"] = [w.value_of[o] for o in joint.outputs]
     return doc, w.tensors
 
 

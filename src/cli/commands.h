@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/common.h"
+#include "support/units.h"
 
 namespace mutwo::cli {
 
@@ -88,7 +89,5 @@ struct MaxBatchCommand {
   int run() const;
 };
 
-// "2GiB", "1500MiB" or "60%" of `reference`.
-int64_t parse_budget(const std::string& text, int64_t reference);
 
 }  // namespace mutwo::cli

@@ -26,27 +26,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// Both measured timelines (allocated bytes at their high-water mark during every node) on one plot.
-void plot_before_after(const profile::Profile& before, const profile::Profile& after, int64_t budget,
-                       const std::string& dir) {
-  std::string dat = "# node before_MiB after_MiB\n";
-  size_t n = std::max(before.nodes.size(), after.nodes.size());
-  for (size_t i = 0; i < n; ++i)
-    dat += fmt::format("{} {} {}\n", i,
-                       i < before.nodes.size() ? fmt::format("{:.4f}", before.nodes[i].peak_during / 1048576.0) : "NaN",
-                       i < after.nodes.size() ? fmt::format("{:.4f}", after.nodes[i].peak_during / 1048576.0) : "NaN");
-  std::ofstream(dir + "/memory_timeline_before_after.dat") << dat;
-  std::string body = fmt::format(
-      "set title \"{0}: measured memory, without and with recomputation\"\n"
-      "set xlabel 'node (execution order)'\nset ylabel 'MiB allocated (during node)'\nset grid\nset key top left\n"
-      "set arrow from graph 0, first {1:.4f} to graph 1, first {1:.4f} nohead dt 2 lc rgb 'red'\n"
-      "set label 'budget' at graph 0.01, first {1:.4f} offset 0,0.6 tc rgb 'red'\n",
-      before.label(), static_cast<double>(budget) / 1048576.0);
-  body += "plot 'memory_timeline_before_after.dat' using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'baseline', "
-          "'' using 1:3 with lines lw 2 lc rgb '#ff7f0e' title 'with recomputation'";
-  report::plot(dir, "memory_timeline_before_after", body);
-}
-
 std::string pct(double a, double b) { return b > 0 ? fmt::format("{:+.1f}%", 100.0 * (a - b) / b) : "n/a"; }
 
 }  // namespace
@@ -104,7 +83,7 @@ int OptimizeCommand::run() const {
   po.batch = step.batch_or_none();
   profile::Profile prof_after = profile::profile_step(planned, po);
   profile::Profile prof_before = p.input.profile;
-  plot_before_after(prof_before, prof_after, p.plan.budget_bytes, out);
+  report::plot_before_after(prof_before, prof_after, p.plan.budget_bytes, out);
 
   auto row = [](const char* what, const std::string& a, const std::string& b) {
     return fmt::format("| {:<22} | {:>14} | {:>14} |\n", what, a, b);

@@ -82,18 +82,6 @@ void plot_tradeoff(const std::vector<plan::Plan>& plans, const plan::PlanInput& 
 
 }  // namespace
 
-int64_t parse_budget(const std::string& text, int64_t reference) {
-  MUTWO_CHECK(!text.empty(), "--budget is required (e.g. 2GiB, 1500MiB or 60%)");
-  if (text.back() == '%') {
-    char* end = nullptr;
-    double pct = std::strtod(text.c_str(), &end);
-    MUTWO_CHECK(end == text.c_str() + text.size() - 1 && pct > 0 && pct <= 1000,
-                "--budget {}: write a percentage such as 60%", text);
-    return static_cast<int64_t>(static_cast<double>(reference) * pct / 100.0);
-  }
-  return parse_bytes(text);
-}
-
 void PlanCommand::add_to(CLI::App& app) {
   app.add_option("--profile", profile_path, "profile.json written by mutwo profile")->required();
   app.add_option("--budget", budget, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak");

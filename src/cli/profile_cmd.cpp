@@ -71,13 +71,7 @@ profile::Profile profile_one(const ProfileCommand& c, int64_t batch, const std::
   o.model = step.name(g);
   o.batch = step.batch_or_none();
   profile::Profile p = profile::profile_step(g, o);
-  fs::create_directories(dir);
-  profile::write_profile(p, dir + "/profile.json");
-  report::write_nodes_csv(p, dir + "/nodes.csv");
-  report::write_activations_csv(p, dir + "/activations.csv");
-  report::write_trace(p, dir + "/trace.json");
-  report::plot_memory_timeline(p, dir);
-  report::plot_peak_breakdown(p, dir);
+  report::write_profile_dir(p, dir);
   return p;
 }
 

@@ -89,4 +89,14 @@ LiveByRole live_by_role(const ir::Graph& g);
 // predicted live bytes); profile_step (profiler.h) fills in the measured fields.
 Profile describe(const ir::Graph& g);
 
+// Each value's idle time from the node times: the time of the nodes strictly
+// between its last forward use and its first backward use.
+void fill_idle_ms(Profile& p);
+
+// A profile without running the step (estimate.cpp): node times from FLOPs and
+// bytes moved at nominal speeds of `device` ("cpu", "cuda..."), memory as the
+// liveness analysis predicts it, no workspaces. For planning a step that
+// should not run unplanned first.
+Profile estimate_profile(const ir::Graph& g, const std::string& device);
+
 }  // namespace mutwo::profile

@@ -88,7 +88,8 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
 
   runtime::release_cached_memory(device);  // measure as a fresh process would (sweep and max-batch profile many)
   runtime::Executor ex(g, {device, o.seed});
-  ex.initialize();
+  if (o.initialize) o.initialize(ex);
+  else ex.initialize();
   auto t_start = std::chrono::steady_clock::now();
   auto progress = [&](const char* what, int i, int n) {
     if (!o.progress) return;
@@ -102,10 +103,12 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
   const size_t nn = g.nodes().size();
   std::vector<std::vector<double>> node_ms(nn);
   std::vector<double> step_ms;
+  int64_t last_start_bytes = 0;
   Recorder rec(device, nn);
   ex.set_observer(&rec);
   for (int i = 0; i < o.iters; ++i) {
     runtime::StepResult r = ex.step();
+    last_start_bytes = r.start_bytes;
     rec.finish();
     step_ms.push_back(r.ms);
     for (size_t n = 0; n < nn; ++n) node_ms[n].push_back(rec.ms[n]);
@@ -115,6 +118,14 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
 
   // Memory is deterministic from step to step: the last iteration's numbers.
   analysis::Liveness L = analysis::analyze_liveness(g);
+  if (o.graph_only) {
+    const int64_t outside = last_start_bytes - L.persistent_bytes;
+    for (size_t n = 0; n < nn; ++n) {
+      rec.live_before[n] -= outside;
+      rec.live_after[n] -= outside;
+      rec.peak_during[n] -= outside;
+    }
+  }
   // Node times come from one iteration, the one whose step time is the median:
   // they then add up to a real step (medians of parts taken across iterations
   // need not add up to the median of the whole on a noisy machine).
@@ -145,13 +156,7 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
     p.peak_by_role = p.nodes[k].live_by_role;
     p.peak_workspace_bytes = p.nodes[k].workspace_bytes;
   }
-  // Idle time of a value: the measured time of the nodes strictly between its
-  // last forward use and its first backward use.
-  std::vector<double> prefix(nn + 1, 0);
-  for (size_t n = 0; n < nn; ++n) prefix[n + 1] = prefix[n] + p.nodes[n].ms;
-  for (ValueRecord& v : p.values)
-    if (v.first_bwd >= 0 && v.last_fwd >= 0 && v.last_fwd < v.first_bwd)
-      v.idle_ms = prefix[static_cast<size_t>(v.first_bwd)] - prefix[static_cast<size_t>(v.last_fwd) + 1];
+  fill_idle_ms(p);
   return p;
 }
 

@@ -3,10 +3,15 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "ir/graph.h"
 #include "profile/profile.h"
+
+namespace mutwo::runtime {
+class Executor;
+}
 
 namespace mutwo::profile {
 
@@ -18,6 +23,13 @@ struct ProfileOptions {
   bool progress = true;        // "iteration i of N" lines on stderr
   std::string model;           // labels for the report
   int64_t batch = 0;
+  // Fills the persistent values in place of Executor::initialize() (mutwo.torch
+  // binds the user's tensors).
+  std::function<void(runtime::Executor&)> initialize;
+  // Live bytes of the graph's own tensors only: what the process held at the
+  // step's start beyond the graph's persistent values is subtracted (in the
+  // user's process, their optimizer state, data and anything else).
+  bool graph_only = false;
 };
 
 // Per node: time (steady clock on CPU; CUDA events on GPU), allocated bytes

@@ -160,4 +160,25 @@ bool plot_batches(const std::vector<profile::Profile>& ps, const std::string& di
   return report::plot(dir, "latency_vs_batch", latency, 800, 480) && a;
 }
 
+// Both measured timelines (allocated bytes at their high-water mark during every node) on one plot.
+void plot_before_after(const profile::Profile& before, const profile::Profile& after, int64_t budget,
+                       const std::string& dir) {
+  std::string dat = "# node before_MiB after_MiB\n";
+  size_t n = std::max(before.nodes.size(), after.nodes.size());
+  for (size_t i = 0; i < n; ++i)
+    dat += fmt::format("{} {} {}\n", i,
+                       i < before.nodes.size() ? fmt::format("{:.4f}", before.nodes[i].peak_during / 1048576.0) : "NaN",
+                       i < after.nodes.size() ? fmt::format("{:.4f}", after.nodes[i].peak_during / 1048576.0) : "NaN");
+  std::ofstream(dir + "/memory_timeline_before_after.dat") << dat;
+  std::string body = fmt::format(
+      "set title \"{0}: measured memory, without and with recomputation\"\n"
+      "set xlabel 'node (execution order)'\nset ylabel 'MiB allocated (during node)'\nset grid\nset key top left\n"
+      "set arrow from graph 0, first {1:.4f} to graph 1, first {1:.4f} nohead dt 2 lc rgb 'red'\n"
+      "set label 'budget' at graph 0.01, first {1:.4f} offset 0,0.6 tc rgb 'red'\n",
+      before.label(), static_cast<double>(budget) / 1048576.0);
+  body += "plot 'memory_timeline_before_after.dat' using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'baseline', "
+          "'' using 1:3 with lines lw 2 lc rgb '#ff7f0e' title 'with recomputation'";
+  plot(dir, "memory_timeline_before_after", body);
+}
+
 }  // namespace mutwo::report

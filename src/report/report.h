@@ -22,11 +22,19 @@ void write_activations_csv(const profile::Profile& p, const std::string& path);
 // track, and a counter of live memory by role (Perfetto, chrome://tracing).
 void write_trace(const profile::Profile& p, const std::string& path);
 
+// What `mutwo profile --out DIR` writes: profile.json, nodes.csv,
+// activations.csv, trace.json and the memory timeline and peak breakdown plots.
+void write_profile_dir(const profile::Profile& p, const std::string& dir);
+
 // Plots. Each writes NAME.dat and NAME.gp into `dir`, then renders NAME.svg and
 // NAME.png with gnuplot. Returns false (after saying so once on stderr) when
 // gnuplot is missing; the data files are written either way.
 bool plot_memory_timeline(const profile::Profile& p, const std::string& dir);
 bool plot_peak_breakdown(const profile::Profile& p, const std::string& dir);
+// Both timelines (bytes at their high-water mark during every node), without
+// and with the plan, on one plot with the budget: memory_timeline_before_after.svg.
+void plot_before_after(const profile::Profile& before, const profile::Profile& after, int64_t budget,
+                       const std::string& dir);
 bool plot_batches(const std::vector<profile::Profile>& ps, const std::string& dir);  // peak_vs_batch, latency_vs_batch
 
 // Runs gnuplot on a script in `dir`; false if gnuplot is missing.

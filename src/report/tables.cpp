@@ -1,4 +1,5 @@
 // CSV tables and the Chrome trace of a Profile.
+#include <filesystem>
 #include <fmt/format.h>
 
 #include <fstream>
@@ -102,6 +103,16 @@ void write_trace(const profile::Profile& p, const std::string& path) {
              {"otherData", {{"model", p.model}, {"batch", p.batch}, {"device", p.device}}}};
   auto out = open_out(path);
   out << trace.dump() << "\n";
+}
+
+void write_profile_dir(const profile::Profile& p, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  profile::write_profile(p, dir + "/profile.json");
+  write_nodes_csv(p, dir + "/nodes.csv");
+  write_activations_csv(p, dir + "/activations.csv");
+  write_trace(p, dir + "/trace.json");
+  plot_memory_timeline(p, dir);
+  plot_peak_breakdown(p, dir);
 }
 
 }  // namespace mutwo::report

@@ -80,9 +80,13 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
     const c10::DeviceIndex index = options_.device.index() < 0 ? 0 : options_.device.index();
     // A graph replays random ops with fresh numbers only from the default
     // generator, which every capture registers; otherwise a private one.
-    generator_ = options_.cuda_graph ? at::cuda::detail::getDefaultCUDAGenerator(index)
-                                     : at::cuda::detail::createCUDAGenerator(index);
-    generator_.set_current_seed(options_.seed);
+    if (options_.default_generator) {
+      generator_ = at::cuda::detail::getDefaultCUDAGenerator(index);
+    } else {
+      generator_ = options_.cuda_graph ? at::cuda::detail::getDefaultCUDAGenerator(index)
+                                       : at::cuda::detail::createCUDAGenerator(index);
+      generator_.set_current_seed(options_.seed);
+    }
     if (options_.cuda_graph) {  // the current stream if it is not the default one (see SideStream), else one from the pool
       c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(index);
       c10::cuda::CUDAStream stream = current == c10::cuda::getDefaultCUDAStream(index) ? c10::cuda::getStreamFromPool(false, index) : current;
@@ -90,7 +94,8 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
     }
   }
 #endif
-  if (!generator_.defined()) generator_ = at::detail::createCPUGenerator(options_.seed);
+  if (!generator_.defined())
+    generator_ = options_.default_generator ? at::detail::getDefaultCPUGenerator() : at::detail::createCPUGenerator(options_.seed);
 }
 
 Executor::~Executor() = default;
@@ -139,18 +144,28 @@ at::Tensor read_initial(const ir::Value& v, const std::map<std::string, stepfile
   return t;
 }
 
-void Executor::initialize() {
+void Executor::initialize(const std::map<std::string, at::Tensor>& given) {
   at::Generator gen = at::detail::createCPUGenerator(options_.seed);
   std::map<std::string, stepfile::TensorEntry> index;
   std::ifstream file;
   const auto& values = graph_.values();
-  if (std::any_of(values.begin(), values.end(), [](const ir::Value& v) { return v.init.kind == ir::Init::data; })) {
+  auto from_file = [&](const ir::Value& v) { return v.init.kind == ir::Init::data && !given.count(v.name); };
+  if (std::any_of(values.begin(), values.end(), from_file)) {
     MUTWO_CHECK(!graph_.data_file.empty(), "values have init=data, but the graph names no tensor file (data \"FILE\")");
     index = stepfile::read_tensor_index(graph_.data_file);
     file.open(graph_.data_file, std::ios::binary);
   }
   for (const ir::Value& v : graph_.values()) {
     if (!ir::is_persistent(v.role)) continue;
+    if (auto it = given.find(v.name); it != given.end()) {
+      const at::Tensor& t = it->second;
+      MUTWO_CHECK(t.defined() && t.sizes().vec() == v.type.shape && t.scalar_type() == kernels::to_aten(v.type.dtype),
+                  "%{}: given a tensor of {} {}, the graph declares {}", v.name,
+                  t.defined() ? std::string(c10::toString(t.scalar_type())) : "undefined",
+                  t.defined() ? ir::shape_string(t.sizes().vec()) : "", ir::to_string(v.type));
+      slots_[static_cast<size_t>(v.id)] = t.device() == options_.device ? t : t.to(options_.device);
+      continue;
+    }
     at::Tensor t = v.init.kind == ir::Init::data ? read_initial(v, index, file, graph_.data_file)
                                                  : make_initial(v.type, v.init, gen);
     slots_[static_cast<size_t>(v.id)] = options_.device.is_cpu() ? t : t.to(options_.device);
@@ -163,9 +178,17 @@ at::Tensor& Executor::value(ir::ValueId v) {
   return slots_[static_cast<size_t>(v)];
 }
 
-void Executor::run_nodes() {
+void Executor::run_nodes() { run_range(0, program_.size()); }
+
+void Executor::run(size_t begin, size_t end) {
+  MUTWO_ASSERT(begin <= end && end <= program_.size(), "node range [{}, {}) of {}", begin, end, program_.size());
+  if (begin == 0) ++step_;
+  run_range(begin, end);
+}
+
+void Executor::run_range(size_t begin, size_t end) {
   const auto options = at::TensorOptions().device(options_.device);
-  for (size_t n = 0; n < program_.size(); ++n) {
+  for (size_t n = begin; n < end; ++n) {
     Instr& ins = program_[n];
     if (observer_) observer_->before(n);
     kernels::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_, ins.state.get()};

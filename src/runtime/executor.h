@@ -6,7 +6,9 @@
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "analysis/liveness.h"
@@ -23,6 +25,9 @@ struct ExecutorOptions {
   // launches one graph per step instead of a kernel per node. Refused (UserError)
   // for Adam, whose bias correction changes every step.
   bool cuda_graph = false;
+  // Random ops draw from ATen's default generator, as eager PyTorch does
+  // (mutwo.torch, in the user's process), not from one seeded with `seed`.
+  bool default_generator = false;
 };
 
 struct StepResult {
@@ -67,9 +72,14 @@ class Executor {
 
   // Fills every persistent value from its Init, on the CPU with a generator
   // seeded by options.seed, then moves it to the device (so CPU and CUDA start
-  // from the same numbers).
-  void initialize();
+  // from the same numbers). A value named in `given` takes that tensor
+  // instead (moved to the device if it is elsewhere, else shared, not copied).
+  void initialize(const std::map<std::string, at::Tensor>& given = {});
   StepResult step();
+  // Runs nodes [begin, end) and nothing else: no synchronisation, no
+  // measurement (mutwo.torch runs the forward part, returns to the user's
+  // code, then runs the backward part). Starting at node 0 starts a step.
+  void run(size_t begin, size_t end);
 
   const ir::Graph& graph() const { return graph_; }
   const analysis::Liveness& liveness() const { return liveness_; }
@@ -85,6 +95,7 @@ class Executor {
   struct CudaGraph;  // executor.cpp, CUDA builds only
   static void check_aliasing(const Instr& ins);
   void run_nodes();
+  void run_range(size_t begin, size_t end);
   StepResult replay_step();
   ir::Graph graph_;
   ExecutorOptions options_;

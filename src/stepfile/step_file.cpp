@@ -101,10 +101,11 @@ json bind_tensors(Loader& L, const json& arg, ir::Node& node, const std::string&
   return "%" + std::to_string(node.inputs.size() - 1);
 }
 
+// `data_name` empty: the tensors come from the caller (mutwo.torch), not a file.
 void load_values(Loader& L, const json& values, const fs::path& dir, const std::string& data_name) {
   MUTWO_CHECK(values.is_array(), "values: expected a list");
-  const std::string data_path = (dir / data_name).string();
-  const auto index = read_tensor_index(data_path);
+  const std::string data_path = data_name.empty() ? std::string() : (dir / data_name).string();
+  const auto index = data_name.empty() ? std::map<std::string, TensorEntry>() : read_tensor_index(data_path);
   for (size_t i = 0; i < values.size(); ++i) {
     const json& v = values[i];
     std::string where = fmt::format("values[{}]", i);
@@ -140,8 +141,8 @@ void load_values(Loader& L, const json& values, const fs::path& dir, const std::
       MUTWO_CHECK(role == "intermediate", "{}: unknown role '{}' (parameter, buffer, input, constant, tangent, gradient, intermediate)",
                   where, role);
     }
-    if (from_data) {
-      init.kind = ir::Init::data;
+    if (from_data) init.kind = ir::Init::data;
+    if (from_data && !data_path.empty()) {
       auto it = index.find(graph_name);
       MUTWO_CHECK(it != index.end(), "{}: no tensor '{}' in {}", where, graph_name, data_path);
       MUTWO_CHECK(it->second.shape == type.shape && it->second.dtype == type.dtype,
@@ -154,7 +155,7 @@ void load_values(Loader& L, const json& values, const fs::path& dir, const std::
     L.by_step_name.emplace(name, id);
     L.defined.push_back(ir::is_persistent(r));
   }
-  L.g.data_file = fs::absolute(data_path).lexically_normal().string();  // rewritten.ir may be run from elsewhere
+  if (!data_path.empty()) L.g.data_file = fs::absolute(data_path).lexically_normal().string();  // rewritten.ir may be run from elsewhere
 }
 
 // The node's tags for the generic op, from what the step file says of its schema.
@@ -295,15 +296,15 @@ void resolve_inplace(ir::Graph& g) {
   }
 }
 
-// Phases from structure: a node is forward if the loss depends on it, else
-// backward. The forward nodes go first, each part in the captured order (a node
-// the loss does not depend on feeds nothing the loss depends on, so moving it
-// later keeps every use after its definition).
-void order_by_phase(ir::Graph& g, ir::ValueId loss) {
+// Phases from structure: a node is forward if a root (the loss, or a module's
+// outputs) depends on it, else backward. The forward nodes go first, each part
+// in the captured order (a node no root depends on feeds nothing a root
+// depends on, so moving it later keeps every use after its definition).
+void order_by_phase(ir::Graph& g, std::vector<ir::ValueId> roots) {
   ir::UseIndex uses(g);
   auto& nodes = g.nodes();
   std::vector<bool> feeds(nodes.size(), false);
-  std::vector<ir::ValueId> work{loss};
+  std::vector<ir::ValueId> work = std::move(roots);
   while (!work.empty()) {
     ir::ValueId v = work.back();
     work.pop_back();
@@ -448,62 +449,95 @@ std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
   return out;
 }
 
-ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& optimizer) {
-  json doc;
+namespace {
+
+json parse_json(const std::string& text, const std::string& source) {
   try {
-    doc = json::parse(read_file(path));
+    return json::parse(text);
   } catch (const json::exception& e) {
-    MUTWO_FAIL("{}: not a step file (truncated or not JSON): {}", path, e.what());
+    MUTWO_FAIL("{}: not a step file (truncated or not JSON): {}", source, e.what());
   }
+}
+
+// The new buffer values of a functionalised graph (torch 2.x) copied into
+// the buffers; returns the copies' outputs.
+std::vector<ir::ValueId> append_buffer_updates(Loader& L, const json& doc) {
+  std::vector<ir::ValueId> out;
+  auto it = doc.find("buffer_updates");
+  if (it == doc.end()) return out;
+  MUTWO_CHECK(it->is_array(), "field 'buffer_updates': expected a list");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const std::string where = fmt::format("buffer_updates[{}]", i);
+    ir::ValueId buf = L.value(str((*it)[i], "buffer", where), where);
+    ir::ValueId val = L.value(str((*it)[i], "value", where), where);
+    MUTWO_CHECK(L.g.value(buf).role == ir::Role::buffer, "{}: %{} is not a buffer", where, L.g.value(buf).name);
+    MUTWO_CHECK(L.g.type(buf) == L.g.type(val), "{}: %{} is {}, its update {}", where, L.g.value(buf).name,
+                ir::to_string(L.g.type(buf)), ir::to_string(L.g.type(val)));
+    ir::Node copy;
+    copy.op = "aten";
+    copy.inputs = {buf, val};
+    copy.outputs = {L.g.add_value(L.g.unique_name(L.g.value(buf).name + ".updated"), L.g.type(buf), ir::Role::other)};
+    copy.attrs = {{"target", std::string("aten::copy_")}, {"overload", std::string("default")},
+                  {"args", std::string(R"(["%0","%1",false])")}, {"tags", std::string("view,inplace")},
+                  {"returns", std::vector<int64_t>{0}}};
+    out.push_back(copy.outputs[0]);
+    L.g.append(std::move(copy));
+  }
+  return out;
+}
+
+// (primal, gradient) for every value with role "gradient", in the file's order.
+// `inputs_too`: a gradient may be of an input (mutwo.torch), not only of a parameter.
+std::vector<std::pair<ir::ValueId, ir::ValueId>> gradients(const Loader& L, const json& doc, bool inputs_too) {
+  std::vector<std::pair<ir::ValueId, ir::ValueId>> grads;
+  for (const json& v : doc["values"]) {
+    if (v.value("role", "") != "gradient") continue;
+    const std::string where = fmt::format("value '{}'", v.value("name", ""));
+    ir::ValueId p = L.value(str(v, "of", where), where + ": field 'of'");
+    const ir::Role r = L.g.value(p).role;
+    MUTWO_CHECK(r == ir::Role::parameter || (inputs_too && r == ir::Role::input),
+                "{}: 'of' names %{}, which is not a parameter{}", where, L.g.value(p).name, inputs_too ? " or input" : "");
+    ir::ValueId gv = L.value(v["name"].get<std::string>(), where);
+    MUTWO_CHECK(L.g.type(gv) == L.g.type(p), "{}: a gradient of type {} for a parameter of type {}", where,
+                ir::to_string(L.g.type(gv)), ir::to_string(L.g.type(p)));
+    grads.emplace_back(p, gv);
+  }
+  return grads;
+}
+
+// The values, nodes and buffer updates of a step file (both kinds).
+Loader load_graph(const json& doc, const fs::path& dir, bool module) {
+  const bool is_step = doc.is_object() && doc.value("format", "") == "mutwo-step";
+  MUTWO_CHECK(is_step, "field 'format': expected \"mutwo-step\" (write step files with python/mutwo/capture.py)");
+  const json& version = field(doc, "version", "top level");
+  MUTWO_CHECK(version == kVersion, "field 'version': {} is not supported; this mutwo reads version {}", version.dump(), kVersion);
+  Loader L;
+  L.g.name = doc.value("name", "step");
+  load_values(L, field(doc, "values", "top level"), dir, module ? std::string() : str(doc, "data", "top level"));
+  const json& nodes = field(doc, "nodes", "top level");
+  MUTWO_CHECK(nodes.is_array() && !nodes.empty(), "field 'nodes': expected a non-empty list");
+  for (size_t i = 0; i < nodes.size(); ++i) load_node(L, nodes[i], i);
+  return L;
+}
+
+}  // namespace
+
+ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& optimizer) {
+  const json doc = parse_json(read_file(path), path);
   try {
-    const bool is_step = doc.is_object() && doc.value("format", "") == "mutwo-step";
-    MUTWO_CHECK(is_step,
-                "field 'format': expected \"mutwo-step\" (write step files with python/mutwo/capture.py)");
-    const json& version = field(doc, "version", "top level");
-    MUTWO_CHECK(version == kVersion, "field 'version': {} is not supported; this mutwo reads version {}", version.dump(), kVersion);
-    Loader L;
-    L.g.name = doc.value("name", fs::path(path).stem().string());
-    load_values(L, field(doc, "values", "top level"), fs::path(path).parent_path(), str(doc, "data", "top level"));
-    const json& nodes = field(doc, "nodes", "top level");
-    MUTWO_CHECK(nodes.is_array() && !nodes.empty(), "field 'nodes': expected a non-empty list");
-    for (size_t i = 0; i < nodes.size(); ++i) load_node(L, nodes[i], i);
+    MUTWO_CHECK(!doc.is_object() || !doc.contains("loss") || !doc["loss"].is_null(),
+                "field 'loss' is null: this step was captured for mutwo.torch (a module's outputs, no loss); "
+                "capture it with a loss_fn for the command line");
+    Loader L = load_graph(doc, fs::path(path).parent_path(), /*module=*/false);
+    if (!doc.contains("name")) L.g.name = fs::path(path).stem().string();
     const ir::ValueId loss = L.value(str(doc, "loss", "top level"), "field 'loss'");
     MUTWO_CHECK(L.g.type(loss).shape.empty() && ir::is_floating(L.g.type(loss).dtype),
                 "field 'loss': %{} must be a floating-point scalar, not {}", L.g.value(loss).name, ir::to_string(L.g.type(loss)));
-    // Functionalised graphs (torch 2.x) return new buffer values: copy them in.
-    if (auto it = doc.find("buffer_updates"); it != doc.end()) {
-      for (size_t i = 0; i < it->size(); ++i) {
-        const std::string where = fmt::format("buffer_updates[{}]", i);
-        ir::ValueId buf = L.value(str((*it)[i], "buffer", where), where);
-        ir::ValueId val = L.value(str((*it)[i], "value", where), where);
-        MUTWO_CHECK(L.g.value(buf).role == ir::Role::buffer, "{}: %{} is not a buffer", where, L.g.value(buf).name);
-        MUTWO_CHECK(L.g.type(buf) == L.g.type(val), "{}: %{} is {}, its update {}", where, L.g.value(buf).name,
-                    ir::to_string(L.g.type(buf)), ir::to_string(L.g.type(val)));
-        ir::Node copy;
-        copy.op = "aten";
-        copy.inputs = {buf, val};
-        copy.outputs = {L.g.add_value(L.g.unique_name(L.g.value(buf).name + ".updated"), L.g.type(buf), ir::Role::other)};
-        copy.attrs = {{"target", std::string("aten::copy_")}, {"overload", std::string("default")},
-                      {"args", std::string(R"(["%0","%1",false])")}, {"tags", std::string("view,inplace")},
-                      {"returns", std::vector<int64_t>{0}}};
-        L.g.append(std::move(copy));
-      }
-    }
+    append_buffer_updates(L, doc);
     resolve_inplace(L.g);
-    order_by_phase(L.g, loss);
+    order_by_phase(L.g, {loss});
     infer_scopes(L.g);
-    std::vector<std::pair<ir::ValueId, ir::ValueId>> grads;
-    for (const json& v : doc["values"]) {
-      if (v.value("role", "") != "gradient") continue;
-      const std::string where = fmt::format("value '{}'", v.value("name", ""));
-      ir::ValueId p = L.value(str(v, "of", where), where + ": field 'of'");
-      MUTWO_CHECK(L.g.value(p).role == ir::Role::parameter, "{}: 'of' names %{}, which is not a parameter", where,
-                  L.g.value(p).name);
-      ir::ValueId gv = L.value(v["name"].get<std::string>(), where);
-      MUTWO_CHECK(L.g.type(gv) == L.g.type(p), "{}: a gradient of type {} for a parameter of type {}", where,
-                  ir::to_string(L.g.type(gv)), ir::to_string(L.g.type(p)));
-      grads.emplace_back(p, gv);
-    }
+    const auto grads = gradients(L, doc, /*inputs_too=*/false);
     autodiff::assign_roles(L.g);
     autodiff::append_optimizer(L.g, grads, optimizer);
     L.g.outputs = {loss};
@@ -512,6 +546,55 @@ ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& op
     return std::move(L.g);
   } catch (const UserError& e) {
     MUTWO_FAIL("{}: {}", path, e.what());
+  }
+}
+
+ModuleStep load_module_step(const std::string& text, const std::string& source) {
+  const json doc = parse_json(text, source);
+  try {
+    Loader L = load_graph(doc, {}, /*module=*/true);
+    ModuleStep m;
+    const json& outs = field(doc, "outputs", "top level");
+    MUTWO_CHECK(outs.is_array() && !outs.empty(), "field 'outputs': expected a non-empty list of value names");
+    for (const json& o : outs) {
+      MUTWO_CHECK(o.is_string(), "field 'outputs': names are strings, got {}", o.dump());
+      const ir::ValueId v = L.value(o.get<std::string>(), "field 'outputs'");
+      MUTWO_CHECK(!ir::is_persistent(L.g.value(v).role), "field 'outputs': %{} is a graph input, not made by a node",
+                  L.g.value(v).name);
+      MUTWO_CHECK(std::find(m.outputs.begin(), m.outputs.end(), v) == m.outputs.end(), "field 'outputs': %{} twice",
+                  L.g.value(v).name);
+      m.outputs.push_back(v);
+    }
+    for (size_t i = 0; i < doc["values"].size(); ++i) {
+      const json& v = doc["values"][i];
+      const std::string role = v.value("role", "");
+      const ir::ValueId id = static_cast<ir::ValueId>(i);  // values are added in the file's order
+      if (role == "parameter" || role == "buffer" || role == "input") m.primals.push_back(id);
+      if (role == "constant") m.constants.push_back(id);
+      if (role != "tangent") continue;
+      const std::string where = fmt::format("value '{}'", v.value("name", ""));
+      const ir::ValueId of = L.value(str(v, "of", where), where + ": field 'of'");
+      auto pos = std::find(m.outputs.begin(), m.outputs.end(), of);
+      MUTWO_CHECK(pos != m.outputs.end(), "{}: 'of' names %{}, which is not an output", where, L.g.value(of).name);
+      MUTWO_CHECK(L.g.type(of) == L.g.type(id), "{}: a tangent of type {} for an output of type {}", where,
+                  ir::to_string(L.g.type(id)), ir::to_string(L.g.type(of)));
+      m.tangents.emplace_back(static_cast<size_t>(pos - m.outputs.begin()), id);
+    }
+    std::vector<ir::ValueId> roots = m.outputs;
+    for (ir::ValueId v : append_buffer_updates(L, doc)) roots.push_back(v);  // updated in the forward pass, as eager does
+    resolve_inplace(L.g);
+    order_by_phase(L.g, roots);
+    infer_scopes(L.g);
+    m.gradients = gradients(L, doc, /*inputs_too=*/true);
+    autodiff::assign_roles(L.g);
+    L.g.outputs = m.outputs;
+    for (const auto& [p, gv] : m.gradients) L.g.outputs.push_back(gv);
+    analysis::reinplace(L.g);
+    ops::verify(L.g);
+    m.graph = std::move(L.g);
+    return m;
+  } catch (const UserError& e) {
+    MUTWO_FAIL("{}: {}", source, e.what());
   }
 }
 

@@ -45,4 +45,21 @@ bool is_step_file(const std::string& path);
 // the node or field at fault.
 ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& optimizer);
 
+// A module's step for mutwo.torch (python/mutwo/torch.py): the step file's
+// `loss` is null, its `outputs` are what the module returns, each tangent
+// (`of` an output) is the gradient of the user's loss with respect to that
+// output, and the gradients (`of` a parameter or an input) are returned, not
+// applied: no optimizer. The tensors come from the caller, not a file
+// (values with init=data and no Graph::data_file).
+struct ModuleStep {
+  ir::Graph graph;                                          // outputs: `outputs`, then each gradient
+  std::vector<ir::ValueId> primals;                         // parameters, buffers, inputs, in the file's order
+  std::vector<ir::ValueId> constants;                       // tensors captured in the graph
+  std::vector<ir::ValueId> outputs;                         // what the forward pass returns
+  std::vector<std::pair<size_t, ir::ValueId>> tangents;     // (position in outputs, tangent value)
+  std::vector<std::pair<ir::ValueId, ir::ValueId>> gradients;  // (parameter or input, its gradient)
+};
+// `text` is the step file's JSON; `source` names it in messages.
+ModuleStep load_module_step(const std::string& text, const std::string& source);
+
 }  // namespace mutwo::stepfile

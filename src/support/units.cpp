@@ -57,4 +57,16 @@ std::vector<int64_t> parse_int_list(std::string_view text) {
   return out;
 }
 
+int64_t parse_budget(const std::string& text, int64_t reference) {
+  MUTWO_CHECK(!text.empty(), "--budget is required (e.g. 2GiB, 1500MiB or 60%)");
+  if (text.back() == '%') {
+    char* end = nullptr;
+    double pct = std::strtod(text.c_str(), &end);
+    MUTWO_CHECK(end == text.c_str() + text.size() - 1 && pct > 0 && pct <= 1000,
+                "--budget {}: write a percentage such as 60%", text);
+    return static_cast<int64_t>(static_cast<double>(reference) * pct / 100.0);
+  }
+  return parse_bytes(text);
+}
+
 }  // namespace mutwo

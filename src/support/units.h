@@ -15,6 +15,9 @@ std::string format_bytes(int64_t bytes);
 // Throws UserError naming the accepted forms.
 int64_t parse_bytes(std::string_view text);
 
+// A memory budget: "2GiB", "1500MiB" (parse_bytes) or "60%" of `reference`.
+int64_t parse_budget(const std::string& text, int64_t reference);
+
 // Parses a comma-separated list of positive integers, e.g. "8,16,32".
 std::vector<int64_t> parse_int_list(std::string_view text);
 

@@ -1,0 +1,322 @@
+# mutwo inside the user's own training loop (docs/python.md):
+#
+#   import mutwo.torch
+#   model = mutwo.torch.wrap(model, budget="60%")                          # eager, torch 1.13 and 2.x
+#   model = torch.compile(model, backend=mutwo.torch.backend(budget="6GiB"))  # torch 2.x
+#
+# On the first call with a new input shape the module's forward and backward
+# are captured as one joint graph (mutwo.capture, AOTAutograd), profiled on
+# the user's own tensors, planned under the budget and rewritten by mutwo's
+# C++ core (the extension libmutwo_torch.so, src/torchext). Every call then
+# runs the forward part of the rewritten graph, and loss.backward() its
+# backward part, recomputing dropped activations where the rewrite put them,
+# on mutwo's executor. Parameters stay the user's nn.Parameters: the user's
+# loss, backward() and optimizer are unchanged.
+from __future__ import annotations
+
+import inspect
+import json
+import os
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+from mutwo import _compat
+from mutwo.capture import CaptureError, OutputSpec, _rng_preserved, document, trace
+
+__all__ = ["wrap", "backend", "report", "MutwoError", "BudgetError", "CaptureError", "memory"]
+
+_LIBRARY_NAME = "libmutwo_torch.so"
+_loaded = False
+
+
+class MutwoError(RuntimeError):
+    """A mistake mutwo can name: the message says what to do next."""
+
+
+class BudgetError(MutwoError):
+    """No plan fits the budget; the message names the lowest reachable peak and what it consists of."""
+
+
+def _library_path() -> str:
+    path = os.environ.get("MUTWO_LIBRARY") or os.path.join(os.path.dirname(os.path.abspath(__file__)), _LIBRARY_NAME)
+    if not os.path.exists(path):
+        raise MutwoError(f"{path} does not exist: build mutwo first (scripts/build.sh; the build copies the "
+                         f"extension into python/mutwo/) or point MUTWO_LIBRARY at {_LIBRARY_NAME}")
+    return path
+
+
+def _ops() -> Any:
+    """torch.ops.mutwo, loading the extension on first use and checking that it
+    was built against this torch."""
+    global _loaded
+    if not _loaded:
+        torch.ops.load_library(_library_path())
+        built = torch.ops.mutwo.torch_version()
+        running = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+        if built != running:
+            raise MutwoError(f"{_library_path()} was built against libtorch {built}, but this Python runs torch "
+                             f"{torch.__version__}: rebuild mutwo against this torch (scripts/build-cuda.sh on the "
+                             "GPU machine)")
+        _loaded = True
+    return torch.ops.mutwo
+
+
+def _call(op: Callable, *args: Any) -> Any:
+    """Calls an extension op, turning its one-line errors into MutwoError and BudgetError."""
+    try:
+        return op(*args)
+    except RuntimeError as e:
+        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        for prefix, cls in (("mutwo budget: ", BudgetError), ("mutwo: ", MutwoError)):
+            at = text.find(prefix)
+            if at >= 0:
+                raise cls(text[at + len(prefix):]) from None
+        raise
+
+
+def memory(device: str = "cpu", reset: bool = False) -> tuple[int, int]:
+    """(bytes allocated now, peak since the last reset) on `device`, as mutwo
+    counts them: CPU tensors made after the extension loaded, CUDA's caching
+    allocator. With reset=True the peak starts again from now."""
+    ops = _ops()
+    if reset:
+        _call(ops.reset_peak, device)
+    current, peak = _call(ops.memory, device)
+    return int(current), int(peak)
+
+
+class _Session:
+    """One planned step: one input signature of one module."""
+
+    def __init__(self, module: torch.nn.Module, args: tuple, options: dict) -> None:
+        spec: list[OutputSpec] = []
+        joint = trace(module, args, None, spec)
+        with _compat.no_autocast():  # the graph holds autocast's casts; its real run must not cast again
+            doc, tensors = document(joint, options["label"], data=None)
+        self.spec = spec[0]
+        self.primals = [(p.role, p.key) for p in joint.primals]  # parameter/buffer qualname, input position
+        self.tangent_of = list(joint.tangent_of)
+        primal_values = [v["name"] for v in doc["values"] if v["role"] in ("parameter", "buffer", "input")]
+        position = {name: i for i, name in enumerate(primal_values)}
+        # the primal position of each gradient, in the order the extension returns them (the file's)
+        self.gradient_of = [position[v["of"]] for v in doc["values"] if v["role"] == "gradient"]
+        del joint
+        names, given = [], []
+        state = _state(module)
+        for v in doc["values"]:
+            role = v["role"]
+            if role in ("parameter", "buffer"):
+                names.append(v["qualname"])
+                given.append(state[v["qualname"]])
+            elif role == "input":
+                names.append(f"input{v['index']}")
+                given.append(args[v["index"]].detach())
+            elif role == "constant":
+                names.append(v["name"])
+                given.append(tensors[v["name"]])
+        text = json.dumps(doc)
+        ops = _ops()
+        with _rng_preserved():  # profiling steps draw random numbers too
+            self.handle = _call(ops.create, text, names, given, json.dumps(options))
+        self.report_dir: Optional[str] = options.get("report")
+        self.reported = False
+
+    def __del__(self) -> None:
+        try:
+            torch.ops.mutwo.release(self.handle)
+        except Exception:  # interpreter shutdown
+            pass
+
+    def gather(self, module: torch.nn.Module, args: tuple) -> list[torch.Tensor]:
+        state = _state(module)
+        return [state[key] if role != "input" else args[key] for role, key in self.primals]
+
+    def info(self) -> dict:
+        return json.loads(_call(_ops().info, self.handle))
+
+    def write_report(self, directory: str) -> None:
+        _call(_ops().report, self.handle, directory)
+
+
+def _state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters and buffers by qualified name, tied ones under every name."""
+    out: dict[str, torch.Tensor] = {}
+    for mname, m in module.named_modules(remove_duplicate=False):
+        for n, t in list(m._parameters.items()) + list(m._buffers.items()):
+            if t is not None:
+                out[f"{mname}.{n}" if mname else n] = t
+    return out
+
+
+class _Step(torch.autograd.Function):
+    """The forward part when called, the backward part when autograd asks."""
+
+    @staticmethod
+    def forward(ctx: Any, session: _Session, *primals: torch.Tensor) -> Any:
+        outs = _call(_ops().forward, session.handle, list(primals))
+        ctx.session = session
+        ctx.n = len(primals)
+        with_grad = set(session.tangent_of)
+        ctx.mark_non_differentiable(*[o for i, o in enumerate(outs) if i not in with_grad])
+        return tuple(outs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+        s: _Session = ctx.session
+        tangents = [grads[i].contiguous() for i in s.tangent_of]
+        result = _call(_ops().backward, s.handle, tangents)
+        out: list[Optional[torch.Tensor]] = [None] * ctx.n
+        for pos, g in zip(s.gradient_of, result):
+            out[pos] = g
+        if s.report_dir and not s.reported:
+            s.reported = True
+            s.write_report(s.report_dir)
+        return (None, *out)
+
+
+class Wrapped(torch.nn.Module):
+    """A module whose training steps run under mutwo's plan (see wrap()).
+
+    `state_dict()` and `load_state_dict()` are the wrapped module's own, so
+    checkpoints move between the wrapped and the plain model unchanged."""
+
+    def __init__(self, module: torch.nn.Module, options: dict) -> None:
+        super().__init__()
+        self.module = module
+        self._options = options
+        self._sessions: dict[Any, _Session] = {}
+        self._last: Optional[_Session] = None
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if not torch.is_grad_enabled() or not self.module.training:
+            return self.module(*args, **kwargs)  # evaluation: nothing to plan
+        args = _positional(self.module, args, kwargs)
+        if not any(p.requires_grad for p in self.module.parameters()) and \
+                not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            return self.module(*args)
+        key = _signature(self.module, args)
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions[key] = _Session(self.module, args, self._options)
+        self._last = session
+        outs = _Step.apply(session, *session.gather(self.module, args))
+        spec = session.spec
+        leaves = list(spec.leaves)
+        for pos, o in zip(spec.tensor_positions, outs):
+            leaves[pos] = o
+        return torch.utils._pytree.tree_unflatten(leaves, spec.spec)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module.load_state_dict(*args, **kwargs)
+
+
+def _positional(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple:
+    """Keyword arguments moved to their positions (defaults filled in between),
+    because the capture traces positional inputs."""
+    if not kwargs:
+        return tuple(args)
+    try:
+        bound = inspect.signature(module.forward).bind(*args, **kwargs)
+    except TypeError as e:
+        raise MutwoError(f"{type(module).__name__}.forward: {e}") from None
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise MutwoError(f"{type(module).__name__}.forward takes keyword-only arguments "
+                         f"({', '.join(bound.kwargs)}); mutwo.torch passes inputs by position")
+    return tuple(bound.args)
+
+
+def _signature(module: torch.nn.Module, args: tuple) -> tuple:
+    """What a plan depends on: each input's shape, dtype, device and whether it
+    requires grad, non-tensor inputs by value, the modules' training flags and
+    autocast: a change plans again, never reusing a stale plan."""
+    def one(a: Any) -> Any:
+        if isinstance(a, torch.Tensor):
+            return ("tensor", tuple(a.shape), a.dtype, str(a.device), a.requires_grad)
+        return ("value", repr(a))
+    return (tuple(one(a) for a in args), tuple(m.training for m in module.modules()), _compat.autocast_state(),
+            tuple((n, p.requires_grad, tuple(p.shape), p.dtype, str(p.device)) for n, p in module.named_parameters()))
+
+
+def _options(budget: str, planner: str, profile: str, report: Optional[str], label: str) -> dict:
+    budget = str(budget).strip()
+    if not budget:
+        raise MutwoError("budget is empty: give bytes (\"6GiB\", \"1500MiB\") or a percentage of the "
+                         "unplanned peak (\"60%\")")
+    if profile not in ("measure", "flops"):
+        raise MutwoError(f"profile={profile!r}: use 'measure' (time the step once on the first call) or "
+                         "'flops' (estimate, without running the unplanned step)")
+    opts = {"budget": budget, "planner": planner, "profile": profile, "label": label}
+    if report:
+        opts["report"] = os.path.abspath(report)
+    return opts
+
+
+def wrap(module: torch.nn.Module, budget: str = "100%", *, planner: str = "mutwo", profile: str = "measure",
+         report: Optional[str] = None) -> Wrapped:
+    """The module, training under mutwo's plan.
+
+    budget: bytes ("6GiB", "1500MiB") or a percentage of the unplanned peak
+    ("60%") of the module's step: its parameters, inputs, activations and
+    gradients (not the optimizer's state, which the user's optimizer owns).
+    planner: mutwo (the μ-TWO greedy), per-layer, sqrt-n, optimal or none.
+    profile: "measure" runs and times the step on the first call of each input
+    shape; "flops" estimates it without running it. report: a directory
+    written after each new plan's first backward (as report()).
+    Raises BudgetError on the first call if no plan fits."""
+    if not isinstance(module, torch.nn.Module):
+        raise MutwoError(f"wrap() takes an nn.Module, got {type(module).__name__}")
+    _ops()
+    return Wrapped(module, _options(budget, planner, profile, report, type(module).__name__))
+
+
+def report(module: Wrapped, directory: Optional[str] = None) -> dict:
+    """The plan of the module's latest step: predicted and measured peak, what was
+    dropped, the predicted extra time (docs/python.md lists the keys). With a
+    directory, also writes there the CLI's files: profile.json and its tables and
+    plots, plan.json, plan.csv, rewritten.ir and summary.json."""
+    sessions = module._sessions if isinstance(module, Wrapped) else getattr(module, "_mutwo_sessions", None)
+    last = module._last if isinstance(module, Wrapped) else getattr(module, "_mutwo_last", None)
+    if sessions is None:
+        raise MutwoError("report() takes a module returned by mutwo.torch.wrap()")
+    if last is None:
+        raise MutwoError("no plan yet: call the module on a batch (in training mode, with grad enabled) first")
+    info = last.info()
+    info["plans"] = len(sessions)
+    if directory:
+        last.write_report(directory)
+    return info
+
+
+def backend(budget: str = "100%", *, planner: str = "mutwo", profile: str = "measure",
+            report: Optional[str] = None) -> Callable:
+    """A torch.compile backend (torch 2.x): each graph Dynamo hands it is captured
+    with AOTAutograd on its first call, partitioned by mutwo's plan and run as
+    wrap() runs a module. A percentage budget applies to each graph; a byte
+    budget needs the model in one graph and raises MutwoError on a graph break."""
+    if not _compat.TORCH_2:
+        raise MutwoError(f"torch.compile backends need torch 2.x; this is torch {torch.__version__}: "
+                         "use mutwo.torch.wrap(model, budget=...)")
+    options = _options(budget, planner, profile, report, "compiled")
+    by_percent = options["budget"].endswith("%")
+    graphs: list[Wrapped] = []
+
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
+        if graphs and not by_percent:
+            raise MutwoError(f"torch.compile made a second graph (a graph break, or a recompilation for new "
+                             f"shapes): a byte budget ({options['budget']}) cannot be split between graphs; "
+                             "use a percentage budget, fix the break (torch._dynamo.explain), or mutwo.torch.wrap")
+        w = wrap(gm, options["budget"], planner=planner, profile=profile, report=report)
+        graphs.append(w)
+
+        def run(*args: Any) -> Any:
+            return w(*args)
+        run._mutwo_sessions = w._sessions  # type: ignore[attr-defined]
+        return run
+
+    compile_graph.graphs = graphs  # type: ignore[attr-defined]
+    return compile_graph

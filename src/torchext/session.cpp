@@ -1,0 +1,250 @@
+// A planned module step in the user's process (see session.h).
+#include "torchext/session.h"
+
+#include <ATen/core/grad_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "ir/text.h"
+#include "kernels/kernel.h"
+#include "profile/profiler.h"
+#include "report/report.h"
+#include "rewrite/recompute.h"
+#include "runtime/executor.h"
+#include "runtime/memory.h"
+#include "support/error.h"
+#include "support/units.h"
+
+namespace mutwo::torchext {
+
+namespace {
+
+using json = nlohmann::json;
+
+// The executor runs ATen ops as captured: without autograd recording them
+// (the surrounding autograd.Function owns the gradient) and without autocast
+// casting them again (a step captured under autocast has its casts as nodes).
+struct RunGuard {
+  at::NoGradGuard no_grad;
+  c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::autocast_dispatch_keyset};
+};
+
+bool backward_part(ir::Phase p) { return p == ir::Phase::backward || p == ir::Phase::recompute; }
+
+ir::ValueId find(const ir::Graph& g, const std::string& name) {
+  const ir::ValueId v = g.find(name);
+  MUTWO_ASSERT(v != ir::kNoValue, "%{} is not in the planned graph", name);
+  return v;
+}
+
+std::string roles_text(const std::array<int64_t, ir::kNumRoles>& by_role) {
+  std::string out;
+  for (size_t r = 0; r < by_role.size(); ++r)
+    if (by_role[r] > 0)
+      out += fmt::format("{}{} {}", out.empty() ? "" : ", ", ir::to_string(static_cast<ir::Role>(r)), format_bytes(by_role[r]));
+  return out;
+}
+
+}  // namespace
+
+Session::Session(const std::string& step_json, const std::vector<std::string>& names, const std::vector<at::Tensor>& tensors,
+                 const SessionOptions& options)
+    : options_(options), device_(c10::kCPU) {
+  MUTWO_ASSERT(names.size() == tensors.size(), "{} names for {} tensors", names.size(), tensors.size());
+  step_ = stepfile::load_module_step(step_json, options_.label);
+  const ir::Graph& g = step_.graph;
+  std::map<std::string, at::Tensor> given;
+  for (size_t i = 0; i < names.size(); ++i) {
+    MUTWO_CHECK(g.find(names[i]) != ir::kNoValue, "the step has no tensor named {}", names[i]);
+    given[names[i]] = tensors[i];
+  }
+  if (!tensors.empty()) device_ = tensors.front().device();
+  for (const at::Tensor& t : tensors)
+    MUTWO_CHECK(t.device() == device_, "the module's tensors are on {} and {}: mutwo.torch runs a module on one device",
+                device_.str(), t.device().str());
+  if (device_.is_cpu()) runtime::track_cpu_memory();
+
+  // Phase 1: the profile, on the user's tensors (buffers and inputs cloned:
+  // the profiling steps must not move running statistics).
+  profile::Profile prof;
+  if (options_.profile == "measure") {
+    profile::ProfileOptions po;
+    po.device = device_.str();
+    po.iters = std::max(1, options_.profile_iters);
+    po.progress = false;
+    po.model = options_.label;
+    po.graph_only = true;
+    po.initialize = [&](runtime::Executor& ex) {
+      std::map<std::string, at::Tensor> mine;
+      for (const auto& [name, t] : given) mine[name] = g.value(g.find(name)).role == ir::Role::parameter ? t : t.clone();
+      ex.initialize(mine);
+    };
+    RunGuard guard;  // the user's parameters require grad: autograd must not record (and keep) the profiling steps
+    prof = profile::profile_step(g, po);
+  } else {
+    MUTWO_CHECK(options_.profile == "flops", "profile='{}': use 'measure' (run and time the step once) or 'flops' (estimate)",
+                options_.profile);
+    prof = profile::estimate_profile(g, device_.str());
+    prof.model = options_.label;
+  }
+
+  // Phase 2: the plan.
+  input_ = plan::make_input(prof);
+  unplanned_peak_ = plan::simulate(input_, {}).peak_bytes;
+  plan_ = plan::run_planner(options_.planner, input_, parse_budget(options_.budget, unplanned_peak_));
+  if (!plan_.feasible) {
+    // The lowest peak this planner reaches, and what is live there.
+    const plan::Plan low = plan::run_planner(options_.planner, input_, 0);
+    throw BudgetError(fmt::format(
+        "budget {} cannot be met: the lowest peak the {} planner reaches for this step is {} ({} of an unplanned {}); "
+        "raise the budget or lower the batch",
+        format_bytes(plan_.budget_bytes), options_.planner, format_bytes(low.predicted.peak_bytes),
+        roles_text(low.predicted.peak_by_role), format_bytes(unplanned_peak_)));
+  }
+
+  // Phase 3: the rewrite, run by the executor part by part.
+  planned_ = rewrite::insert_recomputation(input_.graph, plan_.drop).graph;
+  const auto& nodes = planned_.nodes();
+  forward_end_ = nodes.size();
+  for (size_t n = 0; n < nodes.size(); ++n)
+    if (backward_part(nodes[n].phase)) {
+      forward_end_ = n;
+      break;
+    }
+  for (size_t n = forward_end_; n < nodes.size(); ++n)
+    MUTWO_ASSERT(backward_part(nodes[n].phase), "forward node {} after the backward part began", n);
+  auto planned_id = [&](ir::ValueId v) { return find(planned_, g.value(v).name); };
+  for (ir::ValueId v : step_.primals) primals_.push_back(planned_id(v));
+  for (ir::ValueId v : step_.outputs) outputs_.push_back(planned_id(v));
+  for (const auto& [pos, t] : step_.tangents) {
+    tangent_output_.push_back(pos);
+    tangents_.push_back(planned_id(t));
+  }
+  for (const auto& [p, gv] : step_.gradients) gradients_.push_back(planned_id(gv));
+  for (ir::ValueId v : outputs_) {
+    bool saved = false;
+    for (size_t n = forward_end_; n < nodes.size() && !saved; ++n)
+      saved = std::count(nodes[n].inputs.begin(), nodes[n].inputs.end(), v) > 0;
+    output_saved_.push_back(saved);
+  }
+  runtime::ExecutorOptions eo;
+  eo.device = device_;
+  eo.keep_outputs = true;
+  eo.default_generator = true;  // dropout draws as eager PyTorch would, from the user's RNG
+  exec_ = std::make_unique<runtime::Executor>(planned_, eo);
+  for (ir::ValueId v : step_.constants) {
+    const std::string& name = g.value(v).name;
+    exec_->value(find(planned_, name)) = given.at(name);
+  }
+}
+
+Session::~Session() = default;
+
+void Session::bind(const std::vector<at::Tensor>& primals) {
+  MUTWO_CHECK(primals.size() == primals_.size(), "the step takes {} tensors (parameters, buffers, inputs), given {}",
+              primals_.size(), primals.size());
+  bound_bytes_ = 0;
+  for (size_t i = 0; i < primals.size(); ++i) {
+    const ir::Value& v = planned_.value(primals_[i]);
+    const at::Tensor& t = primals[i];
+    MUTWO_CHECK(t.defined() && t.sizes().vec() == v.type.shape && t.scalar_type() == kernels::to_aten(v.type.dtype) &&
+                    t.device() == device_,
+                "{} is {} {} on {}, but the plan was made for {} on {}: a changed tensor needs a new capture", v.name,
+                t.defined() ? c10::toString(t.scalar_type()) : "undefined", t.defined() ? ir::shape_string(t.sizes().vec()) : "",
+                t.defined() ? t.device().str() : "-", ir::to_string(v.type), device_.str());
+    exec_->value(primals_[i]) = t;
+    bound_bytes_ += static_cast<int64_t>(t.numel() * t.element_size());
+  }
+}
+
+void Session::unbind() {
+  for (ir::ValueId v : primals_) exec_->value(v).reset();
+  for (ir::ValueId v : tangents_) exec_->value(v).reset();
+  in_flight_ = false;
+}
+
+std::vector<at::Tensor> Session::forward(const std::vector<at::Tensor>& primals) {
+  if (in_flight_) unbind();  // the last forward's backward never ran (its graph was dropped)
+  bind(primals);
+  RunGuard guard;
+  runtime::reset_peak(device_);
+  start_bytes_ = runtime::memory_stats(device_).current;
+  exec_->run(0, forward_end_);
+  std::vector<at::Tensor> out;
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    at::Tensor& slot = exec_->value(outputs_[i]);
+    out.push_back(slot);
+    if (!output_saved_[i]) slot.reset();  // the user holds it; the executor need not
+  }
+  in_flight_ = true;
+  return out;
+}
+
+std::vector<at::Tensor> Session::backward(const std::vector<at::Tensor>& output_grads) {
+  MUTWO_CHECK(in_flight_, "backward without a forward: each backward() needs the module called first");
+  MUTWO_CHECK(output_grads.size() == tangents_.size(), "the step takes {} output gradients, given {}", tangents_.size(),
+              output_grads.size());
+  for (size_t i = 0; i < tangents_.size(); ++i) exec_->value(tangents_[i]) = output_grads[i];
+  {
+    RunGuard guard;
+    exec_->run(forward_end_, planned_.nodes().size());
+  }
+  std::vector<at::Tensor> grads;
+  for (ir::ValueId v : gradients_) grads.push_back(std::move(exec_->value(v)));
+  for (ir::ValueId v : outputs_) exec_->value(v).reset();
+  const runtime::MemoryStats s = runtime::memory_stats(device_);
+  last_measured_peak_ = s.peak - start_bytes_ + bound_bytes_;
+  measured_peak_ = std::max(measured_peak_, last_measured_peak_);
+  ++steps_;
+  unbind();
+  return grads;
+}
+
+std::string Session::info_json() const {
+  json dropped = json::array();
+  int64_t dropped_bytes = 0;
+  for (ir::ValueId v : plan_.drop) {
+    dropped.push_back(input_.graph.value(v).name);
+    dropped_bytes += input_.graph.type(v).bytes();
+  }
+  json by_role = json::object();
+  for (size_t r = 0; r < plan_.predicted.peak_by_role.size(); ++r)
+    if (plan_.predicted.peak_by_role[r] > 0) by_role[std::string(ir::to_string(static_cast<ir::Role>(r)))] = plan_.predicted.peak_by_role[r];
+  json j{{"model", options_.label},
+         {"device", device_.str()},
+         {"planner", options_.planner},
+         {"profile", options_.profile},
+         {"budget", options_.budget},
+         {"budget_bytes", plan_.budget_bytes},
+         {"feasible", plan_.feasible},
+         {"unplanned_peak_bytes", unplanned_peak_},
+         {"predicted_peak_bytes", plan_.predicted.peak_bytes},
+         {"predicted_peak_by_role", by_role},
+         {"predicted_extra_ms", plan_.predicted.extra_ms},
+         {"profiled_step_ms", input_.profile.step_ms},
+         {"dropped", dropped},
+         {"dropped_bytes", dropped_bytes},
+         {"recompute_nodes", plan_.predicted.recompute_nodes},
+         {"nodes", planned_.nodes().size()},
+         {"forward_nodes", forward_end_},
+         {"steps", steps_},
+         {"measured_peak_bytes", steps_ ? json(measured_peak_) : json()},
+         {"last_measured_peak_bytes", steps_ ? json(last_measured_peak_) : json()},
+         {"note", plan_.note}};
+  return j.dump();
+}
+
+void Session::write_report(const std::string& dir) const {
+  report::write_profile_dir(input_.profile, dir);
+  plan::write_plan_json(input_, plan_, unplanned_peak_, dir + "/plan.json");
+  plan::write_plan_csv(input_, plan_, dir + "/plan.csv");
+  std::ofstream(dir + "/rewritten.ir") << ir::print(planned_);
+  std::ofstream(dir + "/summary.json") << json::parse(info_json()).dump(2) << "\n";
+}
+
+}  // namespace mutwo::torchext
