@@ -10,6 +10,8 @@
 #
 # A config is MODEL:BATCH or MODEL:BATCH:bf16 (forward under torch.autocast).
 # VARIANTS overrides the list below; DEADLINE (s, default 560) bounds the call.
+# SDPA=efficient_attention (or math, ...) holds scaled_dot_product_attention to
+# one backend: capture refuses cuDNN's and flash's, whose outputs include ints.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-bench/out/wrap}
@@ -31,7 +33,7 @@ for cfg in $configs; do
   if ((left < 30)); then echo "== $cfg skipped: out of time"; continue; fi
   echo "== $cfg (${SECONDS}s)"
   PYTHONUNBUFFERED=1 timeout -k 5 "$left" "$py" bench/graph_peers.py --model "$model" --batch "$batch" --device cuda \
-    --steps "$steps" --variants "$variants" --timeout "${VARIANT_TIMEOUT:-150}" --out "$res" \
+    --steps "$steps" --variants "$variants" --timeout "${VARIANT_TIMEOUT:-150}" --out "$res" --sdpa "${SDPA:-auto}" \
     ${autocast:+--autocast "$autocast"} | cut -c1-400
 done
 

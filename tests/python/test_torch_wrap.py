@@ -169,3 +169,18 @@ def test_examples_differ_from_plain_pytorch_by_three_lines_and_run() -> None:
                            timeout=300)
         assert r.returncode == 0, r.stderr
         assert "step 2" in r.stdout, r.stdout
+
+
+def test_the_command_line_refuses_a_module_step(tmp_path) -> None:
+    """A module step (no loss, tensors from the caller) is mutwo.torch's; the CLI says so, exit 2."""
+    import json
+    from mutwo.capture import document, trace
+    model, (images, _), _ = models.unet()
+    doc, _ = document(trace(model, (images,), None), "unet", data=None)
+    assert doc["loss"] is None and doc["outputs"] and all("of" in v for v in doc["values"] if v["role"] == "tangent")
+    path = tmp_path / "module.json"
+    path.write_text(json.dumps(doc))
+    mutwo_bin = os.path.abspath(os.environ.get("MUTWO_BIN", os.path.join(ROOT, "build/src/cli/mutwo")))
+    r = subprocess.run([mutwo_bin, "run", "--graph", str(path), "--steps", "1"], capture_output=True, text=True)
+    assert r.returncode == 2, r.stderr
+    assert "captured for mutwo.torch" in r.stderr, r.stderr
