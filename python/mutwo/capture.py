@@ -500,6 +500,8 @@ def _describe(x: Any) -> Any:
         return [_describe(e) for e in x]
     if x is None:
         return None
+    if isinstance(x, (bool, int, float)):  # an op's scalar output (cuDNN attention's max_q): its value, inlined
+        return ("nontensor", type(x).__name__, x)
     return ("nontensor", type(x).__name__)
 
 
@@ -519,6 +521,7 @@ class _Writer:
         self.value_of: dict[torch.fx.Node, str] = {}  # FX node holding one tensor -> its value's name
         self.scopes: dict[torch.fx.Node, str] = {}
         self.tensors: dict[str, torch.Tensor] = {}
+        self.scalars: dict[torch.fx.Node, Any] = {}  # getitem of a scalar output -> its value in the real run
 
     def unique(self, base: str) -> str:
         name, i = base, 1
@@ -609,10 +612,15 @@ class _Writer:
                 raise _node_error(n, "a multi-output op used other than through getitem")
             names: list[Optional[str]] = []
             for i, m in enumerate(meta):
+                user = by_index.get(i)
+                if isinstance(m, tuple) and len(m) == 3 and m[0] == "nontensor":
+                    if user is not None:
+                        self.scalars[user] = m[2]  # its readers get the value: shapes are static
+                    names.append(None)
+                    continue
                 if m is None:
                     names.append(None)
                     continue
-                user = by_index.get(i)
                 name = self.unique(user.name if user is not None else f"{n.name}_out{i}")
                 target = user if user is not None else n
                 self.add_value(target, name, m, *self.role(user, grad_of))
@@ -652,6 +660,8 @@ class _Writer:
 
     def encode(self, node: torch.fx.Node, x: Any, arg: Any) -> Any:
         ty = str(arg.type)
+        if isinstance(x, torch.fx.Node) and x in self.scalars:
+            return self.encode(node, self.scalars[x], arg)
         if isinstance(x, torch.fx.Node):
             if x not in self.value_of:
                 raise _node_error(node, f"argument {arg.name} reads {x.name}, which is not a single tensor value")

@@ -314,7 +314,7 @@ void aten_kernel(KernelCall& k) {
     if (r.isTensor()) put_output(k, p, flat, r.toTensor());
     else if (r.isTensorList())
       for (const at::Tensor& t : r.toTensorVector()) put_output(k, p, flat, t);
-    else if (r.isNone()) put_output(k, p, flat, at::Tensor());
+    else put_output(k, p, flat, at::Tensor());  // None, or a scalar (its readers got its captured value)
   }
   MUTWO_CHECK(flat == p.returns.size(), "{}: returned {} tensors, the capture recorded {}", display_name(k.node), flat,
               p.returns.size());
