@@ -173,7 +173,7 @@ std::vector<at::Tensor> Session::forward(const std::vector<at::Tensor>& primals)
   bind(primals);
   RunGuard guard;
   runtime::reset_peak(device_);
-  start_bytes_ = runtime::memory_stats(device_).current;
+  const int64_t start = runtime::memory_stats(device_).current;
   exec_->run(0, forward_end_);
   std::vector<at::Tensor> out;
   for (size_t i = 0; i < outputs_.size(); ++i) {
@@ -181,6 +181,13 @@ std::vector<at::Tensor> Session::forward(const std::vector<at::Tensor>& primals)
     out.push_back(slot);
     if (!output_saved_[i]) slot.reset();  // the user holds it; the executor need not
   }
+  // The module's own bytes: what it allocated above what the process held
+  // when it began, plus the tensors it was given.
+  const runtime::MemoryStats s = runtime::memory_stats(device_);
+  forward_end_bytes_ = s.current;
+  step_peak_ = s.peak - start + bound_bytes_;
+  held_at_forward_end_ = s.current - start + bound_bytes_;
+  runtime::reset_peak(device_);  // from here to backward(): the user's code (the loss)
   in_flight_ = true;
   return out;
 }
@@ -189,7 +196,16 @@ std::vector<at::Tensor> Session::backward(const std::vector<at::Tensor>& output_
   MUTWO_CHECK(in_flight_, "backward without a forward: each backward() needs the module called first");
   MUTWO_CHECK(output_grads.size() == tangents_.size(), "the step takes {} output gradients, given {}", tangents_.size(),
               output_grads.size());
-  for (size_t i = 0; i < tangents_.size(); ++i) exec_->value(tangents_[i]) = output_grads[i];
+  int64_t tangent_bytes = 0;
+  for (size_t i = 0; i < tangents_.size(); ++i) {
+    exec_->value(tangents_[i]) = output_grads[i];
+    tangent_bytes += static_cast<int64_t>(output_grads[i].numel() * output_grads[i].element_size());
+  }
+  // What the user's code between the two parts added at its most: reported, not counted as the module's.
+  const runtime::MemoryStats between = runtime::memory_stats(device_);
+  last_between_ = between.peak - forward_end_bytes_;
+  between_ = std::max(between_, last_between_);
+  runtime::reset_peak(device_);
   {
     RunGuard guard;
     exec_->run(forward_end_, planned_.nodes().size());
@@ -197,8 +213,11 @@ std::vector<at::Tensor> Session::backward(const std::vector<at::Tensor>& output_
   std::vector<at::Tensor> grads;
   for (ir::ValueId v : gradients_) grads.push_back(std::move(exec_->value(v)));
   for (ir::ValueId v : outputs_) exec_->value(v).reset();
+  // The backward part's peak above the process at its start, on top of what
+  // the module held at the forward's end and the output gradients it was given.
   const runtime::MemoryStats s = runtime::memory_stats(device_);
-  last_measured_peak_ = s.peak - start_bytes_ + bound_bytes_;
+  step_peak_ = std::max(step_peak_, s.peak - between.current + held_at_forward_end_ + tangent_bytes);
+  last_measured_peak_ = step_peak_;
   measured_peak_ = std::max(measured_peak_, last_measured_peak_);
   ++steps_;
   unbind();
@@ -235,6 +254,7 @@ std::string Session::info_json() const {
          {"steps", steps_},
          {"measured_peak_bytes", steps_ ? json(measured_peak_) : json()},
          {"last_measured_peak_bytes", steps_ ? json(last_measured_peak_) : json()},
+         {"measured_between_bytes", steps_ ? json(between_) : json()},
          {"note", plan_.note}};
   return j.dump();
 }

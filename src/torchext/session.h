@@ -78,8 +78,10 @@ class Session {
   std::vector<size_t> tangent_output_;     // tangents_[i] is of outputs_[tangent_output_[i]]
   std::vector<bool> output_saved_;         // outputs_[i] is read by the backward part
   bool in_flight_ = false;
-  int64_t start_bytes_ = 0, bound_bytes_ = 0;
-  int64_t steps_ = 0, measured_peak_ = 0, last_measured_peak_ = 0;
+  // Measured per step: the module's own bytes (step_peak_), apart from what
+  // the user's code between forward and backward adds (between_: the loss).
+  int64_t bound_bytes_ = 0, forward_end_bytes_ = 0, held_at_forward_end_ = 0, step_peak_ = 0;
+  int64_t steps_ = 0, measured_peak_ = 0, last_measured_peak_ = 0, between_ = 0, last_between_ = 0;
 };
 
 }  // namespace mutwo::torchext
