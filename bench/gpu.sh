@@ -47,6 +47,8 @@ emit() {  # emit VARIANT JSON: one tagged row (system mutwo unless the row says 
     "$1" "$2" "$card" "$torch_version" "$date" | tee -a "$res"
 }
 last_json() { tail -n 1 | grep '^{' ; }
+# mutwo optimize, where exit 3 (no plan fits the budget; the plan still ran) keeps its row.
+optimize() { "$m" optimize "$@"; local rc=$?; ((rc == 3)) && return 0; return $rc; }
 
 for cfg in $configs; do
   model=${cfg%%:*}; batch=${cfg##*:}
@@ -87,7 +89,7 @@ PY
   for run in $budgets; do
     variant=${run%%=*}; budget=${run##*=}; planner=${variant%%-at-*}
     dir="build-cuda/opt_${variant}_${model}_$batch"
-    line=$($m optimize --model "$model" --batch "$batch" --device cuda --planner "$planner" --budget "$budget" \
+    line=$(optimize --model "$model" --batch "$batch" --device cuda --planner "$planner" --budget "$budget" \
            --steps 5 $flags --out "$dir" --json --quiet | last_json) && emit "$variant" "$line"
     # The rewritten step again in a fresh process, as a user would train with it.
     line=$($m run --graph "$dir/rewritten.ir" --steps 5 --device cuda --json | last_json) \
@@ -96,7 +98,7 @@ PY
   case " ${SWEEP_ONLY:-$cfg} " in *" $cfg "*) sweep=${SWEEP:-} ;; *) sweep="" ;; esac
   for pct in $sweep; do
     dir="build-cuda/sweep_${model}_${batch}_$pct"
-    line=$($m optimize --model "$model" --batch "$batch" --device cuda --planner mutwo --budget "$pct%" \
+    line=$(optimize --model "$model" --batch "$batch" --device cuda --planner mutwo --budget "$pct%" \
            --steps 3 $graph_flag --out "$dir" --json --quiet | last_json) && emit "sweep-$pct" "$line"
     line=$($m run --graph "$dir/rewritten.ir" --steps 3 --device cuda --json | last_json) \
       && emit "sweep-$pct-fresh-process" "$line"

@@ -59,6 +59,23 @@ sys.exit(not (b["leftover_bytes"] == 0 == p["leftover_bytes"] and p["peak_bytes"
   || { echo "FAIL: optimize: $last"; fails=$((fails+1)); }
 rm -rf "$opt_dir"
 
+# No plan fits: plan and optimize exit 3 after writing the best plan, with one
+# line naming the lowest reachable peak and what it holds.
+inf_dir=$(mktemp -d)
+"$mutwo" profile --model mlp --batch 8 --out "$inf_dir" --quiet >/dev/null 2>&1
+for cmd in "plan --profile $inf_dir/profile.json --budget 1KiB --out $inf_dir/plan.json" \
+           "optimize --model mlp --batch 8 --budget 1KiB --steps 1 --quiet --out $inf_dir/opt"; do
+  err=$("$mutwo" $cmd 2>&1 >/dev/null); code=$?
+  if [ "$code" -eq 3 ] && grep -q "no plan fits the budget 1.0 KiB: the lowest peak the mutwo planner reaches is .*(.*parameter" <<<"$err" \
+     && [ "$(wc -l <<<"$err")" -eq 1 ]; then
+    echo "ok: mutwo $cmd -> exit 3: $err"
+  else
+    echo "FAIL: mutwo $cmd exited $code, expected 3 with the floor named: $err"; fails=$((fails+1))
+  fi
+done
+[ -s "$inf_dir/plan.json" ] && [ -s "$inf_dir/opt/plan.json" ] || { echo "FAIL: an infeasible plan was not written"; fails=$((fails+1)); }
+rm -rf "$inf_dir"
+
 # The model zoo's done-when runs: the largest models train on the CPU.
 for args in "--model resnet-152 --batch 2 --image-size 64 --steps 2" "--model bert-base --batch 2 --steps 1"; do
   last=$("$mutwo" run $args --json | tail -n 1) || { echo "FAIL: mutwo run $args"; fails=$((fails+1)); continue; }

@@ -10,6 +10,11 @@
 
 namespace mutwo::cli {
 
+// Exit codes: 0 done, 1 internal error or a failed bitwise check, 2 the
+// user's mistake (one line on stderr), 3 no plan fits the budget (plan and
+// optimize, after writing the best plan found).
+inline constexpr int kExitInfeasible = 3;
+
 // mutwo profile: phase 1, the graph profiler.
 struct ProfileCommand {
   StepOptions step;

@@ -160,6 +160,11 @@ int OptimizeCommand::run() const {
     fmt::print(stderr, "mutwo: bitwise check FAILED: {}\n", check_detail);
     return 1;
   }
+  if (!p.plan.feasible) {
+    fmt::print(stderr, "mutwo: no plan fits the budget {}: {} (its plan was run and written to {} anyway); raise the "
+               "budget or lower the batch\n", format_bytes(p.plan.budget_bytes), plan::floor_text(p.plan, planner), out);
+    return kExitInfeasible;
+  }
   return 0;
 }
 

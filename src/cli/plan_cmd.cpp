@@ -124,6 +124,11 @@ int PlanCommand::run() const {
   plan::write_plan_csv(in, p, csv);
   fmt::print("wrote {} and {}\n", out, csv);
   if (json_out) std::cout << plan_json(in, p, unplanned).dump() << std::endl;
+  if (!p.feasible) {
+    fmt::print(stderr, "mutwo: no plan fits the budget {}: {} (written to {} anyway); raise the budget or lower the batch\n",
+               format_bytes(p.budget_bytes), plan::floor_text(p, planner), out);
+    return kExitInfeasible;
+  }
   return 0;
 }
 

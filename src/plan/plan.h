@@ -86,6 +86,12 @@ std::string block_of(const std::string& scope);
 std::vector<ir::ValueId> drop_inside_blocks(const PlanInput& in, const std::vector<std::string>& blocks,
                                             const std::vector<std::string>& keep_outputs_of);
 
+// "the lowest peak the mutwo planner reaches is 2.9 GiB (parameter 418 MiB,
+// gradient 418 MiB, ...)": an infeasible plan's peak and what is live there by
+// role (other: temporaries and the peak node's workspace), for the error that
+// plan, optimize and mutwo.torch report.
+std::string floor_text(const Plan& lowest, const std::string& planner);
+
 // Fills a Plan from a drop list: simulates it and judges it against the budget.
 Plan finish(const PlanInput& in, std::string planner, int64_t budget_bytes, std::vector<ir::ValueId> drop);
 

@@ -7,6 +7,7 @@
 
 #include "ops/op.h"
 #include "plan/plan.h"
+#include "support/units.h"
 #include "support/error.h"
 
 namespace mutwo::plan {
@@ -107,6 +108,16 @@ Plan plan_sqrt_n(const PlanInput& in, int64_t budget) {
   Plan p = finish(in, "sqrt-n", budget, drop_inside_blocks(in, blocks, segment_ends));
   p.note = fmt::format("{} blocks in segments of {}", n, k);
   return p;
+}
+
+std::string floor_text(const Plan& lowest, const std::string& planner) {
+  std::string parts;
+  for (size_t r = 0; r < lowest.predicted.peak_by_role.size(); ++r)
+    if (lowest.predicted.peak_by_role[r] > 0)
+      parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", ir::to_string(static_cast<ir::Role>(r)),
+                           format_bytes(lowest.predicted.peak_by_role[r]));
+  return fmt::format("the lowest peak the {} planner reaches is {} ({})", planner, format_bytes(lowest.predicted.peak_bytes),
+                     parts);
 }
 
 }  // namespace mutwo::plan

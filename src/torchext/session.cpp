@@ -42,14 +42,6 @@ ir::ValueId find(const ir::Graph& g, const std::string& name) {
   return v;
 }
 
-std::string roles_text(const std::array<int64_t, ir::kNumRoles>& by_role) {
-  std::string out;
-  for (size_t r = 0; r < by_role.size(); ++r)
-    if (by_role[r] > 0)
-      out += fmt::format("{}{} {}", out.empty() ? "" : ", ", ir::to_string(static_cast<ir::Role>(r)), format_bytes(by_role[r]));
-  return out;
-}
-
 }  // namespace
 
 Session::Session(const std::string& step_json, const std::vector<std::string>& names, const std::vector<at::Tensor>& tensors,
@@ -100,11 +92,9 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
   if (!plan_.feasible) {
     // The lowest peak this planner reaches, and what is live there.
     const plan::Plan low = plan::run_planner(options_.planner, input_, 0);
-    throw BudgetError(fmt::format(
-        "budget {} cannot be met: the lowest peak the {} planner reaches for this step is {} ({} of an unplanned {}); "
-        "raise the budget or lower the batch",
-        format_bytes(plan_.budget_bytes), options_.planner, format_bytes(low.predicted.peak_bytes),
-        roles_text(low.predicted.peak_by_role), format_bytes(unplanned_peak_)));
+    throw BudgetError(fmt::format("budget {} cannot be met: {} for this step, of an unplanned {}; raise the budget or lower the batch",
+                                  format_bytes(plan_.budget_bytes), plan::floor_text(low, options_.planner),
+                                  format_bytes(unplanned_peak_)));
   }
 
   // Phase 3: the rewrite, run by the executor part by part.

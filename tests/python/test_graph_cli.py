@@ -48,9 +48,10 @@ def test_optimize_fits_and_matches_bitwise(captured, tmp_path, name: str, optimi
     step, _ = captured[name]
     for budget in ["100%", "80%", "60%", "40%"]:
         out = tmp_path / budget.rstrip("%")
-        r = mutwo("optimize", "--graph", str(step), "--budget", budget, "--optimizer", optimizer, "--steps", "1",
-                  "--check", "--json", "--quiet", "--out", str(out))
+        r = subprocess.run([MUTWO, "optimize", "--graph", str(step), "--budget", budget, "--optimizer", optimizer,
+                            "--steps", "1", "--check", "--json", "--quiet", "--out", str(out)], capture_output=True, text=True)
         j = last_json(r)
+        assert r.returncode == (0 if j["feasible"] else 3), f"{name} {budget}: exit {r.returncode}\n{r.stderr}"
         assert j["check"] == "passed", f"{name} {optimizer} {budget}: {r.stdout}"
         planned = j["planned"]
         if j["feasible"]:
