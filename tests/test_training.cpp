@@ -373,3 +373,12 @@ TEST(Determinism, ScopeTurnsDeterministicKernelsOnAndRestoresTheSetting) {
 
 }  // namespace
 }  // namespace mutwo
+
+// max-batch reads out-of-memory as "does not fit" and every other failure as an error.
+TEST(Memory, OutOfMemoryIsToldApartFromOtherErrors) {
+  EXPECT_TRUE(mutwo::runtime::is_out_of_memory(std::bad_alloc()));
+  EXPECT_TRUE(mutwo::runtime::is_out_of_memory(c10::Error({"f", "file", 1}, "CUDA out of memory. Tried to allocate 2.00 GiB")));
+  EXPECT_TRUE(mutwo::runtime::is_out_of_memory(c10::Error({"f", "file", 1}, "DefaultCPUAllocator: can't allocate memory")));
+  EXPECT_FALSE(mutwo::runtime::is_out_of_memory(c10::Error({"f", "file", 1}, "mat1 and mat2 shapes cannot be multiplied")));
+  EXPECT_FALSE(mutwo::runtime::is_out_of_memory(std::runtime_error("index out of range")));
+}

@@ -149,8 +149,9 @@ int MaxBatchCommand::run() const {
         if (planner != "none" && !p.plan.feasible) return 0;
         int64_t peak = measure(p.rewritten.graph, dev, seed, 1).peak_bytes;
         return peak <= cap ? peak : 0;
-      } catch (const c10::Error&) {
-        return 0;  // out of memory on the device
+      } catch (const std::exception& e) {
+        if (runtime::is_out_of_memory(e)) return 0;  // does not fit
+        throw;  // any other failure is an error, not a smaller batch
       }
     };
     int64_t lo = 0, lo_peak = 0, hi = 1;

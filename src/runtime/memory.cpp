@@ -7,6 +7,9 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <cctype>
+#include <new>
+#include <string>
 #include <mutex>
 #include <unordered_map>
 
@@ -173,6 +176,19 @@ bool cuda_available(std::string* why_not) {
     *why_not = "this mutwo was built against a CPU-only libtorch; rebuild against a CUDA libtorch (README: GPU build)";
   return false;
 #endif
+}
+
+bool is_out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
+#if TORCH_VERSION_MAJOR >= 2
+  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
+#endif
+  const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
+  std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
+  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  for (const char* says : {"out of memory", "can't allocate memory", "not enough memory", "failed to allocate"})
+    if (text.find(says) != std::string::npos) return true;
+  return false;
 }
 
 }  // namespace mutwo::runtime

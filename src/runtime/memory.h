@@ -8,6 +8,7 @@
 #include <c10/core/Device.h>
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <string>
 
@@ -50,6 +51,11 @@ class SideStream {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Whether `e` says the device ran out of memory (CUDA's caching allocator, the
+// CPU allocator, std::bad_alloc), as opposed to any other failure: what
+// max-batch reads as "does not fit" and nothing else.
+bool is_out_of_memory(const std::exception& e);
 
 // Whether this build and machine can run on CUDA, with a reason if not.
 bool cuda_available(std::string* why_not = nullptr);
