@@ -76,6 +76,26 @@ done
 [ -s "$inf_dir/plan.json" ] && [ -s "$inf_dir/opt/plan.json" ] || { echo "FAIL: an infeasible plan was not written"; fails=$((fails+1)); }
 rm -rf "$inf_dir"
 
+# --device-memory stands in for a smaller card, on the CPU too: a step past
+# the cap runs out of memory; optimize still plans and runs a step whose
+# unplanned peak (1.4 MiB) does not fit 1.2 MiB, profiling it under the
+# greedy's most recomputation, and checks it against that step.
+err=$("$mutwo" run --model transformer-lm --batch 8 --steps 1 --device-memory 1200KiB 2>&1 >/dev/null); code=$?
+if [ "$code" -eq 1 ] && grep -q "^mutwo: out of memory: .*--device-memory limit.*; plan the step under a budget" <<<"$err"; then
+  echo "ok: run past --device-memory -> $err"
+else
+  echo "FAIL: run past --device-memory exited $code: $err"; fails=$((fails+1))
+fi
+cap_dir=$(mktemp -d)
+last=$("$mutwo" optimize --model transformer-lm --batch 8 --budget 60% --device-memory 1200KiB --check --out "$cap_dir" --json --quiet | tail -n 1)
+python3 -c 'import json,sys; r=json.loads(sys.argv[1]); b,p=r["baseline"],r["planned"]
+sys.exit(not (b["fits"] is False and b["peak_bytes"] is None and b["predicted_peak_bytes"] > 1200 * 1024
+              and p["peak_bytes"] == p["predicted_peak_bytes"] <= r["budget_bytes"] and r["check"] == "passed"
+              and r["check_reference"] == "most-recomputation"))' "$last" \
+  && echo "ok: optimize under --device-memory below the unplanned peak" \
+  || { echo "FAIL: optimize under --device-memory: $last"; fails=$((fails+1)); }
+rm -rf "$cap_dir"
+
 # The model zoo's done-when runs: the largest models train on the CPU.
 for args in "--model resnet-152 --batch 2 --image-size 64 --steps 2" "--model bert-base --batch 2 --steps 1"; do
   last=$("$mutwo" run $args --json | tail -n 1) || { echo "FAIL: mutwo run $args"; fails=$((fails+1)); continue; }

@@ -20,6 +20,7 @@ struct ProfileCommand {
   StepOptions step;
   std::string batches;  // "8,16,32" instead of --batch
   std::string device = "cpu";
+  std::string device_memory;  // --device-memory
   int iters = 3;
   int warmup = 1;
   uint64_t seed = 0;
@@ -50,6 +51,7 @@ struct OptimizeCommand {
   std::string budget;
   std::string planner = "mutwo";
   std::string device = "cpu";
+  std::string device_memory;  // --device-memory
   int steps = 5;
   uint64_t seed = 0;
   std::string out;
@@ -69,6 +71,7 @@ struct SweepCommand {
   std::string budget = "60%";
   std::string planner = "mutwo";
   std::string device = "cpu";
+  std::string device_memory;  // --device-memory
   int steps = 3;
   uint64_t seed = 0;
   std::string out;
@@ -85,6 +88,7 @@ struct MaxBatchCommand {
   std::string memory;
   std::string planners = "none,per-layer,mutwo";
   std::string device = "cpu";
+  std::string device_memory;  // --device-memory
   int64_t limit = 4096;
   uint64_t seed = 0;
   bool json_out = false;

@@ -128,4 +128,16 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+c10::Device open_device(const std::string& device, const std::string& memory) {
+  c10::Device dev = parse_device(device);
+  if (dev.is_cpu()) runtime::track_cpu_memory();
+  if (!memory.empty()) runtime::set_memory_limit(dev, parse_bytes(memory));
+  return dev;
+}
+
+void add_device_memory_option(CLI::App& app, std::string& memory) {
+  app.add_option("--device-memory", memory,
+                 "cap what the process may hold on the device (e.g. 8GiB), as a card that size would; on the CPU too");
+}
+
 }  // namespace mutwo::cli

@@ -49,6 +49,12 @@ ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& o
 // "cpu", "cuda", "cuda:N"; UserError when CUDA is asked for and missing.
 c10::Device parse_device(const std::string& s);
 
+// The device to run on, capped at `memory` ("8GiB"; empty: no cap) as if it
+// were a card that size (runtime::set_memory_limit), memory counted on the CPU.
+c10::Device open_device(const std::string& device, const std::string& memory);
+// --device-memory, for every command that runs a step.
+void add_device_memory_option(CLI::App& app, std::string& memory);
+
 double median(std::vector<double> v);
 
 // A line when the allocator reserved more than 10% above what was allocated at

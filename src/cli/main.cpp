@@ -4,11 +4,13 @@
 // Bad input exits with code 2 and one line on stderr.
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -38,6 +40,7 @@ struct RunCommand {
   StepOptions step;
   int64_t steps = 10;
   std::string device = "cpu";
+  std::string device_memory;  // --device-memory
   uint64_t seed = 0;
   bool json_out = false;
   bool cuda_graph = false;
@@ -52,6 +55,7 @@ struct RunCommand {
     app.add_flag("--deterministic", deterministic,
                  "deterministic kernels (warn-only), so that two runs from one seed give the same losses");
     app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+    add_device_memory_option(app, device_memory);
     app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
     app.add_option("--save", save,
                    "after the last step, write the parameters, buffers and optimizer state to this file "
@@ -60,8 +64,7 @@ struct RunCommand {
   }
 
   int run() const {
-    c10::Device dev = parse_device(device);
-    if (dev.is_cpu()) runtime::track_cpu_memory();
+    c10::Device dev = open_device(device, device_memory);
     std::optional<runtime::DeterministicAlgorithms> det;
     if (deterministic) det.emplace();
     std::optional<runtime::SideStream> side;
@@ -103,7 +106,9 @@ struct RunCommand {
              {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps}, {"cuda_graph", cuda_graph},
              {"deterministic", deterministic},
              {"losses", losses},         {"step_ms_all", times},          {"step_ms", median(times)},
-             {"peak_bytes", peak},       {"reserved_peak_bytes", reserved}, {"predicted_peak_bytes", L.peak_bytes},
+             {"peak_bytes", peak},       {"reserved_peak_bytes", reserved},
+             {"device_peak_bytes", reserved + runtime::outside_allocator_bytes(dev)},
+             {"predicted_peak_bytes", L.peak_bytes},
              {"persistent_bytes", L.persistent_bytes}, {"nodes", g.nodes().size()}};
       std::cout << j.dump() << std::endl;
     }
@@ -223,12 +228,26 @@ int main_impl(int argc, char** argv) {
 }  // namespace mutwo::cli
 
 int main(int argc, char** argv) {
+#if defined(MUTWO_WITH_CUDA) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
+  // CUDA's caching allocator grows segments in place rather than cutting
+  // blocks out of fixed ones, so what it reserves follows what is allocated
+  // (a block handed out whole, larger than asked for, no longer counts) and a
+  // budget of allocated bytes holds on a card of that size. The user's own
+  // PYTORCH_CUDA_ALLOC_CONF wins.
+  setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
+#endif
   try {
     return mutwo::cli::main_impl(argc, argv);
   } catch (const mutwo::UserError& e) {
     fmt::print(stderr, "mutwo: error: {}\n", e.what());
     return 2;
   } catch (const c10::Error& e) {
+    if (mutwo::runtime::is_out_of_memory(e)) {
+      std::string what = e.what_without_backtrace();
+      fmt::print(stderr, "mutwo: out of memory: {}; plan the step under a budget (mutwo optimize --budget) or lower the batch\n",
+                 what.substr(0, what.find('\n')));
+      return 1;
+    }
     fmt::print(stderr, "mutwo: ATen error: {}\n", e.what_without_backtrace());
     return 1;
   } catch (const std::exception& e) {

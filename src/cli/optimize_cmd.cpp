@@ -35,6 +35,7 @@ void OptimizeCommand::add_to(CLI::App& app) {
   app.add_option("--budget", budget, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak")->required();
   app.add_option("--planner", planner, "none, per-layer, sqrt-n, mutwo or optimal")->capture_default_str();
   app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  add_device_memory_option(app, device_memory);
   app.add_option("--steps", steps, "training steps measured for each of baseline and plan")
       ->capture_default_str()
       ->check(kPositive);
@@ -47,24 +48,31 @@ void OptimizeCommand::add_to(CLI::App& app) {
 }
 
 int OptimizeCommand::run() const {
-  c10::Device dev = parse_device(device);
-  if (dev.is_cpu()) runtime::track_cpu_memory();
+  c10::Device dev = open_device(device, device_memory);
   std::optional<runtime::SideStream> side;
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
   fs::create_directories(out);
   ir::Graph g = step.build();
   const std::string name = step.name(g);
-  Planned p = plan_step(g, dev, seed, planner, budget, !quiet, name, step.batch_or_none());
+  const int64_t memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
+  Planned p = plan_step(g, dev, seed, planner, budget, !quiet, name, step.batch_or_none(), memory_cap);
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
-  if (!quiet) fmt::print(stderr, "optimize: measuring the baseline and the plan, {} steps each\n", steps);
-  Measured mb = measure(base, dev, seed, steps, cuda_graph);
+  // Where the unplanned step does not fit, it is neither measured nor the
+  // reference of --check: the step under the most recomputation is.
+  const bool baseline_fits = !p.profiled_under;
+  const ir::Graph& reference = baseline_fits ? base : *p.profiled_under;
+  const char* reference_name = baseline_fits ? "unplanned" : "most-recomputation";
+  if (!quiet)
+    fmt::print(stderr, "optimize: measuring {}the plan, {} steps{}\n", baseline_fits ? "the baseline and " : "", steps,
+               baseline_fits ? " each" : " (the baseline does not fit)");
+  Measured mb = baseline_fits ? measure(base, dev, seed, steps, cuda_graph) : Measured{};
   Measured mp = measure(planned, dev, seed, steps, cuda_graph);
 
   std::string check_result = "skipped";
   std::string check_detail;
   if (check) {
-    check_detail = compare_bitwise(base, planned, dev, seed);
+    check_detail = compare_bitwise(reference, planned, dev, seed);
     check_result = check_detail.empty() ? "passed" : "failed";
   }
   int64_t dropped_bytes = 0;
@@ -90,21 +98,25 @@ int OptimizeCommand::run() const {
   };
   std::string table = row("", "baseline", "planned") + "|" + std::string(24, '-') + "|" + std::string(16, '-') + "|" +
                       std::string(16, '-') + "|\n";
-  table += row("measured peak", format_bytes(mb.peak_bytes), format_bytes(mp.peak_bytes));
-  table += row("reserved peak", format_bytes(mb.reserved_peak_bytes), format_bytes(mp.reserved_peak_bytes));
+  auto base_bytes = [&](int64_t b) { return baseline_fits ? format_bytes(b) : std::string("does not fit"); };
+  table += row("measured peak", base_bytes(mb.peak_bytes), format_bytes(mp.peak_bytes));
+  table += row("reserved peak", base_bytes(mb.reserved_peak_bytes), format_bytes(mp.reserved_peak_bytes));
   table += row("predicted peak", format_bytes(p.unplanned_peak), format_bytes(p.plan.predicted.peak_bytes));
   table += row("budget", "", format_bytes(p.plan.budget_bytes));
-  table += row("step time", fmt::format("{:.2f} ms", mb.step_ms), fmt::format("{:.2f} ms", mp.step_ms));
-  table += row("extra time", "", pct(mp.step_ms, mb.step_ms));
+  table += row("step time", baseline_fits ? fmt::format("{:.2f} ms", mb.step_ms) : "-", fmt::format("{:.2f} ms", mp.step_ms));
+  table += row("extra time", "", baseline_fits ? pct(mp.step_ms, mb.step_ms) : "-");
   table += row("predicted extra time", "", fmt::format("{:.2f} ms", p.plan.predicted.extra_ms));
   table += row("activations dropped", "", fmt::format("{} ({})", p.plan.drop.size(), format_bytes(dropped_bytes)));
-  table += row("loss (last step)", fmt::format("{:.6f}", mb.losses.back()), fmt::format("{:.6f}", mp.losses.back()));
+  table += row("loss (last step)", baseline_fits ? fmt::format("{:.6f}", mb.losses.back()) : "-",
+               fmt::format("{:.6f}", mp.losses.back()));
   fmt::print("mutwo optimize: {} on {}, planner {}\n{}", step.what(), dev.str(), planner, table);
   bool fits = mp.peak_bytes <= p.plan.budget_bytes;
-  fmt::print("measured peak {} the budget; bitwise check: {}{}\n", fits ? "fits" : "EXCEEDS", check_result,
-             check_detail.empty() ? "" : " (" + check_detail + ")");
+  fmt::print("measured peak {} the budget; bitwise check: {}{}{}\n", fits ? "fits" : "EXCEEDS", check_result,
+             check_detail.empty() ? "" : " (" + check_detail + ")",
+             check && !baseline_fits ? " against the most-recomputation step (the unplanned one does not fit)" : "");
   if (!p.plan.note.empty()) fmt::print("note: {}\n", p.plan.note);
   for (const Measured* m : {&mb, &mp})
+    if (m != &mb || baseline_fits)
     if (std::string note = fragmentation_note(m->peak_bytes, m->reserved_peak_bytes); !note.empty())
       fmt::print("{} ({}): {}\n", m == &mb ? "baseline" : "planned", dev.str(), note);
 
@@ -136,14 +148,17 @@ int OptimizeCommand::run() const {
            {"cuda_graph", cuda_graph},
            {"budget_bytes", p.plan.budget_bytes},
            {"baseline",
-            {{"peak_bytes", mb.peak_bytes},
-             {"reserved_peak_bytes", mb.reserved_peak_bytes},
-             {"leftover_bytes", mb.leftover_bytes},
-             {"step_ms", mb.step_ms},
-             {"predicted_peak_bytes", p.unplanned_peak}}},
+            {{"peak_bytes", baseline_fits ? json(mb.peak_bytes) : json()},
+             {"reserved_peak_bytes", baseline_fits ? json(mb.reserved_peak_bytes) : json()},
+             {"device_peak_bytes", baseline_fits ? json(mb.device_peak_bytes) : json()},
+             {"leftover_bytes", baseline_fits ? json(mb.leftover_bytes) : json()},
+             {"step_ms", baseline_fits ? json(mb.step_ms) : json()},
+             {"predicted_peak_bytes", p.unplanned_peak},
+             {"fits", baseline_fits}}},
            {"planned",
             {{"peak_bytes", mp.peak_bytes},
              {"reserved_peak_bytes", mp.reserved_peak_bytes},
+             {"device_peak_bytes", mp.device_peak_bytes},
              {"leftover_bytes", mp.leftover_bytes},
              {"step_ms", mp.step_ms},
              {"predicted_peak_bytes", p.plan.predicted.peak_bytes},
@@ -153,6 +168,7 @@ int OptimizeCommand::run() const {
            {"fits", fits},
            {"feasible", p.plan.feasible},
            {"check", check_result},
+           {"check_reference", reference_name},
            {"out_dir", out}};
     std::cout << j.dump() << std::endl;
   }

@@ -4,11 +4,13 @@
 
 #include <c10/core/Device.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "ir/graph.h"
 #include "plan/plan.h"
+#include "profile/profiler.h"
 #include "rewrite/recompute.h"
 
 namespace mutwo::cli {
@@ -16,6 +18,7 @@ namespace mutwo::cli {
 struct Measured {
   int64_t peak_bytes = 0;           // allocated, the most over the measured steps
   int64_t reserved_peak_bytes = 0;  // reserved by the allocator, the most over the measured steps
+  int64_t device_peak_bytes = 0;    // what the device held for the process: reserved + context and libraries
   int64_t leftover_bytes = 0;  // allocated before the step's own values (nothing, in a fresh process)
   double step_ms = 0;      // median
   std::vector<double> losses;
@@ -30,11 +33,19 @@ struct Planned {
   int64_t unplanned_peak = 0;  // simulated, without recomputation
   plan::Plan plan;
   rewrite::Recomputed rewritten;
+  // Set when the unplanned step ran out of memory (or was predicted to pass
+  // --device-memory) and was profiled under the most recomputation instead:
+  // that step, which fits, is then the reference of --check.
+  std::optional<ir::Graph> profiled_under;
 };
 
-// Profiles `g` on `device`, plans under `budget` ("2GiB", "60%", ...) with `planner`, rewrites.
+// Profiles `g` on `device` (under the most recomputation when the unplanned
+// step does not fit: out of memory, or a predicted peak above
+// `device_memory`, 0 for none), plans under `budget` ("2GiB", "60%", ...)
+// with `planner`, rewrites.
 Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, const std::string& planner,
-                  const std::string& budget, bool progress, const std::string& model, int64_t batch);
+                  const std::string& budget, bool progress, const std::string& model, int64_t batch,
+                  int64_t device_memory = 0);
 
 // The command line as the user typed it (for the reproduce line of reports).
 std::string& command_line();

@@ -81,6 +81,7 @@ void ProfileCommand::add_to(CLI::App& app) {
   step.add_to(app);
   app.add_option("--batches", batches, "profile several batch sizes, e.g. 8,16,32 (instead of --batch)");
   app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  add_device_memory_option(app, device_memory);
   app.add_option("--iters", iters, "measured steps (times are those of the median step)")->capture_default_str()->check(kPositive);
   app.add_option("--warmup", warmup, "unmeasured steps first")->capture_default_str()->check(CLI::Range(0, 1000));
   app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
@@ -90,8 +91,7 @@ void ProfileCommand::add_to(CLI::App& app) {
 }
 
 int ProfileCommand::run() const {
-  c10::Device dev = parse_device(device);
-  if (dev.is_cpu()) runtime::track_cpu_memory();
+  c10::Device dev = open_device(device, device_memory);
   std::error_code ec;
   fs::create_directories(out, ec);
   MUTWO_CHECK(!ec, "cannot create --out directory {}: {}", out, ec.message());

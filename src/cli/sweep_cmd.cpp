@@ -56,6 +56,7 @@ void SweepCommand::add_to(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--planner", planner, "planner to compare with the baseline and per-layer")->capture_default_str();
   app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  add_device_memory_option(app, device_memory);
   app.add_option("--steps", steps, "measured steps per point")->capture_default_str()->check(kPositive);
   app.add_option("--seed", seed, "seed")->capture_default_str();
   app.add_option("--out", out, "directory for CSV, plots and report.md")->required();
@@ -64,8 +65,7 @@ void SweepCommand::add_to(CLI::App& app) {
 }
 
 int SweepCommand::run() const {
-  c10::Device dev = parse_device(device);
-  if (dev.is_cpu()) runtime::track_cpu_memory();
+  c10::Device dev = open_device(device, device_memory);
   fs::create_directories(out);
   std::vector<Point> pts;
   std::vector<std::string> variants = {"baseline", "per-layer", planner};
@@ -75,7 +75,8 @@ int SweepCommand::run() const {
     ir::Graph g = s.build();
     for (const std::string& v : {std::string("per-layer"), planner}) {
       if (!quiet) fmt::print(stderr, "sweep: batch {} {}\n", b, v);
-      Planned p = plan_step(g, dev, seed, v, v == "per-layer" ? "100%" : budget, false, step.model, b);
+      Planned p = plan_step(g, dev, seed, v, v == "per-layer" ? "100%" : budget, false, step.model, b,
+                            device_memory.empty() ? 0 : parse_bytes(device_memory));
       if (v == "per-layer") {
         pts.push_back({b, "baseline", measure(p.input.graph, dev, seed, steps), p.unplanned_peak, 0});
       }
@@ -115,6 +116,7 @@ void MaxBatchCommand::add_to(CLI::App& app) {
   app.add_option("--memory", memory, "memory limit, e.g. 8GiB")->required();
   app.add_option("--planners", planners, "planners to compare (none = no checkpointing)")->capture_default_str();
   app.add_option("--device", device, "cpu or cuda")->capture_default_str();
+  add_device_memory_option(app, device_memory);
   app.add_option("--limit", limit, "largest batch to try")->capture_default_str()->check(kPositive);
   app.add_option("--seed", seed, "seed")->capture_default_str();
   app.add_flag("--json", json_out, "end with one JSON line");
@@ -122,8 +124,7 @@ void MaxBatchCommand::add_to(CLI::App& app) {
 }
 
 int MaxBatchCommand::run() const {
-  c10::Device dev = parse_device(device);
-  if (dev.is_cpu()) runtime::track_cpu_memory();
+  c10::Device dev = open_device(device, device_memory);
   const int64_t cap = parse_bytes(memory);
   json rows = json::array();
   fmt::print("| planner | largest batch | measured peak |\n|---|---|---|\n");
@@ -138,6 +139,7 @@ int MaxBatchCommand::run() const {
          }
          return v;
        }()) {
+    const int64_t device_memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
     // Measured peak of `planner` at batch b under the cap (0 if it does not fit).
     auto fits = [&](int64_t b) -> int64_t {
       StepOptions s = step;
@@ -145,7 +147,7 @@ int MaxBatchCommand::run() const {
       if (!quiet) fmt::print(stderr, "max-batch: {} at batch {}\n", planner, b);
       try {
         ir::Graph g = s.build();
-        Planned p = plan_step(g, dev, seed, planner, std::to_string(cap), false, step.model, b);
+        Planned p = plan_step(g, dev, seed, planner, std::to_string(cap), false, step.model, b, device_memory_cap);
         if (planner != "none" && !p.plan.feasible) return 0;
         int64_t peak = measure(p.rewritten.graph, dev, seed, 1).peak_bytes;
         return peak <= cap ? peak : 0;

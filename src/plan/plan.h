@@ -92,6 +92,13 @@ std::vector<ir::ValueId> drop_inside_blocks(const PlanInput& in, const std::vect
 // plan, optimize and mutwo.torch report.
 std::string floor_text(const Plan& lowest, const std::string& planner);
 
+// The greedy's lowest plan for `g` on an estimated profile (nothing runs):
+// what to recompute to profile a step whose unplanned form does not fit the
+// device. Its drops bring the peak as low as the greedy can, whatever the
+// times (dropping every candidate can be higher: recomputed chains are held
+// at once).
+std::vector<ir::ValueId> lowest_drop(const ir::Graph& g, const std::string& device);
+
 // Fills a Plan from a drop list: simulates it and judges it against the budget.
 Plan finish(const PlanInput& in, std::string planner, int64_t budget_bytes, std::vector<ir::ValueId> drop);
 

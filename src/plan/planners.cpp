@@ -120,4 +120,8 @@ std::string floor_text(const Plan& lowest, const std::string& planner) {
                      parts);
 }
 
+std::vector<ir::ValueId> lowest_drop(const ir::Graph& g, const std::string& device) {
+  return plan_mutwo(make_input(profile::estimate_profile(g, device)), 0).drop;
+}
+
 }  // namespace mutwo::plan

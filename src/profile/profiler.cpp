@@ -11,6 +11,8 @@
 #endif
 
 #include "analysis/liveness.h"
+#include "ir/text.h"
+#include "rewrite/recompute.h"
 #include "runtime/executor.h"
 #include "runtime/memory.h"
 #include "support/error.h"
@@ -157,6 +159,51 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
     p.peak_workspace_bytes = p.nodes[k].workspace_bytes;
   }
   fill_idle_ms(p);
+  return p;
+}
+
+Profile profile_step_under(const ir::Graph& g, const std::vector<ir::ValueId>& drop, const ProfileOptions& o,
+                           ir::Graph* rewritten) {
+  // The graph as planners see it (parsed from the profile's text, as
+  // plan::make_input does), so that `drop` names activations there.
+  const ir::Graph planned_view = ir::parse(ir::print(g));
+  rewrite::Recomputed r = rewrite::insert_recomputation(planned_view, drop);
+  const Profile measured = profile_step(r.graph, o);
+  const analysis::Liveness L = analysis::analyze_liveness(g), Lr = analysis::analyze_liveness(r.graph);
+  std::vector<int32_t> at(g.nodes().size(), -1);  // each node of g where it runs in r.graph, outside recomputation
+  for (size_t k = 0; k < r.graph.nodes().size(); ++k)
+    if (r.graph.nodes()[k].phase != ir::Phase::recompute) at[static_cast<size_t>(r.origin[k])] = static_cast<int32_t>(k);
+  Profile p = describe(g);
+  p.model = o.model;
+  p.batch = o.batch;
+  p.device = measured.device;
+  p.iters = measured.iters;
+  p.warmup = measured.warmup;
+  p.peak_bytes = 0;
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    MUTWO_ASSERT(at[n] >= 0, "node {} does not run in the most-recomputation step", n);
+    const auto k = static_cast<size_t>(at[n]);
+    const NodeRecord& y = measured.nodes[k];
+    NodeRecord& x = p.nodes[n];
+    const int64_t beyond = y.live_before - Lr.live_before[k];  // what the device held beyond the graph's tensors
+    x.ms = y.ms;
+    x.workspace_bytes = y.workspace_bytes;
+    x.live_before = L.live_before[n] + beyond;
+    x.live_after = L.live_after[n] + (y.live_after - Lr.live_after[k]);
+    x.peak_during = L.live_during[n] + std::max<int64_t>(0, y.workspace_bytes) + beyond;
+    p.node_ms_sum += x.ms;
+    if (x.peak_during > p.peak_bytes) {
+      p.peak_bytes = x.peak_during;
+      p.peak_node = static_cast<int32_t>(n);
+    }
+  }
+  p.step_ms = p.node_ms_sum;
+  if (p.peak_node >= 0) {
+    p.peak_by_role = p.nodes[static_cast<size_t>(p.peak_node)].live_by_role;
+    p.peak_workspace_bytes = p.nodes[static_cast<size_t>(p.peak_node)].workspace_bytes;
+  }
+  fill_idle_ms(p);
+  if (rewritten) *rewritten = std::move(r.graph);
   return p;
 }
 

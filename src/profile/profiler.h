@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 #include "profile/profile.h"
@@ -37,5 +38,12 @@ struct ProfileOptions {
 // Per value: bytes, role, lifetime in ranks and idle time. Throws UserError
 // for a bad device.
 Profile profile_step(const ir::Graph& g, const ProfileOptions& options);
+
+// The profile of `g` measured on `g` with `drop` recomputed (a step that fits
+// where `g` does not): each node's time and workspace from its own run
+// there, memory as the liveness analysis predicts for `g` plus what the
+// device held beyond the graph's tensors. `rewritten` receives that step.
+Profile profile_step_under(const ir::Graph& g, const std::vector<ir::ValueId>& drop, const ProfileOptions& options,
+                           ir::Graph* rewritten = nullptr);
 
 }  // namespace mutwo::profile

@@ -16,6 +16,7 @@
 #ifdef MUTWO_WITH_CUDA
 #include <ATen/cuda/CUDAContextLight.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -51,10 +52,24 @@ class CountingAllocator final : public c10::Allocator {
     stats_.peak = stats_.current;
   }
 
+  void set_limit(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    limit_ = bytes;
+  }
+  int64_t limit() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return limit_;
+  }
+
   static CountingAllocator* instance;
 
  private:
   c10::DataPtr allocate_impl(size_t n) const {
+    if (limit_ > 0) {
+      std::lock_guard<std::mutex> lock(mu_);
+      TORCH_CHECK(stats_.current + static_cast<int64_t>(n) <= limit_, "CPU out of memory: allocating ", n, " bytes with ",
+                  stats_.current, " in use passes the --device-memory limit of ", limit_, " bytes");
+    }
     c10::DataPtr inner = base_->allocate(n);
     void* p = inner.get();
     if (p == nullptr) return {nullptr, nullptr, &release, c10::Device(c10::DeviceType::CPU)};  // n == 0
@@ -92,6 +107,7 @@ class CountingAllocator final : public c10::Allocator {
   mutable std::mutex mu_;
   mutable MemoryStats stats_;
   mutable std::unordered_map<void*, Entry> table_;
+  int64_t limit_ = 0;  // 0: none
 };
 
 CountingAllocator* CountingAllocator::instance = nullptr;
@@ -189,6 +205,61 @@ bool is_out_of_memory(const std::exception& e) {
   for (const char* says : {"out of memory", "can't allocate memory", "not enough memory", "failed to allocate"})
     if (text.find(says) != std::string::npos) return true;
   return false;
+}
+
+namespace {
+int64_t cuda_limit = 0;  // what set_memory_limit last capped CUDA at
+}  // namespace
+
+int64_t memory_limit(const c10::Device& device) {
+  if (device.is_cpu()) return CountingAllocator::instance ? CountingAllocator::instance->limit() : 0;
+  return cuda_limit;
+}
+
+uint64_t bytes_hash(const at::Tensor& t) {
+  const at::Tensor c = t.is_cpu() ? t.contiguous() : t.contiguous().to(at::kCPU);
+  const auto* p = static_cast<const unsigned char*>(c.data_ptr());
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0, n = static_cast<size_t>(c.numel()) * c.element_size(); i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+void set_memory_limit(const c10::Device& device, int64_t bytes) {
+  MUTWO_CHECK(bytes >= 0, "--device-memory must not be negative");
+  if (device.is_cpu()) {
+    track_cpu_memory();
+    CountingAllocator::instance->set_limit(bytes);
+    return;
+  }
+#ifdef MUTWO_WITH_CUDA
+  const c10::DeviceIndex index = device.index() < 0 ? 0 : device.index();
+  c10::cuda::CUDAGuard guard(index);
+  size_t free = 0, total = 0;
+  C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  MUTWO_CHECK(bytes == 0 || static_cast<size_t>(bytes) <= total, "--device-memory {} is more than the card's {}",
+              bytes, total);
+  // The caching allocator's cap: what it may reserve, a fraction of the card.
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(bytes ? static_cast<double>(bytes) / static_cast<double>(total) : 1.0,
+                                                     index);
+  cuda_limit = bytes;
+#else
+  MUTWO_FAIL("this mutwo was built without CUDA");
+#endif
+}
+
+int64_t outside_allocator_bytes(const c10::Device& device) {
+#ifdef MUTWO_WITH_CUDA
+  if (device.is_cuda()) {
+    const c10::DeviceIndex index = device.index() < 0 ? 0 : device.index();
+    c10::cuda::CUDAGuard guard(index);
+    size_t free = 0, total = 0;
+    C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
+    return static_cast<int64_t>(total - free) - s.reserved_bytes[0].current;
+  }
+#endif
+  (void)device;
+  return 0;
 }
 
 }  // namespace mutwo::runtime

@@ -5,6 +5,7 @@
 // allocated or not; CPU: the same as allocated, as nothing is cached).
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -51,6 +52,25 @@ class SideStream {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Caps what the process may hold on `device` (0: no cap), standing in for a
+// smaller card: on CUDA the caching allocator's memory fraction (what it may
+// reserve), on the CPU the counting allocator, which then fails an
+// allocation past the cap with an out-of-memory error, as a card would.
+void set_memory_limit(const c10::Device& device, int64_t bytes);
+
+// The cap set_memory_limit put on `device`, 0 for none.
+int64_t memory_limit(const c10::Device& device);
+
+// A 64-bit hash (FNV-1a) of a tensor's bytes in C order, read on the host:
+// bit-for-bit comparison without keeping the tensor.
+uint64_t bytes_hash(const at::Tensor& t);
+
+// What the device holds for this process outside the allocator's reserved
+// bytes: on CUDA the context and libraries (cudaMemGetInfo's used bytes less
+// the caching allocator's reserved ones, assuming no other process on the
+// card); 0 on the CPU. device_peak_bytes = reserved peak + this.
+int64_t outside_allocator_bytes(const c10::Device& device);
 
 // Whether `e` says the device ran out of memory (CUDA's caching allocator, the
 // CPU allocator, std::bad_alloc), as opposed to any other failure: what
