@@ -234,6 +234,7 @@ void set_memory_limit(const c10::Device& device, int64_t bytes) {
 #ifdef MUTWO_WITH_CUDA
   const c10::DeviceIndex index = device.index() < 0 ? 0 : device.index();
   c10::cuda::CUDAGuard guard(index);
+  at::empty({1}, at::TensorOptions().device(c10::Device(c10::kCUDA, index)));  // the allocator starts with the first tensor
   size_t free = 0, total = 0;
   C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   MUTWO_CHECK(bytes == 0 || static_cast<size_t>(bytes) <= total, "--device-memory {} is more than the card's {}",
