@@ -13,6 +13,7 @@ out=${OUT:-bench/out/capped}
 mkdir -p "$out"
 exec > >(tee -a "$out/log.txt") 2>&1
 cap=${CAP:-8GiB}
+budget_text=${BUDGET:-$cap}  # what max-batch and optimize plan against (below CAP: headroom for context and workspaces)
 models=${MODELS:-"resnet-152 bert-base"}
 planners=${PLANNERS:-none,per-layer,mutwo}
 res="$out/results.jsonl"
@@ -26,18 +27,18 @@ fi
 card=$([ "$device" = cpu ] && echo cpu || python3 -c 'import torch; print(torch.cuda.get_device_name())'); date=$(date +%F)
 echo "built in ${SECONDS}s; $card; cap $cap"
 
-row() { python3 -c 'import json, sys; r = json.loads(sys.argv[1]); r.update(card=sys.argv[2], date=sys.argv[3], cap=sys.argv[4]); print(json.dumps(r))' "$1" "$card" "$date" "$cap" | tee -a "$res"; }
+row() { python3 -c 'import json, sys; r = json.loads(sys.argv[1]); r.update(card=sys.argv[2], date=sys.argv[3], cap=sys.argv[4], budget=sys.argv[5]); print(json.dumps(r))' "$1" "$card" "$date" "$cap" "$budget_text" | tee -a "$res"; }
 
 for model in $models; do
   echo "== $model (${SECONDS}s)"
-  line=$(timeout -k 5 "${MAXBATCH_TIMEOUT:-240}" $m max-batch --model "$model" --device "$device" --memory "$cap" \
+  line=$(timeout -k 5 "${MAXBATCH_TIMEOUT:-240}" $m max-batch --model "$model" --device "$device" --memory "$budget_text" \
          --device-memory "$cap" --planners "$planners" --limit 1024 --json --quiet | tail -n 1)
   echo "$line" | grep -q '^{' || { echo "max-batch $model failed: $line"; continue; }
   for p in ${planners//,/ }; do
     batch=$(python3 -c 'import json, sys; print(next(r["max_batch"] for r in json.loads(sys.argv[1])["results"] if r["planner"] == sys.argv[2]))' "$line" "$p")
     over=$(( (batch * 105 + 99) / 100 )); ((over == batch)) && over=$((batch + 1))
     for b in "$batch" "$over"; do
-      budget=$cap; [ "$p" = none ] && budget=100%
+      budget=$budget_text; [ "$p" = none ] && budget=100%
       r=$(timeout -k 5 "${TRAIN_TIMEOUT:-120}" $m optimize --model "$model" --batch "$b" --device "$device" --planner "$p" \
           --budget "$budget" --device-memory "$cap" --steps 10 --json --quiet --out "${WORK:-build-cuda}/capped_${model}_${p}_$b" 2>"$out/err.txt")
       rc=$?
