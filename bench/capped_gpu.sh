@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One device call: mutwo on a capped card (--device-memory stands in for a
-# smaller GPU on a large one). Per model: max-batch under the cap for each
-# planner, then every answer trained 10 steps under the same cap with
-# optimize (it must not run out of memory) and the batch 5% above it tried
-# (it must be refused: no plan fits, or out of memory). JSON lines in
+# smaller GPU on a large one, the CUDA context counted). Per model: max-batch
+# --memory BUDGET under the cap for each planner (batch+1 refused by its
+# bisection), then every answer's own rewritten step (max-batch --out)
+# trained 10 steps under the same cap with run --graph: it must not run out
+# of memory. JSON lines in
 # $OUT/results.jsonl with card and date; a table at the end.
 #
 #   CAP=8GiB MODELS="resnet-152 bert-base" bench/capped_gpu.sh
@@ -31,36 +32,35 @@ row() { python3 -c 'import json, sys; r = json.loads(sys.argv[1]); r.update(card
 
 for model in $models; do
   echo "== $model (${SECONDS}s)"
+  dir="${WORK:-build-cuda}/capped_$model"
   line=$(timeout -k 5 "${MAXBATCH_TIMEOUT:-240}" $m max-batch --model "$model" --device "$device" --memory "$budget_text" \
-         --device-memory "$cap" --planners "$planners" --limit 1024 --json --quiet | tail -n 1)
+         --device-memory "$cap" --planners "$planners" --limit 1024 --out "$dir" --json --quiet | tail -n 1)
   echo "$line" | grep -q '^{' || { echo "max-batch $model failed: $line"; continue; }
   for p in ${planners//,/ }; do
     batch=$(python3 -c 'import json, sys; print(next(r["max_batch"] for r in json.loads(sys.argv[1])["results"] if r["planner"] == sys.argv[2]))' "$line" "$p")
-    over=$(( (batch * 105 + 99) / 100 )); ((over == batch)) && over=$((batch + 1))
-    for b in "$batch" "$over"; do
-      budget=$budget_text; [ "$p" = none ] && budget=100%
-      r=$(timeout -k 5 "${TRAIN_TIMEOUT:-120}" $m optimize --model "$model" --batch "$b" --device "$device" --planner "$p" \
-          --budget "$budget" --device-memory "$cap" --steps 10 --json --quiet --out "${WORK:-build-cuda}/capped_${model}_${p}_$b" 2>"$out/err.txt")
-      rc=$?
-      j=$(tail -n 1 <<<"$r")
-      grep -q '^{' <<<"$j" || j='{}'
-      row "$(python3 -c 'import json, sys; j = json.loads(sys.argv[1]); p = j.get("planned", {})
-print(json.dumps(dict(model=sys.argv[2], planner=sys.argv[3], batch=int(sys.argv[4]), role=sys.argv[5], exit=int(sys.argv[6]),
-                      peak_bytes=p.get("peak_bytes"), reserved_peak_bytes=p.get("reserved_peak_bytes"),
-                      device_peak_bytes=p.get("device_peak_bytes"), step_ms=p.get("step_ms"), feasible=j.get("feasible"),
-                      error=open(sys.argv[7]).read().strip()[-200:] or None)))' "$j" "$model" "$p" "$b" \
-          "$([ "$b" = "$batch" ] && echo answer || echo answer+5%)" "$rc" "$out/err.txt")"
-    done
+    # The answer's own rewritten step, trained 10 steps under the cap; batch+1 was refused by max-batch's bisection.
+    r=$(timeout -k 5 "${TRAIN_TIMEOUT:-120}" $m run --graph "$dir/$p.ir" --device "$device" --device-memory "$cap" \
+        --steps 10 --json 2>"$out/err.txt")
+    rc=$?
+    j=$(tail -n 1 <<<"$r"); grep -q '^{' <<<"$j" || j='{}'
+    row "$(python3 -c 'import json, sys; j = json.loads(sys.argv[1]); mb = json.loads(sys.argv[7])
+a = next(r for r in mb["results"] if r["planner"] == sys.argv[3])
+print(json.dumps(dict(model=sys.argv[2], planner=sys.argv[3], batch=int(sys.argv[4]), refused_batch=int(sys.argv[4]) + 1,
+                      trained_steps=len(j.get("losses", [])), exit=int(sys.argv[5]),
+                      max_batch_peak_bytes=a["peak_bytes"], max_batch_device_peak_bytes=a["device_peak_bytes"],
+                      peak_bytes=j.get("peak_bytes"), reserved_peak_bytes=j.get("reserved_peak_bytes"),
+                      device_peak_bytes=j.get("device_peak_bytes"), step_ms=j.get("step_ms"),
+                      error=open(sys.argv[6]).read().strip()[-200:] or None)))' "$j" "$model" "$p" "$batch" "$rc" "$out/err.txt" "$line")"
   done
 done
 
 python3 - "$res" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-print(f"\n{'model':<11} {'planner':<10} {'batch':>6} {'role':<10} {'exit':>4} {'alloc MiB':>9} {'reserved':>9} {'device':>9} {'ms':>8}")
+print(f"\n{'model':<11} {'planner':<10} {'batch':>6} {'trained':>7} {'exit':>4} {'alloc MiB':>9} {'reserved':>9} {'device':>9} {'ms':>8}")
 for r in rows:
     f = lambda k: f"{r[k] / 2**20:.0f}" if r.get(k) else "-"
-    print(f"{r['model']:<11} {r['planner']:<10} {r['batch']:>6} {r['role']:<10} {r['exit']:>4} {f('peak_bytes'):>9} "
+    print(f"{r['model']:<11} {r['planner']:<10} {r['batch']:>6} {r['trained_steps']:>7} {r['exit']:>4} {f('peak_bytes'):>9} "
           f"{f('reserved_peak_bytes'):>9} {f('device_peak_bytes'):>9} {r.get('step_ms') or '-':>8}")
 PY
 echo "done in ${SECONDS}s"

@@ -96,6 +96,19 @@ sys.exit(not (b["fits"] is False and b["peak_bytes"] is None and b["predicted_pe
   || { echo "FAIL: optimize under --device-memory: $last"; fails=$((fails+1)); }
 rm -rf "$cap_dir"
 
+# max-batch under a cap: every answer's rewritten step (--out) trains 10 steps under that cap.
+mb_dir=$(mktemp -d)
+if "$mutwo" max-batch --model mlp --memory 10MiB --device-memory 10MiB --quiet --out "$mb_dir" >/dev/null; then
+  for p in none per-layer mutwo; do
+    "$mutwo" run --graph "$mb_dir/$p.ir" --steps 10 --device-memory 10MiB >/dev/null 2>&1 \
+      && echo "ok: max-batch's $p answer trains under its cap" \
+      || { echo "FAIL: max-batch's $p answer does not train under its cap"; fails=$((fails+1)); }
+  done
+else
+  echo "FAIL: max-batch under --device-memory"; fails=$((fails+1))
+fi
+rm -rf "$mb_dir"
+
 # The model zoo's done-when runs: the largest models train on the CPU.
 for args in "--model resnet-152 --batch 2 --image-size 64 --steps 2" "--model bert-base --batch 2 --steps 1"; do
   last=$("$mutwo" run $args --json | tail -n 1) || { echo "FAIL: mutwo run $args"; fails=$((fails+1)); continue; }

@@ -89,6 +89,7 @@ struct MaxBatchCommand {
   std::string planners = "none,per-layer,mutwo";
   std::string device = "cpu";
   std::string device_memory;  // --device-memory
+  std::string out;            // --out: each answer's rewritten step
   int64_t limit = 4096;
   uint64_t seed = 0;
   bool json_out = false;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "ir/text.h"
 #include "cli/pipeline.h"
 #include "report/report.h"
 #include "runtime/memory.h"
@@ -119,6 +120,7 @@ void MaxBatchCommand::add_to(CLI::App& app) {
   add_device_memory_option(app, device_memory);
   app.add_option("--limit", limit, "largest batch to try")->capture_default_str()->check(kPositive);
   app.add_option("--seed", seed, "seed")->capture_default_str();
+  app.add_option("--out", out, "directory for each answer's rewritten step, PLANNER.ir (train it with run --graph)");
   app.add_flag("--json", json_out, "end with one JSON line");
   app.add_flag("--quiet", quiet, "no progress lines on stderr");
 }
@@ -127,7 +129,7 @@ int MaxBatchCommand::run() const {
   c10::Device dev = open_device(device, device_memory);
   const int64_t cap = parse_bytes(memory);
   json rows = json::array();
-  fmt::print("| planner | largest batch | measured peak |\n|---|---|---|\n");
+  fmt::print("| planner | largest batch | measured peak | device peak |\n|---|---|---|---|\n");
   for (const std::string& planner : [&] {
          std::vector<std::string> v;
          size_t pos = 0;
@@ -140,43 +142,68 @@ int MaxBatchCommand::run() const {
          return v;
        }()) {
     const int64_t device_memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
-    // Measured peak of `planner` at batch b under the cap (0 if it does not fit).
-    auto fits = [&](int64_t b) -> int64_t {
+    // Device bytes of `planner` at batch b (0 if it does not fit `cap`). A
+    // budget is what the device holds for the process: the plan's allocated
+    // budget leaves room for what the CUDA context and libraries hold, and
+    // when the measured device peak still passes the cap (the allocator's
+    // fragmentation, workspaces), the overshoot comes off the budget and the
+    // step is planned again, up to three times.
+    struct Fit {
+      int64_t peak = 0, device_peak = 0;  // allocated and device bytes; 0: does not fit
+      std::string step;                   // the rewritten step, as IR text (--out)
+    };
+    auto fits = [&](int64_t b) -> Fit {
       StepOptions s = step;
       s.batch = b;
       if (!quiet) fmt::print(stderr, "max-batch: {} at batch {}\n", planner, b);
-      try {
-        ir::Graph g = s.build();
-        Planned p = plan_step(g, dev, seed, planner, std::to_string(cap), false, step.model, b, device_memory_cap);
-        if (planner != "none" && !p.plan.feasible) return 0;
-        int64_t peak = measure(p.rewritten.graph, dev, seed, 1).peak_bytes;
-        return peak <= cap ? peak : 0;
-      } catch (const std::exception& e) {
-        if (runtime::is_out_of_memory(e)) return 0;  // does not fit
-        throw;  // any other failure is an error, not a smaller batch
+      const ir::Graph g = s.build();
+      int64_t budget = cap - runtime::outside_allocator_bytes(dev);
+      for (int attempt = 0; attempt < (planner == "none" ? 1 : 3) && budget > 0; ++attempt) {
+        try {
+          Planned p = plan_step(g, dev, seed, planner, std::to_string(budget), false, step.model, b, device_memory_cap);
+          if (planner != "none" && !p.plan.feasible) return {};
+          const Measured m = measure(p.rewritten.graph, dev, seed, 2);
+          if (m.device_peak_bytes <= cap && m.peak_bytes <= cap)
+            return {m.peak_bytes, m.device_peak_bytes, out.empty() ? std::string() : ir::print(p.rewritten.graph)};
+          budget -= m.device_peak_bytes - cap;
+        } catch (const std::exception& e) {
+          if (!runtime::is_out_of_memory(e)) throw;  // any other failure is an error, not a smaller batch
+          runtime::release_cached_memory(dev);
+          budget = budget / 20 * 19;  // out of memory: how far over is unknown
+        }
       }
+      return {};
     };
-    int64_t lo = 0, lo_peak = 0, hi = 1;
+    int64_t lo = 0, hi = 1;
+    Fit best;
     while (hi <= limit) {  // doubling
-      int64_t pk = fits(hi);
-      if (!pk) break;
+      const Fit f = fits(hi);
+      if (!f.peak) break;
       lo = hi;
-      lo_peak = pk;
+      best = f;
       hi *= 2;
     }
     if (hi > limit) hi = limit + 1;
     while (hi - lo > 1) {  // bisection between a fitting and a failing batch
-      int64_t mid = lo + (hi - lo) / 2;
-      int64_t pk = fits(mid);
-      if (pk) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      const Fit f = fits(mid);
+      if (f.peak) {
         lo = mid;
-        lo_peak = pk;
+        best = f;
       } else {
         hi = mid;
       }
     }
-    fmt::print("| {} | {} | {} |\n", planner, lo, format_bytes(lo_peak));
-    rows.push_back({{"planner", planner}, {"max_batch", lo}, {"peak_bytes", lo_peak}});
+    fmt::print("| {} | {} | {} | {} |\n", planner, lo, format_bytes(best.peak), format_bytes(best.device_peak));
+    json r{{"planner", planner}, {"max_batch", lo}, {"peak_bytes", best.peak}, {"device_peak_bytes", best.device_peak}};
+    if (!out.empty() && lo > 0) {
+      fs::create_directories(out);
+      const std::string path = out + "/" + planner + ".ir";
+      std::ofstream f(path);
+      MUTWO_CHECK(f << best.step, "--out: cannot write {}", path);
+      r["step"] = path;
+    }
+    rows.push_back(r);
   }
   if (json_out)
     std::cout << json{{"command", "max-batch"}, {"memory_bytes", cap}, {"model", step.model}, {"results", rows}}.dump()

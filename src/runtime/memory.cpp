@@ -23,6 +23,7 @@
 #endif
 
 #include "support/error.h"
+#include "support/units.h"
 
 namespace mutwo::runtime {
 
@@ -239,9 +240,14 @@ void set_memory_limit(const c10::Device& device, int64_t bytes) {
   C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   MUTWO_CHECK(bytes == 0 || static_cast<size_t>(bytes) <= total, "--device-memory {} is more than the card's {}",
               bytes, total);
-  // The caching allocator's cap: what it may reserve, a fraction of the card.
-  c10::cuda::CUDACachingAllocator::setMemoryFraction(bytes ? static_cast<double>(bytes) / static_cast<double>(total) : 1.0,
-                                                     index);
+  // The caching allocator's cap, a fraction of the card: what it may reserve
+  // once the context and libraries (held now, outside it) are counted, as on
+  // a card of `bytes`.
+  const int64_t outside = outside_allocator_bytes(device);
+  MUTWO_CHECK(bytes == 0 || bytes > outside, "--device-memory {}: the CUDA context and libraries alone hold {}",
+              format_bytes(bytes), format_bytes(outside));
+  c10::cuda::CUDACachingAllocator::setMemoryFraction(
+      bytes ? static_cast<double>(bytes - outside) / static_cast<double>(total) : 1.0, index);
   cuda_limit = bytes;
 #else
   MUTWO_FAIL("this mutwo was built without CUDA");
