@@ -96,6 +96,15 @@ sys.exit(not (b["fits"] is False and b["peak_bytes"] is None and b["predicted_pe
   || { echo "FAIL: optimize under --device-memory: $last"; fails=$((fails+1)); }
 rm -rf "$cap_dir"
 
+# sweep under a cap the unplanned step does not fit: the planned points only.
+sw_dir=$(mktemp -d)
+last=$("$mutwo" sweep --model transformer-lm --batches 8 --budget 60% --device-memory 1200KiB --steps 1 --quiet --json \
+       --out "$sw_dir" 2>/dev/null | tail -n 1)
+python3 -c 'import json,sys; v=[p["variant"] for p in json.loads(sys.argv[1])["points"]]; sys.exit(v != ["per-layer", "mutwo"])' "$last" \
+  && echo "ok: sweep under --device-memory leaves out the baseline that does not fit" \
+  || { echo "FAIL: sweep under --device-memory: $last"; fails=$((fails+1)); }
+rm -rf "$sw_dir"
+
 # max-batch under a cap: every answer's rewritten step (--out) trains 10 steps under that cap.
 mb_dir=$(mktemp -d)
 if "$mutwo" max-batch --model mlp --memory 10MiB --device-memory 10MiB --quiet --out "$mb_dir" >/dev/null; then

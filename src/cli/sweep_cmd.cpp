@@ -78,7 +78,9 @@ int SweepCommand::run() const {
       if (!quiet) fmt::print(stderr, "sweep: batch {} {}\n", b, v);
       Planned p = plan_step(g, dev, seed, v, v == "per-layer" ? "100%" : budget, false, step.model, b,
                             device_memory.empty() ? 0 : parse_bytes(device_memory));
-      if (v == "per-layer") {
+      if (v == "per-layer" && p.profiled_under) {
+        fmt::print(stderr, "sweep: batch {}: the unplanned step does not fit the device; no baseline point\n", b);
+      } else if (v == "per-layer") {
         pts.push_back({b, "baseline", measure(p.input.graph, dev, seed, steps), p.unplanned_peak, 0});
       }
       pts.push_back({b, v, measure(p.rewritten.graph, dev, seed, steps), p.plan.predicted.peak_bytes,
