@@ -22,6 +22,23 @@ PlanInput make_input(const profile::Profile& p) {
   }
   MUTWO_CHECK(in.graph.nodes().size() == p.nodes.size(), "the profile has {} node records for a graph of {} nodes",
               p.nodes.size(), in.graph.nodes().size());
+  // The records must describe this graph: the planners index values and nodes by them.
+  MUTWO_CHECK(p.values.size() == in.graph.num_values(), "the profile has {} value records for a graph of {} values",
+              p.values.size(), in.graph.num_values());
+  std::unordered_map<std::string, int64_t> bytes_of;
+  for (const profile::ValueRecord& r : p.values) bytes_of.emplace(r.name, r.bytes);
+  for (const ir::Value& v : in.graph.values()) {
+    auto it = bytes_of.find(v.name);
+    MUTWO_CHECK(it != bytes_of.end(), "values: no record of %{}, which the graph has", v.name);
+    MUTWO_CHECK(it->second == v.type.bytes(), "values: the record of %{} says {} bytes, the graph {}", v.name, it->second,
+                v.type.bytes());
+  }
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const ir::Node& node = in.graph.nodes()[n];
+    const std::string name = node.outputs.empty() ? fmt::format("{}@{}", node.op, n) : in.graph.value(node.outputs[0]).name;
+    MUTWO_CHECK(p.nodes[n].name == name, "nodes[{}]: the record is of '{}', the graph's node {} makes '{}'", n,
+                p.nodes[n].name, n, name);
+  }
   in.profile = p;
   for (const auto& n : p.nodes) {
     in.node_ms.push_back(n.ms);

@@ -1,4 +1,7 @@
 // profile.json: the Profile's versioned JSON form.
+#include <type_traits>
+#include <limits>
+#include <cmath>
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -32,13 +35,33 @@ std::vector<std::string> role_names(const std::vector<ir::Role>& roles) {
 // Reads a field, turning a missing or mistyped one into a message naming it.
 template <class T>
 T field(const json& j, const char* key, const std::string& where) {
+  MUTWO_CHECK(j.is_object(), "{}: expected an object, got {}", where, j.type_name());
   auto it = j.find(key);
   MUTWO_CHECK(it != j.end(), "{}: missing field '{}'", where, key);
+  // Integers must be written as integers (1.9 is not a version, 1.5 not a
+  // batch) and numbers must be finite.
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    MUTWO_CHECK(it->is_number_integer(), "{}: field '{}' must be an integer, got {}", where, key, it->dump());
+    MUTWO_CHECK(it->is_number_unsigned() || it->get<int64_t>() >= std::numeric_limits<T>::min(),
+                "{}: field '{}' is out of range", where, key);
+    MUTWO_CHECK(it->get<int64_t>() <= std::numeric_limits<T>::max(), "{}: field '{}' is out of range", where, key);
+  }
+  if constexpr (std::is_floating_point_v<T>)
+    MUTWO_CHECK(it->is_number() && std::isfinite(it->get<double>()), "{}: field '{}' must be a finite number, got {}",
+                where, key, it->dump());
   try {
     return it->get<T>();
   } catch (const json::exception&) {
     MUTWO_FAIL("{}: field '{}' has the wrong type ({})", where, key, it->type_name());
   }
+}
+
+// Sizes and times are never negative.
+template <class T>
+T non_negative(const json& j, const char* key, const std::string& where) {
+  T v = field<T>(j, key, where);
+  MUTWO_CHECK(v >= 0, "{}: field '{}' must not be negative, got {}", where, key, v);
+  return v;
 }
 
 ir::Role role_of(const std::string& s, const std::string& where) {
@@ -125,16 +148,16 @@ Profile from_json_text(const std::string& text, const std::string& source) {
               "{}: profile format version {} is not supported (this mutwo reads version {}); rerun mutwo profile",
               source, p.version, kProfileVersion);
   p.model = field<std::string>(j, "model", source);
-  p.batch = field<int64_t>(j, "batch", source);
+  p.batch = non_negative<int64_t>(j, "batch", source);
   p.device = field<std::string>(j, "device", source);
-  p.iters = field<int>(j, "iters", source);
-  p.warmup = field<int>(j, "warmup", source);
-  p.persistent_bytes = field<int64_t>(j, "persistent_bytes", source);
-  p.peak_bytes = field<int64_t>(j, "peak_bytes", source);
+  p.iters = non_negative<int>(j, "iters", source);
+  p.warmup = non_negative<int>(j, "warmup", source);
+  p.persistent_bytes = non_negative<int64_t>(j, "persistent_bytes", source);
+  p.peak_bytes = non_negative<int64_t>(j, "peak_bytes", source);
   p.peak_node = field<int32_t>(j, "peak_node", source);
-  p.peak_workspace_bytes = field<int64_t>(j, "peak_workspace_bytes", source);
-  p.step_ms = field<double>(j, "step_ms", source);
-  p.node_ms_sum = field<double>(j, "node_ms_sum", source);
+  p.peak_workspace_bytes = non_negative<int64_t>(j, "peak_workspace_bytes", source);
+  p.step_ms = non_negative<double>(j, "step_ms", source);
+  p.node_ms_sum = non_negative<double>(j, "node_ms_sum", source);
   p.graph_text = field<std::string>(j, "graph", source);
   const json by_role = field<json>(j, "peak_by_role_bytes", source);
   for (int r = 0; r < ir::kNumRoles; ++r)
@@ -145,24 +168,25 @@ Profile from_json_text(const std::string& text, const std::string& source) {
     std::string where = fmt::format("{} nodes[{}]", source, i++);
     NodeRecord r;
     r.rank = field<int32_t>(n, "rank", where);
+    MUTWO_CHECK(r.rank == i - 1, "{}: rank {} where {} was expected (node records in execution order)", where, r.rank, i - 1);
     r.name = field<std::string>(n, "name", where);
     r.op = field<std::string>(n, "op", where);
     auto ph = ir::parse_phase(field<std::string>(n, "phase", where));
     MUTWO_CHECK(ph.has_value(), "{}: unknown phase", where);
     r.phase = *ph;
     r.scope = field<std::string>(n, "scope", where);
-    r.ms = field<double>(n, "ms", where);
-    r.live_before = field<int64_t>(n, "live_before_bytes", where);
-    r.live_after = field<int64_t>(n, "live_after_bytes", where);
-    r.peak_during = field<int64_t>(n, "peak_during_bytes", where);
+    r.ms = non_negative<double>(n, "ms", where);
+    r.live_before = non_negative<int64_t>(n, "live_before_bytes", where);
+    r.live_after = non_negative<int64_t>(n, "live_after_bytes", where);
+    r.peak_during = non_negative<int64_t>(n, "peak_during_bytes", where);
     r.workspace_bytes = field<int64_t>(n, "workspace_bytes", where);
-    r.predicted_live_after = field<int64_t>(n, "predicted_live_after_bytes", where);
+    r.predicted_live_after = non_negative<int64_t>(n, "predicted_live_after_bytes", where);
     auto by_role = field<std::vector<int64_t>>(n, "live_by_role_bytes", where);
     MUTWO_CHECK(by_role.size() == r.live_by_role.size(), "{}: live_by_role_bytes needs {} entries", where,
                 r.live_by_role.size());
     std::copy(by_role.begin(), by_role.end(), r.live_by_role.begin());
-    r.flops = field<double>(n, "flops", where);
-    if (n.contains("bytes_moved")) r.bytes_moved = field<int64_t>(n, "bytes_moved", where);  // absent before 2026-11-26
+    r.flops = non_negative<double>(n, "flops", where);
+    if (n.contains("bytes_moved")) r.bytes_moved = non_negative<int64_t>(n, "bytes_moved", where);  // absent before 2026-11-26
     r.input_roles = roles_of(n, "input_roles", where);
     r.output_roles = roles_of(n, "output_roles", where);
     p.nodes.push_back(std::move(r));
@@ -172,19 +196,25 @@ Profile from_json_text(const std::string& text, const std::string& source) {
     std::string where = fmt::format("{} values[{}]", source, i++);
     ValueRecord r;
     r.name = field<std::string>(v, "name", where);
-    r.bytes = field<int64_t>(v, "bytes", where);
+    r.bytes = non_negative<int64_t>(v, "bytes", where);
     r.role = role_of(field<std::string>(v, "role", where), where);
     r.def = field<int32_t>(v, "def", where);
     r.last_fwd = field<int32_t>(v, "last_fwd", where);
     r.first_bwd = field<int32_t>(v, "first_bwd", where);
     r.last_bwd = field<int32_t>(v, "last_bwd", where);
-    r.idle_ms = field<double>(v, "idle_ms", where);
+    r.idle_ms = non_negative<double>(v, "idle_ms", where);
     r.random = field<bool>(v, "random", where);
     r.view = field<bool>(v, "view", where);
     p.values.push_back(std::move(r));
   }
   MUTWO_CHECK(p.peak_node >= -1 && p.peak_node < static_cast<int32_t>(p.nodes.size()),
               "{}: peak_node {} is not a node", source, p.peak_node);
+  // Ranks a value record names must be nodes (the planners index by them).
+  const auto n_nodes = static_cast<int32_t>(p.nodes.size());
+  for (size_t k = 0; k < p.values.size(); ++k)
+    for (int32_t rank : {p.values[k].def, p.values[k].last_fwd, p.values[k].first_bwd, p.values[k].last_bwd})
+      MUTWO_CHECK(rank >= -1 && rank < n_nodes, "{} values[{}]: rank {} is not a node (the profile has {})", source, k, rank,
+                  n_nodes);
   return p;
 }
 
