@@ -121,6 +121,22 @@ else
 fi
 rm -rf "$mb_dir"
 
+# A loaded graph that recomputes a random op, or names no outputs, is refused (issue 15).
+ir_dir=$(mktemp -d)
+"$mutwo" show --model mlp > "$ir_dir/mlp.ir" 2>/dev/null
+python3 - "$ir_dir" <<'PY'
+import sys
+d = sys.argv[1]
+lines = open(f"{d}/mlp.ir").read().split("\n")
+i = next(k for k, l in enumerate(lines) if l.startswith("%loss.grad"))
+lines.insert(i + 1, "%fc1.dropout_mask.rc : bool[64,512] other = dropout_mask(%fc1.relu) {p=0.1} recompute scope=fc1")
+open(f"{d}/random.ir", "w").write("\n".join(lines))
+open(f"{d}/no_outputs.ir", "w").write("\n".join(l for l in lines[:i + 1] + lines[i + 2:] if not l.startswith("outputs")))
+PY
+expect_error "dropout_mask may not be recomputed: it is random" run --graph "$ir_dir/random.ir" --steps 1
+expect_error "the graph names no outputs" run --graph "$ir_dir/no_outputs.ir" --steps 1
+rm -rf "$ir_dir"
+
 # A profile is validated after parsing (issue 15): each mutation exits 2 naming the field, never a crash.
 pf_dir=$(mktemp -d)
 "$mutwo" profile --model mlp --batch 8 --out "$pf_dir" --quiet >/dev/null 2>&1

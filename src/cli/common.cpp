@@ -70,7 +70,9 @@ ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& o
   std::stringstream text;
   text << in.rdbuf();
   try {
+    MUTWO_CHECK(in.good() || in.eof(), "cannot read it: check the path");
     ir::Graph g = ir::parse(text.str());
+    MUTWO_CHECK(!g.outputs.empty(), "the graph names no outputs (a last line 'outputs %loss')");
     ops::verify(g);
     return g;
   } catch (const UserError& e) {

@@ -74,6 +74,10 @@ const OpDef& op(std::string_view name) {
 
 ir::OpCheck check(const ir::Graph& g, const ir::Node& n) {
   const OpDef& d = op(n.op);
+  // A recomputation repeats a node's work exactly; a random op would draw anew.
+  MUTWO_CHECK(n.phase != ir::Phase::recompute || recomputable(n), "{} may not be recomputed: {}", display_name(n),
+              has(n, kRandom) ? "it is random (its draws would differ from the forward pass's)"
+                              : "it writes in place (a repeat would apply the write twice)");
   auto count = static_cast<int>(n.inputs.size());
   MUTWO_CHECK(count >= d.min_inputs && count <= d.max_inputs, "op {} takes {} inputs, got {}", d.name,
               d.min_inputs == d.max_inputs ? fmt::format("{}", d.min_inputs)
