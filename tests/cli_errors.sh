@@ -121,6 +121,13 @@ else
 fi
 rm -rf "$mb_dir"
 
+# An --out that cannot be a folder is exit 2 naming it (a file stands in the way).
+blocker=$(mktemp)
+expect_error "cannot make the folder $blocker/o" optimize --model mlp --batch 8 --budget 90% --steps 1 --quiet --out "$blocker/o"
+expect_error "cannot make the folder $blocker/s" sweep --model mlp --batches 8 --steps 1 --quiet --out "$blocker/s"
+expect_error "cannot make the folder $blocker/p" profile --model mlp --batch 8 --quiet --out "$blocker/p"
+rm -f "$blocker"
+
 # A loaded graph that recomputes a random op, or names no outputs, is refused (issue 15).
 ir_dir=$(mktemp -d)
 "$mutwo" show --model mlp > "$ir_dir/mlp.ir" 2>/dev/null

@@ -17,6 +17,7 @@
 #include "report/report.h"
 #include "runtime/memory.h"
 #include "support/error.h"
+#include "support/files.h"
 #include "support/units.h"
 
 namespace mutwo::cli {
@@ -51,7 +52,7 @@ int OptimizeCommand::run() const {
   c10::Device dev = open_device(device, device_memory);
   std::optional<runtime::SideStream> side;
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
-  fs::create_directories(out);
+  make_dirs(out);
   ir::Graph g = step.build();
   const std::string name = step.name(g);
   const int64_t memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
@@ -81,7 +82,7 @@ int OptimizeCommand::run() const {
   // What was written: the plan, the rewritten graph, both measured timelines, the report.
   plan::write_plan_json(p.input, p.plan, p.unplanned_peak, out + "/plan.json");
   plan::write_plan_csv(p.input, p.plan, out + "/plan.csv");
-  std::ofstream(out + "/rewritten.ir") << ir::print(planned);
+  write_file(out + "/rewritten.ir", ir::print(planned));
   profile::ProfileOptions po;
   po.device = dev.str();
   po.seed = seed;
@@ -136,7 +137,7 @@ int OptimizeCommand::run() const {
                                fits ? "fits" : "exceeds", check_result);
   for (const auto& [scope, e] : by_scope) md += fmt::format("| {} | {} | {} |\n", scope, e.first, format_bytes(e.second));
   md += fmt::format("\n## Reproduce\n\n```sh\n{}\n```\n", command_line());
-  std::ofstream(out + "/report.md") << md;
+  write_file(out + "/report.md", md);
 
   if (json_out) {
     json j{{"command", "optimize"},

@@ -11,6 +11,7 @@
 #include "plan/plan.h"
 #include "report/report.h"
 #include "support/error.h"
+#include "support/files.h"
 #include "support/units.h"
 
 namespace mutwo::cli {
@@ -68,11 +69,11 @@ void plot_tradeoff(const std::vector<plan::Plan>& plans, const plan::PlanInput& 
                          p.predicted.extra_ms, int{p.feasible});
       dat += fmt::format("{:.6f} {:.4f}\n", p.predicted.extra_ms, static_cast<double>(p.predicted.peak_bytes) / 1048576.0);
     }
-    std::ofstream(dir + "/tradeoff_" + names[i] + ".dat") << dat;
+    write_file(dir + "/tradeoff_" + names[i] + ".dat", dat);
     plot += fmt::format("{}'tradeoff_{}.dat' using 1:2 with linespoints pt 7 lw 2 title '{}'", i ? ", " : "",
                         names[i], names[i]);
   }
-  std::ofstream(dir + "/tradeoff.csv") << csv;
+  write_file(dir + "/tradeoff.csv", csv);
   std::string body = fmt::format(
       "set title \"{}: predicted peak against extra recompute time\"\nset xlabel 'extra time (ms)'\n"
       "set ylabel 'predicted peak (MiB)'\nset grid\nset key outside right top\nplot {}",
@@ -95,7 +96,7 @@ int PlanCommand::run() const {
   plan::PlanInput in = plan::make_input(profile::read_profile(profile_path));
   const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
   fs::path out_path(out);
-  if (out_path.has_parent_path()) fs::create_directories(out_path.parent_path());
+  if (out_path.has_parent_path()) make_dirs(out_path.parent_path().string());
   std::string dir = out_path.has_parent_path() ? out_path.parent_path().string() : ".";
 
   if (!sweep.empty()) {

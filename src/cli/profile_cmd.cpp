@@ -11,6 +11,7 @@
 #include "report/report.h"
 #include "runtime/memory.h"
 #include "support/error.h"
+#include "support/files.h"
 #include "support/units.h"
 
 namespace mutwo::cli {
@@ -92,9 +93,7 @@ void ProfileCommand::add_to(CLI::App& app) {
 
 int ProfileCommand::run() const {
   c10::Device dev = open_device(device, device_memory);
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  MUTWO_CHECK(!ec, "cannot create --out directory {}: {}", out, ec.message());
+  make_dirs(out);
   if (batches.empty()) {
     profile::Profile p = profile_one(*this, step.batch, out);
     print_summary(p, out);

@@ -13,6 +13,7 @@
 #include "report/report.h"
 #include "runtime/memory.h"
 #include "support/error.h"
+#include "support/files.h"
 #include "support/units.h"
 
 namespace mutwo::cli {
@@ -38,7 +39,7 @@ void plot_lines(const std::vector<Point>& pts, const std::vector<std::string>& v
     for (const auto& p : pts)
       if (p.variant == variants[i])
         dat += fmt::format("{} {:.4f}\n", p.batch, memory ? static_cast<double>(p.m.peak_bytes) / 1048576.0 : p.m.step_ms);
-    std::ofstream(fmt::format("{}/{}_{}.dat", dir, name, variants[i])) << dat;
+    write_file(fmt::format("{}/{}_{}.dat", dir, name, variants[i]), dat);
     plot += fmt::format("{}'{}_{}.dat' using 1:2 with linespoints pt 7 lw 2 title '{}'", i ? ", " : "", name,
                         variants[i], variants[i]);
   }
@@ -67,7 +68,7 @@ void SweepCommand::add_to(CLI::App& app) {
 
 int SweepCommand::run() const {
   c10::Device dev = open_device(device, device_memory);
-  fs::create_directories(out);
+  make_dirs(out);
   std::vector<Point> pts;
   std::vector<std::string> variants = {"baseline", "per-layer", planner};
   for (int64_t b : parse_int_list(batches)) {
@@ -101,15 +102,15 @@ int SweepCommand::run() const {
     rows.push_back({{"batch", p.batch}, {"variant", p.variant}, {"budget_bytes", p.budget}, {"peak_bytes", p.m.peak_bytes},
                     {"predicted_peak_bytes", p.predicted}, {"step_ms", p.m.step_ms}});
   }
-  std::ofstream(out + "/sweep.csv") << csv;
+  write_file(out + "/sweep.csv", csv);
   std::string what = fmt::format("{} on {}", step.model, dev.str());
   plot_lines(pts, variants, out, "peak_vs_batch", what + ": measured peak against batch size", "MiB", true);
   plot_lines(pts, variants, out, "time_vs_batch", what + ": step time against batch size", "ms (median step)", false);
-  std::ofstream(out + "/report.md") << fmt::format(
+  write_file(out + "/report.md", fmt::format(
       "# mutwo sweep: {}\n\nPlanner `{}` at budget {} of each batch's unplanned peak; per-layer checkpointing "
       "for comparison.\n\n| batch | variant | peak | predicted | step ms |\n|---|---|---|---|---|\n{}\n"
       "![peak](peak_vs_batch.svg)\n![time](time_vs_batch.svg)\n\n## Reproduce\n\n```sh\n{}\n```\n",
-      what, planner, budget, md_rows, command_line());
+      what, planner, budget, md_rows, command_line()));
   if (json_out) std::cout << json{{"command", "sweep"}, {"points", rows}, {"out_dir", out}}.dump() << std::endl;
   return 0;
 }
@@ -199,10 +200,9 @@ int MaxBatchCommand::run() const {
     fmt::print("| {} | {} | {} | {} |\n", planner, lo, format_bytes(best.peak), format_bytes(best.device_peak));
     json r{{"planner", planner}, {"max_batch", lo}, {"peak_bytes", best.peak}, {"device_peak_bytes", best.device_peak}};
     if (!out.empty() && lo > 0) {
-      fs::create_directories(out);
+      make_dirs(out);
       const std::string path = out + "/" + planner + ".ir";
-      std::ofstream f(path);
-      MUTWO_CHECK(f << best.step, "--out: cannot write {}", path);
+      write_file(path, best.step);
       r["step"] = path;
     }
     rows.push_back(r);

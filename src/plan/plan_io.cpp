@@ -6,6 +6,7 @@
 
 #include "plan/plan.h"
 #include "support/error.h"
+#include "support/files.h"
 
 namespace mutwo::plan {
 
@@ -76,16 +77,13 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
          {"planning_ms", p.planning_ms},
          {"note", p.note},
          {"activations", acts}};
-  std::ofstream out(path);
-  MUTWO_CHECK(out.good(), "cannot write {}", path);
-  out << j.dump(1) << "\n";
+  write_file(path, j.dump(1) + "\n");
 }
 
 void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path) {
   const ir::Graph& g = in.graph;
   std::set<ir::ValueId> dropped(p.drop.begin(), p.drop.end());
-  std::ofstream out(path);
-  MUTWO_CHECK(out.good(), "cannot write {}", path);
+  OutFile out(path);
   out << "name,bytes,decision,sources\n";
   for (const ir::Value& v : g.values()) {
     if (v.role != ir::Role::activation) continue;
@@ -95,6 +93,7 @@ void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path)
       for (ir::ValueId s : recompute_sources(in, p.drop, v.id)) src += (src.empty() ? "" : "|") + g.value(s).name;
     out << v.name << "," << v.type.bytes() << "," << (d ? "recompute" : "keep") << "," << src << "\n";
   }
+  out.commit();
 }
 
 std::vector<std::string> read_plan_drops(const std::string& path) {

@@ -9,6 +9,7 @@
 
 #include "profile/profile.h"
 #include "support/error.h"
+#include "support/files.h"
 
 namespace mutwo::profile {
 
@@ -219,10 +220,7 @@ Profile from_json_text(const std::string& text, const std::string& source) {
 }
 
 void write_profile(const Profile& p, const std::string& path) {
-  std::ofstream out(path);
-  MUTWO_CHECK(out.good(), "cannot write {}", path);
-  out << to_json_text(p) << "\n";
-  MUTWO_CHECK(out.good(), "error while writing {}", path);
+  write_file(path, to_json_text(p) + "\n");
 }
 
 Profile read_profile(const std::string& path) {

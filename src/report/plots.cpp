@@ -9,6 +9,7 @@
 
 #include "report/report.h"
 #include "support/error.h"
+#include "support/files.h"
 
 namespace mutwo::report {
 
@@ -34,12 +35,6 @@ const char* color(Role r) {
 }
 
 double mib(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
-
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  MUTWO_CHECK(out.good(), "cannot write {}", path);
-  out << text;
-}
 
 // The same plot to SVG and PNG.
 std::string terminals(const std::string& name, const std::string& plot, int w = 1100, int h = 520) {
@@ -169,7 +164,7 @@ void plot_before_after(const profile::Profile& before, const profile::Profile& a
     dat += fmt::format("{} {} {}\n", i,
                        i < before.nodes.size() ? fmt::format("{:.4f}", before.nodes[i].peak_during / 1048576.0) : "NaN",
                        i < after.nodes.size() ? fmt::format("{:.4f}", after.nodes[i].peak_during / 1048576.0) : "NaN");
-  std::ofstream(dir + "/memory_timeline_before_after.dat") << dat;
+  write_file(dir + "/memory_timeline_before_after.dat", dat);
   std::string body = fmt::format(
       "set title \"{0}: measured memory, without and with recomputation\"\n"
       "set xlabel 'node (execution order)'\nset ylabel 'MiB allocated (during node)'\nset grid\nset key top left\n"

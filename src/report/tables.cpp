@@ -7,6 +7,7 @@
 
 #include "report/report.h"
 #include "support/error.h"
+#include "support/files.h"
 
 namespace mutwo::report {
 
@@ -17,11 +18,6 @@ const char* const kActivationsCsvHeader = "name,bytes,def,last_fwd,first_bwd,las
 
 namespace {
 
-std::ofstream open_out(const std::string& path) {
-  std::ofstream out(path);
-  MUTWO_CHECK(out.good(), "cannot write {}", path);
-  return out;
-}
 
 // A CSV cell: quoted when it holds a comma or a quote.
 std::string cell(const std::string& s) {
@@ -40,22 +36,24 @@ std::string roles(const std::vector<ir::Role>& rs) {
 }  // namespace
 
 void write_nodes_csv(const profile::Profile& p, const std::string& path) {
-  auto out = open_out(path);
+  OutFile out(path);
   out << kNodesCsvHeader << "\n";
   for (const auto& n : p.nodes)
     out << fmt::format("{},{},{},{},{},{:.6f},{},{},{},{},{},{:.0f},{},{},{}\n", n.rank, cell(n.name), n.op,
                        ir::to_string(n.phase), cell(n.scope), n.ms, n.live_before, n.live_after, n.peak_during,
                        n.workspace_bytes, n.predicted_live_after, n.flops, roles(n.input_roles),
                        roles(n.output_roles), n.bytes_moved);
+  out.commit();
 }
 
 void write_activations_csv(const profile::Profile& p, const std::string& path) {
-  auto out = open_out(path);
+  OutFile out(path);
   out << kActivationsCsvHeader << "\n";
   for (const auto& v : p.values)
     if (v.role == ir::Role::activation)
       out << fmt::format("{},{},{},{},{},{},{:.6f},{},{}\n", cell(v.name), v.bytes, v.def, v.last_fwd, v.first_bwd,
                          v.last_bwd, v.idle_ms, int{v.random}, int{v.view});
+  out.commit();
 }
 
 void write_trace(const profile::Profile& p, const std::string& path) {
@@ -101,12 +99,11 @@ void write_trace(const profile::Profile& p, const std::string& path) {
   json trace{{"traceEvents", events},
              {"displayTimeUnit", "ms"},
              {"otherData", {{"model", p.model}, {"batch", p.batch}, {"device", p.device}}}};
-  auto out = open_out(path);
-  out << trace.dump() << "\n";
+  write_file(path, trace.dump() + "\n");
 }
 
 void write_profile_dir(const profile::Profile& p, const std::string& dir) {
-  std::filesystem::create_directories(dir);
+  make_dirs(dir);
   profile::write_profile(p, dir + "/profile.json");
   write_nodes_csv(p, dir + "/nodes.csv");
   write_activations_csv(p, dir + "/activations.csv");

@@ -1,6 +1,8 @@
 // write_tensor_file (see tensor_file.h); the layout is stepfile's.
 #include "runtime/tensor_file.h"
 
+#include <filesystem>
+#include <cstdio>
 #include <algorithm>
 #include <fstream>
 
@@ -24,11 +26,20 @@ void write_tensor_file(const std::string& path, const std::vector<std::pair<std:
     entries.push_back({name, {*type, c.sizes().vec(), 0, static_cast<int64_t>(c.nbytes())}});
     data.push_back(std::move(c));
   }
-  std::ofstream out(path, std::ios::binary);
+  // Whole or not at all, as support/files.h's write_file: into PATH.tmp, renamed when complete.
+  const std::string tmp = path + ".tmp";
+  std::ofstream out(tmp, std::ios::binary);
   MUTWO_CHECK(out, "cannot write {}: check that its folder exists and is writable", path);
   out << stepfile::tensor_file_header(entries);
   for (const at::Tensor& c : data) out.write(static_cast<const char*>(c.data_ptr()), static_cast<std::streamsize>(c.nbytes()));
-  MUTWO_CHECK(out.good(), "writing {} failed (disk full?)", path);
+  out.close();
+  if (!out) {
+    std::remove(tmp.c_str());
+    MUTWO_FAIL("writing {} failed (disk full?); nothing was written", path);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  MUTWO_CHECK(!ec, "cannot write {}: {}", path, ec.message());
 }
 
 }  // namespace mutwo::runtime

@@ -18,6 +18,7 @@
 #include "runtime/executor.h"
 #include "runtime/memory.h"
 #include "support/error.h"
+#include "support/files.h"
 #include "support/units.h"
 
 namespace mutwo::torchext {
@@ -253,8 +254,8 @@ void Session::write_report(const std::string& dir) const {
   report::write_profile_dir(input_.profile, dir);
   plan::write_plan_json(input_, plan_, unplanned_peak_, dir + "/plan.json");
   plan::write_plan_csv(input_, plan_, dir + "/plan.csv");
-  std::ofstream(dir + "/rewritten.ir") << ir::print(planned_);
-  std::ofstream(dir + "/summary.json") << json::parse(info_json()).dump(2) << "\n";
+  write_file(dir + "/rewritten.ir", ir::print(planned_));
+  write_file(dir + "/summary.json", json::parse(info_json()).dump(2) + "\n");
 }
 
 }  // namespace mutwo::torchext

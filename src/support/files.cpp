@@ -1,0 +1,40 @@
+// Writing output files whole or not at all (see files.h).
+#include "support/files.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "support/error.h"
+
+namespace mutwo {
+
+void write_file(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  MUTWO_CHECK(f, "cannot write {}: {} (check that its folder exists and is writable)", path, std::strerror(errno));
+  const bool written = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size() && std::fflush(f) == 0;
+  const int err = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed) {
+    std::remove(tmp.c_str());
+    MUTWO_FAIL("writing {} failed: {} (disk full?); nothing was written", path, std::strerror(err ? err : errno));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    MUTWO_FAIL("cannot write {}: {}", path, ec.message());
+  }
+}
+
+void make_dirs(const std::string& dir) {
+  if (dir.empty()) return;
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  MUTWO_CHECK(!ec && std::filesystem::is_directory(dir), "cannot make the folder {}: {}", dir,
+              ec ? ec.message() : "a file of that name is in the way");
+}
+
+}  // namespace mutwo

@@ -1,0 +1,30 @@
+// Writing output files whole or not at all: the text goes to PATH.tmp, which
+// is renamed to PATH only once every byte is written and flushed. A failed
+// write (no such folder, disk full) is a UserError naming the file, and it
+// leaves no PATH that looks finished (nor the .tmp).
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace mutwo {
+
+void write_file(const std::string& path, std::string_view bytes);
+
+// Creates `dir` and its parents if missing; a UserError naming it when that
+// is impossible (a file in the way, no permission).
+void make_dirs(const std::string& dir);
+
+// A stream collected in memory and written by write_file on commit():
+//   OutFile f(path); f << "a,b\n"; ...; f.commit();
+class OutFile : public std::ostringstream {
+ public:
+  explicit OutFile(std::string path) : path_(std::move(path)) {}
+  void commit() { write_file(path_, str()); }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace mutwo
