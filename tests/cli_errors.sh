@@ -141,6 +141,10 @@ open(f"{d}/random.ir", "w").write("\n".join(lines))
 open(f"{d}/no_outputs.ir", "w").write("\n".join(l for l in lines[:i + 1] + lines[i + 2:] if not l.startswith("outputs")))
 PY
 expect_error "dropout_mask may not be recomputed: it is random" run --graph "$ir_dir/random.ir" --steps 1
+expect_error "--model excludes --graph" run --graph "$ir_dir/mlp.ir" --model bert-base --steps 1
+expect_error "--batch excludes --graph" run --graph "$ir_dir/mlp.ir" --batch 8 --steps 1
+expect_error "/dev/zero is not a regular file" run --graph /dev/zero --steps 1
+expect_error "unknown device 'cudax'" run --device cudax --steps 1
 expect_error "the graph names no outputs" run --graph "$ir_dir/no_outputs.ir" --steps 1
 rm -rf "$ir_dir"
 

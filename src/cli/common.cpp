@@ -12,6 +12,7 @@
 #include "autodiff/autodiff.h"
 #include "runtime/memory.h"
 #include "support/error.h"
+#include "support/files.h"
 #include "support/units.h"
 
 namespace mutwo::cli {
@@ -39,23 +40,27 @@ const CLI::Validator kNonNegative = CLI::Validator(
 void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
     std::string names;
     for (const auto& m : models::model_list()) names += (names.empty() ? "" : ", ") + m.name;
-    app.add_option("--model", model, "model to build: " + names)->capture_default_str();
-    if (with_batch) app.add_option("--batch", batch, "batch size")->capture_default_str()->check(kPositive);
+    // What builds a zoo model; a --graph file fixes all of it, so they exclude each other.
+    std::vector<CLI::Option*> shape;
+    shape.push_back(app.add_option("--model", model, "model to build: " + names)->capture_default_str());
+    if (with_batch) shape.push_back(app.add_option("--batch", batch, "batch size")->capture_default_str()->check(kPositive));
     app.add_option("--optimizer", optimizer, "sgd (momentum 0.9), adam or adamw")
         ->capture_default_str()
         ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
     app.add_option("--lr", lr, "learning rate")->capture_default_str()->check(kNonNegative);
-    app.add_option("--dropout", dropout, "dropout probability (model default if unset)")->check(CLI::Range(0.0, 0.999));
-    app.add_option("--classes", classes, "number of classes (model default if unset)")->check(CLI::Range(2, 1 << 30));
-    app.add_option("--image-size", image_size, "image height and width (ResNet; default 224)")->check(kPositive);
-    app.add_option("--seq", seq, "sequence length (BERT 128, GPT-2 1024, transformer-lm 20 by default)")
-        ->check(kPositive);
-    app.add_option("--data", data, "text file to train transformer-lm on (byte tokens)")->check(CLI::ExistingFile);
-    if (with_graph)
-      app.add_option("--graph", graph,
+    shape.push_back(app.add_option("--dropout", dropout, "dropout probability (model default if unset)")->check(CLI::Range(0.0, 0.999)));
+    shape.push_back(app.add_option("--classes", classes, "number of classes (model default if unset)")->check(CLI::Range(2, 1 << 30)));
+    shape.push_back(app.add_option("--image-size", image_size, "image height and width (ResNet; default 224)")->check(kPositive));
+    shape.push_back(app.add_option("--seq", seq, "sequence length (BERT 128, GPT-2 1024, transformer-lm 20 by default)")
+        ->check(kPositive));
+    shape.push_back(app.add_option("--data", data, "text file to train transformer-lm on (byte tokens)")->check(CLI::ExistingFile));
+    if (with_graph) {
+      CLI::Option* g = app.add_option("--graph", graph,
                      "train this step instead of --model: a captured step (step.json, from python -m mutwo.capture) "
-                     "or IR text (optimize's rewritten.ir)")
+                     "or IR text (optimize's rewritten.ir); it fixes the model and batch")
           ->check(CLI::ExistingFile);
+      for (CLI::Option* o : shape) g->excludes(o);
+    }
   }
 
 std::string StepOptions::name(const ir::Graph& g) const { return graph.empty() ? model : g.name; }
@@ -66,12 +71,8 @@ std::string StepOptions::what() const {
 
 ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& optimizer) {
   if (stepfile::is_step_file(path)) return stepfile::load_step(path, optimizer);
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
   try {
-    MUTWO_CHECK(in.good() || in.eof(), "cannot read it: check the path");
-    ir::Graph g = ir::parse(text.str());
+    ir::Graph g = ir::parse(read_file(path));
     MUTWO_CHECK(!g.outputs.empty(), "the graph names no outputs (a last line 'outputs %loss')");
     ops::verify(g);
     return g;
@@ -105,8 +106,14 @@ ir::Graph StepOptions::build() const {
   }
 
 c10::Device parse_device(const std::string& s) {
-  MUTWO_CHECK(s == "cpu" || s.rfind("cuda", 0) == 0, "unknown device '{}'; use cpu or cuda (cuda:N)", s);
-  c10::Device d = s == "cpu" ? c10::Device(c10::DeviceType::CPU) : c10::Device(s);
+  const char* hint = "use cpu or cuda (cuda:N)";
+  MUTWO_CHECK(s == "cpu" || s.rfind("cuda", 0) == 0, "unknown device '{}'; {}", s, hint);
+  c10::Device d(c10::DeviceType::CPU);
+  try {
+    d = c10::Device(s);
+  } catch (const c10::Error&) {
+    MUTWO_FAIL("unknown device '{}'; {}", s, hint);
+  }
   if (d.is_cuda()) {
     std::string why;
     MUTWO_CHECK(runtime::cuda_available(&why), "--device {}: {}", s, why);

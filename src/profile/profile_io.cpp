@@ -2,6 +2,7 @@
 #include <type_traits>
 #include <limits>
 #include <cmath>
+#include <filesystem>
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -224,11 +225,9 @@ void write_profile(const Profile& p, const std::string& path) {
 }
 
 Profile read_profile(const std::string& path) {
-  std::ifstream in(path);
-  MUTWO_CHECK(in.good(), "cannot read profile {}: no such file (write one with mutwo profile --out DIR)", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return from_json_text(ss.str(), path);
+  MUTWO_CHECK(std::filesystem::exists(path), "cannot read profile {}: no such file (write one with mutwo profile --out DIR)",
+              path);
+  return from_json_text(read_file(path), path);
 }
 
 }  // namespace mutwo::profile

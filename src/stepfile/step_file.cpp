@@ -13,6 +13,7 @@
 #include "analysis/reinplace.h"
 #include "ops/op.h"
 #include "support/error.h"
+#include "support/files.h"
 
 namespace mutwo::stepfile {
 
@@ -20,12 +21,6 @@ namespace {
 
 using json = nlohmann::json;
 namespace fs = std::filesystem;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MUTWO_CHECK(in, "cannot open {}: check the path", path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // The step file names ir's types; the tensor file safetensors' names.
 constexpr std::pair<ir::DType, std::string_view> kSafetensorsTypes[] = {

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "support/error.h"
 
@@ -27,6 +28,22 @@ void write_file(const std::string& path, std::string_view bytes) {
     std::remove(tmp.c_str());
     MUTWO_FAIL("cannot write {}: {}", path, ec.message());
   }
+}
+
+std::string read_file(const std::string& path, int64_t limit) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  MUTWO_CHECK(!ec && std::filesystem::exists(status), "cannot open {}: no such file; check the path", path);
+  MUTWO_CHECK(std::filesystem::is_regular_file(status), "{} is not a regular file (a folder or a device?)", path);
+  const auto size = std::filesystem::file_size(path, ec);
+  MUTWO_CHECK(!ec && static_cast<int64_t>(size) <= limit, "{} is {} bytes, more than the {} this reader accepts", path,
+              ec ? 0 : size, limit);
+  std::ifstream in(path, std::ios::binary);
+  MUTWO_CHECK(in, "cannot open {}: {}", path, std::strerror(errno));
+  std::string text(size, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  MUTWO_CHECK(in.gcount() == static_cast<std::streamsize>(size), "reading {} failed", path);
+  return text;
 }
 
 void make_dirs(const std::string& dir) {

@@ -4,6 +4,7 @@
 // leaves no PATH that looks finished (nor the .tmp).
 #pragma once
 
+#include <cstdint>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -11,6 +12,11 @@
 namespace mutwo {
 
 void write_file(const std::string& path, std::string_view bytes);
+
+// The whole of a regular file of at most `limit` bytes: a UserError naming
+// it when it is missing, not a regular file (a device such as /dev/zero, a
+// folder) or larger than the limit.
+std::string read_file(const std::string& path, int64_t limit = int64_t{1} << 30);
 
 // Creates `dir` and its parents if missing; a UserError naming it when that
 // is impossible (a file in the way, no permission).
