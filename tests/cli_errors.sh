@@ -145,6 +145,7 @@ expect_error "--model excludes --graph" run --graph "$ir_dir/mlp.ir" --model ber
 expect_error "--batch excludes --graph" run --graph "$ir_dir/mlp.ir" --batch 8 --steps 1
 expect_error "/dev/zero is not a regular file" run --graph /dev/zero --steps 1
 expect_error "unknown device 'cudax'" run --device cudax --steps 1
+expect_error "more than 2^50 elements" info --batch 4611686018427387904
 expect_error "the graph names no outputs" run --graph "$ir_dir/no_outputs.ir" --steps 1
 rm -rf "$ir_dir"
 

@@ -35,8 +35,13 @@ std::optional<DType> parse_dtype(std::string_view s) {
 }
 
 int64_t TensorType::numel() const {
+  // Overflow-checked: a shape no machine could hold (--batch 2^62) is the
+  // user's error, not a wrapped-around size.
+  constexpr int64_t kMaxBytes = int64_t{1} << 50;  // 1 PiB, so that bytes() cannot overflow either
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    MUTWO_CHECK(d >= 0 && !__builtin_mul_overflow(n, d, &n) && n <= kMaxBytes,
+                "a tensor of shape {} has more than 2^50 elements; lower the batch or the sizes", shape_string(shape));
   return n;
 }
 
