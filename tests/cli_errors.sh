@@ -146,6 +146,9 @@ expect_error "--batch excludes --graph" run --graph "$ir_dir/mlp.ir" --batch 8 -
 expect_error "/dev/zero is not a regular file" run --graph /dev/zero --steps 1
 expect_error "unknown device 'cudax'" run --device cudax --steps 1
 expect_error "more than 2^50 elements" info --batch 4611686018427387904
+python3 -c "print('[' * 100000 + ']' * 100000)" > "$ir_dir/deep.json"
+expect_error "nested deeper than 64 levels" plan --profile "$ir_dir/deep.json" --budget 60%
+expect_error "nested deeper than 64 levels" run --graph "$ir_dir/deep.json" --steps 1
 expect_error "the graph names no outputs" run --graph "$ir_dir/no_outputs.ir" --steps 1
 rm -rf "$ir_dir"
 

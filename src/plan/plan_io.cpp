@@ -6,6 +6,7 @@
 
 #include "plan/plan.h"
 #include "support/error.h"
+#include "support/json_input.h"
 #include "support/files.h"
 
 namespace mutwo::plan {
@@ -97,17 +98,8 @@ void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path)
 }
 
 std::vector<std::string> read_plan_drops(const std::string& path) {
-  std::ifstream in(path);
-  MUTWO_CHECK(in.good(), "cannot read plan {}: no such file (write one with mutwo plan --out)", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  json j;
-  try {
-    j = json::parse(ss.str());
-  } catch (const json::parse_error& e) {
-    MUTWO_FAIL("{}: not valid JSON (error at byte {}); rerun mutwo plan", path, e.byte);
-  }
-  MUTWO_CHECK(j.value("format", "") == "mutwo.plan" && j.value("version", 0) == 1,
+  const json j = parse_json_input(read_file(path), path);
+  MUTWO_CHECK(j.is_object() && j.value("format", "") == "mutwo.plan" && j.value("version", 0) == 1,
               "{}: not a mutwo plan of version 1", path);
   std::vector<std::string> drops;
   for (const auto& a : j.at("activations"))

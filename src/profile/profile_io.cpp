@@ -10,6 +10,7 @@
 
 #include "profile/profile.h"
 #include "support/error.h"
+#include "support/json_input.h"
 #include "support/files.h"
 
 namespace mutwo::profile {
@@ -135,13 +136,7 @@ std::string to_json_text(const Profile& p) {
 }
 
 Profile from_json_text(const std::string& text, const std::string& source) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::parse_error& e) {
-    MUTWO_FAIL("{}: not a valid profile (JSON error at byte {}; is the file truncated?); rerun mutwo profile",
-               source, e.byte);
-  }
+  const json j = parse_json_input(text, source);
   MUTWO_CHECK(j.is_object() && j.value("format", "") == "mutwo.profile",
               "{}: not a mutwo profile (no \"format\": \"mutwo.profile\")", source);
   Profile p;

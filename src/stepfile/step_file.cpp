@@ -13,6 +13,7 @@
 #include "analysis/reinplace.h"
 #include "ops/op.h"
 #include "support/error.h"
+#include "support/json_input.h"
 #include "support/files.h"
 
 namespace mutwo::stepfile {
@@ -415,12 +416,7 @@ std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
               header_len, size);
   std::string header(header_len, '\0');
   in.read(header.data(), static_cast<std::streamsize>(header_len));
-  json h;
-  try {
-    h = json::parse(header);
-  } catch (const json::exception& e) {
-    MUTWO_FAIL("{}: its header is not JSON: {}", path, e.what());
-  }
+  const json h = parse_json_input(header, path + " (its header)");
   MUTWO_CHECK(h.is_object(), "{}: its header is not a JSON object", path);
   const int64_t data_start = 8 + static_cast<int64_t>(header_len);
   std::map<std::string, TensorEntry> out;
@@ -446,13 +442,7 @@ std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
 
 namespace {
 
-json parse_json(const std::string& text, const std::string& source) {
-  try {
-    return json::parse(text);
-  } catch (const json::exception& e) {
-    MUTWO_FAIL("{}: not a step file (truncated or not JSON): {}", source, e.what());
-  }
-}
+json parse_json(const std::string& text, const std::string& source) { return parse_json_input(text, source); }
 
 // The new buffer values of a functionalised graph (torch 2.x) copied into
 // the buffers; returns the copies' outputs.
