@@ -93,7 +93,14 @@ void PlanCommand::add_to(CLI::App& app) {
 }
 
 int PlanCommand::run() const {
-  plan::PlanInput in = plan::make_input(profile::read_profile(profile_path));
+  plan::PlanInput in = [&] {
+    const profile::Profile prof = profile::read_profile(profile_path);
+    try {
+      return plan::make_input(prof);
+    } catch (const UserError& e) {
+      MUTWO_FAIL("{}: {}", profile_path, e.what());
+    }
+  }();
   const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
   fs::path out_path(out);
   if (out_path.has_parent_path()) make_dirs(out_path.parent_path().string());
