@@ -166,6 +166,16 @@ class OutputSpec:
     tensor_positions: list[int]  # leaf position of each tensor output
 
 
+def named_state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters and buffers by qualified name, a tied tensor under every name it has."""
+    out: dict[str, torch.Tensor] = {}
+    for mname, m in module.named_modules(remove_duplicate=False):
+        for n, t in list(m._parameters.items()) + list(m._buffers.items()):
+            if t is not None:
+                out[f"{mname}.{n}" if mname else n] = t
+    return out
+
+
 def trace(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Optional[Callable],
           out_spec: Optional[list] = None) -> Joint:
     """Traces loss_fn(model, *example_inputs) and its backward into one FX graph;
@@ -186,10 +196,8 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Call
     named_params = list(wrapper.named_parameters())  # tied parameters once
     named_buffers = list(wrapper.named_buffers())
     all_names: dict[int, list[str]] = {id(t): [] for _, t in named_params + named_buffers}
-    for mname, m in wrapper.named_modules(remove_duplicate=False):  # tied tensors under every name
-        for n, t in list(m._parameters.items()) + list(m._buffers.items()):
-            if t is not None:
-                all_names[id(t)].append(f"{mname}.{n}" if mname else n)
+    for n, t in named_state(wrapper).items():  # tied tensors under every name
+        all_names[id(t)].append(n)
     for n, _ in named_params + named_buffers:
         if not n.startswith(prefix):
             raise CaptureError(f"loss_fn's own parameter or buffer {n} is not supported")

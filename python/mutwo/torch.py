@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from mutwo import _compat
-from mutwo.capture import CaptureError, OutputSpec, _rng_preserved, document, trace
+from mutwo.capture import CaptureError, OutputSpec, _rng_preserved, data_key, document, named_state, trace
 
 __all__ = ["wrap", "backend", "report", "MutwoError", "BudgetError", "CaptureError", "memory"]
 
@@ -102,19 +102,12 @@ class _Session:
         # the primal position of each gradient, in the order the extension returns them (the file's)
         self.gradient_of = [position[v["of"]] for v in doc["values"] if v["role"] == "gradient"]
         del joint
-        names, given = [], []
-        state = _state(module)
-        for v in doc["values"]:
-            role = v["role"]
-            if role in ("parameter", "buffer"):
-                names.append(v["qualname"])
-                given.append(state[v["qualname"]])
-            elif role == "input":
-                names.append(f"input{v['index']}")
-                given.append(args[v["index"]].detach())
-            elif role == "constant":
-                names.append(v["name"])
-                given.append(tensors[v["name"]])
+        # Every tensor by its graph name (data_key): the user's own where they exist, the capture's constants.
+        live = {**named_state(module),
+                **{f"input{i}": a.detach() for i, a in enumerate(args) if isinstance(a, torch.Tensor)}}
+        held = [v for v in doc["values"] if v["role"] in ("parameter", "buffer", "input", "constant")]
+        names = [data_key(v) for v in held]
+        given = [tensors[k] if v["role"] == "constant" else live[k] for v, k in zip(held, names)]
         text = json.dumps(doc)
         ops = _ops()
         with _rng_preserved():  # profiling steps draw random numbers too
@@ -129,7 +122,7 @@ class _Session:
             pass
 
     def gather(self, module: torch.nn.Module, args: tuple) -> list[torch.Tensor]:
-        state = _state(module)
+        state = named_state(module)
         return [state[key] if role != "input" else args[key] for role, key in self.primals]
 
     def info(self) -> dict:
@@ -137,16 +130,6 @@ class _Session:
 
     def write_report(self, directory: str) -> None:
         _call(_ops().report, self.handle, directory)
-
-
-def _state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    """Parameters and buffers by qualified name, tied ones under every name."""
-    out: dict[str, torch.Tensor] = {}
-    for mname, m in module.named_modules(remove_duplicate=False):
-        for n, t in list(m._parameters.items()) + list(m._buffers.items()):
-            if t is not None:
-                out[f"{mname}.{n}" if mname else n] = t
-    return out
 
 
 class _Step(torch.autograd.Function):

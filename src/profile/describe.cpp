@@ -100,4 +100,30 @@ Profile describe(const ir::Graph& g) {
   return p;
 }
 
+void summarize(Profile& p) {
+  p.node_ms_sum = 0;
+  p.peak_bytes = 0;
+  p.peak_node = -1;
+  for (size_t n = 0; n < p.nodes.size(); ++n) {
+    const NodeRecord& r = p.nodes[n];
+    p.node_ms_sum += r.ms;
+    if (r.peak_during > p.peak_bytes) {
+      p.peak_bytes = r.peak_during;
+      p.peak_node = static_cast<int32_t>(n);
+    }
+  }
+  if (p.peak_node >= 0) {
+    const NodeRecord& k = p.nodes[static_cast<size_t>(p.peak_node)];
+    p.peak_by_role = k.live_by_role;
+    p.peak_workspace_bytes = k.workspace_bytes;
+  }
+  // Idle time of a value: the time of the nodes strictly between its last
+  // forward use and its first backward use.
+  std::vector<double> prefix(p.nodes.size() + 1, 0);
+  for (size_t n = 0; n < p.nodes.size(); ++n) prefix[n + 1] = prefix[n] + p.nodes[n].ms;
+  for (ValueRecord& v : p.values)
+    if (v.first_bwd >= 0 && v.last_fwd >= 0 && v.last_fwd < v.first_bwd)
+      v.idle_ms = prefix[static_cast<size_t>(v.first_bwd)] - prefix[static_cast<size_t>(v.last_fwd) + 1];
+}
+
 }  // namespace mutwo::profile

@@ -21,36 +21,20 @@ constexpr Roofline kCuda{200e12 / 1e3, 2e12 / 1e3, 5e-3};
 
 }  // namespace
 
-void fill_idle_ms(Profile& p) {
-  const size_t nn = p.nodes.size();
-  std::vector<double> prefix(nn + 1, 0);
-  for (size_t n = 0; n < nn; ++n) prefix[n + 1] = prefix[n] + p.nodes[n].ms;
-  for (ValueRecord& v : p.values)
-    if (v.first_bwd >= 0 && v.last_fwd >= 0 && v.last_fwd < v.first_bwd)
-      v.idle_ms = prefix[static_cast<size_t>(v.first_bwd)] - prefix[static_cast<size_t>(v.last_fwd) + 1];
-}
-
 Profile estimate_profile(const ir::Graph& g, const std::string& device) {
   const Roofline& speed = device.rfind("cuda", 0) == 0 ? kCuda : kCpu;
   Profile p = describe(g);
   p.device = device;
   const analysis::Liveness L = analysis::analyze_liveness(g);
-  p.peak_bytes = 0;
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     NodeRecord& r = p.nodes[n];
     r.ms = std::max(r.flops / speed.flops_per_ms, static_cast<double>(r.bytes_moved) / speed.bytes_per_ms) + speed.launch_ms;
     r.live_before = L.live_before[n];
     r.live_after = L.live_after[n];
     r.peak_during = L.live_during[n];
-    p.node_ms_sum += r.ms;
-    if (r.peak_during > p.peak_bytes) {
-      p.peak_bytes = r.peak_during;
-      p.peak_node = static_cast<int32_t>(n);
-    }
   }
+  summarize(p);
   p.step_ms = p.node_ms_sum;
-  if (p.peak_node >= 0) p.peak_by_role = p.nodes[static_cast<size_t>(p.peak_node)].live_by_role;
-  fill_idle_ms(p);
   return p;
 }
 

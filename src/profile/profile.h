@@ -89,9 +89,11 @@ LiveByRole live_by_role(const ir::Graph& g);
 // predicted live bytes); profile_step (profiler.h) fills in the measured fields.
 Profile describe(const ir::Graph& g);
 
-// Each value's idle time from the node times: the time of the nodes strictly
-// between its last forward use and its first backward use.
-void fill_idle_ms(Profile& p);
+// The records that follow from the nodes' measured (or estimated) fields:
+// node_ms_sum, the peak (bytes, node, its live bytes by role, its workspace)
+// and each value's idle time (the nodes strictly between its last forward use
+// and its first backward use). Every profile source ends with it.
+void summarize(Profile& p);
 
 // A profile without running the step (estimate.cpp): node times from FLOPs and
 // bytes moved at nominal speeds of `device` ("cpu", "cuda..."), memory as the

@@ -139,7 +139,6 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
     mid = order[order.size() / 2];
     p.step_ms = step_ms[mid];
   }
-  p.peak_bytes = 0;
   for (size_t n = 0; n < nn; ++n) {
     NodeRecord& r = p.nodes[n];
     r.ms = node_ms[n][mid];
@@ -147,18 +146,8 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
     r.live_after = rec.live_after[n];
     r.peak_during = rec.peak_during[n];
     r.workspace_bytes = r.peak_during - (r.live_before + (L.live_during[n] - L.live_before[n]));
-    p.node_ms_sum += r.ms;
-    if (r.peak_during > p.peak_bytes) {
-      p.peak_bytes = r.peak_during;
-      p.peak_node = static_cast<int32_t>(n);
-    }
   }
-  if (p.peak_node >= 0) {
-    auto k = static_cast<size_t>(p.peak_node);
-    p.peak_by_role = p.nodes[k].live_by_role;
-    p.peak_workspace_bytes = p.nodes[k].workspace_bytes;
-  }
-  fill_idle_ms(p);
+  summarize(p);
   return p;
 }
 
@@ -179,7 +168,6 @@ Profile profile_step_under(const ir::Graph& g, const std::vector<ir::ValueId>& d
   p.device = measured.device;
   p.iters = measured.iters;
   p.warmup = measured.warmup;
-  p.peak_bytes = 0;
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     MUTWO_ASSERT(at[n] >= 0, "node {} does not run in the most-recomputation step", n);
     const auto k = static_cast<size_t>(at[n]);
@@ -191,18 +179,9 @@ Profile profile_step_under(const ir::Graph& g, const std::vector<ir::ValueId>& d
     x.live_before = L.live_before[n] + beyond;
     x.live_after = L.live_after[n] + (y.live_after - Lr.live_after[k]);
     x.peak_during = L.live_during[n] + std::max<int64_t>(0, y.workspace_bytes) + beyond;
-    p.node_ms_sum += x.ms;
-    if (x.peak_during > p.peak_bytes) {
-      p.peak_bytes = x.peak_during;
-      p.peak_node = static_cast<int32_t>(n);
-    }
   }
+  summarize(p);
   p.step_ms = p.node_ms_sum;
-  if (p.peak_node >= 0) {
-    p.peak_by_role = p.nodes[static_cast<size_t>(p.peak_node)].live_by_role;
-    p.peak_workspace_bytes = p.nodes[static_cast<size_t>(p.peak_node)].workspace_bytes;
-  }
-  fill_idle_ms(p);
   if (rewritten) *rewritten = std::move(r.graph);
   return p;
 }

@@ -162,15 +162,15 @@ void plot_before_after(const profile::Profile& before, const profile::Profile& a
   size_t n = std::max(before.nodes.size(), after.nodes.size());
   for (size_t i = 0; i < n; ++i)
     dat += fmt::format("{} {} {}\n", i,
-                       i < before.nodes.size() ? fmt::format("{:.4f}", before.nodes[i].peak_during / 1048576.0) : "NaN",
-                       i < after.nodes.size() ? fmt::format("{:.4f}", after.nodes[i].peak_during / 1048576.0) : "NaN");
+                       i < before.nodes.size() ? fmt::format("{:.4f}", mib(before.nodes[i].peak_during)) : "NaN",
+                       i < after.nodes.size() ? fmt::format("{:.4f}", mib(after.nodes[i].peak_during)) : "NaN");
   write_file(dir + "/memory_timeline_before_after.dat", dat);
   std::string body = fmt::format(
       "set title \"{0}: measured memory, without and with recomputation\"\n"
       "set xlabel 'node (execution order)'\nset ylabel 'MiB allocated (during node)'\nset grid\nset key top left\n"
       "set arrow from graph 0, first {1:.4f} to graph 1, first {1:.4f} nohead dt 2 lc rgb 'red'\n"
       "set label 'budget' at graph 0.01, first {1:.4f} offset 0,0.6 tc rgb 'red'\n",
-      before.label(), static_cast<double>(budget) / 1048576.0);
+      before.label(), mib(budget));
   body += "plot 'memory_timeline_before_after.dat' using 1:2 with lines lw 2 lc rgb '#1f77b4' title 'baseline', "
           "'' using 1:3 with lines lw 2 lc rgb '#ff7f0e' title 'with recomputation'";
   plot(dir, "memory_timeline_before_after", body);

@@ -158,12 +158,7 @@ void Executor::initialize(const std::map<std::string, at::Tensor>& given) {
   for (const ir::Value& v : graph_.values()) {
     if (!ir::is_persistent(v.role)) continue;
     if (auto it = given.find(v.name); it != given.end()) {
-      const at::Tensor& t = it->second;
-      MUTWO_CHECK(t.defined() && t.sizes().vec() == v.type.shape && t.scalar_type() == kernels::to_aten(v.type.dtype),
-                  "%{}: given a tensor of {} {}, the graph declares {}", v.name,
-                  t.defined() ? std::string(c10::toString(t.scalar_type())) : "undefined",
-                  t.defined() ? ir::shape_string(t.sizes().vec()) : "", ir::to_string(v.type));
-      slots_[static_cast<size_t>(v.id)] = t.device() == options_.device ? t : t.to(options_.device);
+      bind(v.id, it->second);
       continue;
     }
     at::Tensor t = v.init.kind == ir::Init::data ? read_initial(v, index, file, graph_.data_file)
@@ -171,6 +166,15 @@ void Executor::initialize(const std::map<std::string, at::Tensor>& given) {
     slots_[static_cast<size_t>(v.id)] = options_.device.is_cpu() ? t : t.to(options_.device);
   }
   step_ = 0;
+}
+
+void Executor::bind(ir::ValueId v, const at::Tensor& t) {
+  const ir::Value& val = graph_.value(v);
+  MUTWO_CHECK(t.defined() && t.sizes().vec() == val.type.shape && t.scalar_type() == kernels::to_aten(val.type.dtype),
+              "%{}: given a tensor of {} {}, the graph declares {}", val.name,
+              t.defined() ? std::string(c10::toString(t.scalar_type())) : "undefined",
+              t.defined() ? ir::shape_string(t.sizes().vec()) : "", ir::to_string(val.type));
+  value(v) = t.device() == options_.device ? t : t.to(options_.device);
 }
 
 at::Tensor& Executor::value(ir::ValueId v) {

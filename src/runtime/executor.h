@@ -88,6 +88,9 @@ class Executor {
 
   // Persistent values (parameters, inputs, state): read or replace.
   at::Tensor& value(ir::ValueId v);
+  // Sets value `v` to `t` (shared, not copied; moved to the device if it is
+  // elsewhere), refusing a tensor whose shape or dtype the graph does not declare.
+  void bind(ir::ValueId v, const at::Tensor& t);
   void set_observer(NodeObserver* o) { observer_ = o; }
 
  private:

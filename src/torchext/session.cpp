@@ -11,7 +11,6 @@
 #include <map>
 
 #include "ir/text.h"
-#include "kernels/kernel.h"
 #include "profile/profiler.h"
 #include "report/report.h"
 #include "rewrite/recompute.h"
@@ -130,7 +129,7 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
   exec_ = std::make_unique<runtime::Executor>(planned_, eo);
   for (ir::ValueId v : step_.constants) {
     const std::string& name = g.value(v).name;
-    exec_->value(find(planned_, name)) = given.at(name);
+    exec_->bind(find(planned_, name), given.at(name));
   }
 }
 
@@ -141,14 +140,11 @@ void Session::bind(const std::vector<at::Tensor>& primals) {
               primals_.size(), primals.size());
   bound_bytes_ = 0;
   for (size_t i = 0; i < primals.size(); ++i) {
-    const ir::Value& v = planned_.value(primals_[i]);
     const at::Tensor& t = primals[i];
-    MUTWO_CHECK(t.defined() && t.sizes().vec() == v.type.shape && t.scalar_type() == kernels::to_aten(v.type.dtype) &&
-                    t.device() == device_,
-                "{} is {} {} on {}, but the plan was made for {} on {}: a changed tensor needs a new capture", v.name,
-                t.defined() ? c10::toString(t.scalar_type()) : "undefined", t.defined() ? ir::shape_string(t.sizes().vec()) : "",
-                t.defined() ? t.device().str() : "-", ir::to_string(v.type), device_.str());
-    exec_->value(primals_[i]) = t;
+    // Shared, never copied: a copy on another device would take the gradient away from the user's tensor.
+    MUTWO_CHECK(!t.defined() || t.device() == device_, "%{} is on {}, but the plan was made on {}",
+                planned_.value(primals_[i]).name, t.device().str(), device_.str());
+    exec_->bind(primals_[i], t);
     bound_bytes_ += static_cast<int64_t>(t.numel() * t.element_size());
   }
 }
