@@ -153,8 +153,10 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
 
 Profile profile_step_under(const ir::Graph& g, const std::vector<ir::ValueId>& drop, const ProfileOptions& o,
                            ir::Graph* rewritten) {
-  // The graph as planners see it (parsed from the profile's text, as
-  // plan::make_input does), so that `drop` names activations there.
+  // `drop` holds value ids as planners number them: in the graph parsed back
+  // from the profile's text (plan::make_input), which lists persistent values
+  // first, so ids differ from `g`'s. Nodes keep their order, so node indices
+  // of `g` and of this copy agree.
   const ir::Graph planned_view = ir::parse(ir::print(g));
   rewrite::Recomputed r = rewrite::insert_recomputation(planned_view, drop);
   const Profile measured = profile_step(r.graph, o);

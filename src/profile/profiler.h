@@ -39,7 +39,8 @@ struct ProfileOptions {
 // for a bad device.
 Profile profile_step(const ir::Graph& g, const ProfileOptions& options);
 
-// The profile of `g` measured on `g` with `drop` recomputed (a step that fits
+// The profile of `g` measured on `g` with `drop` (value ids of the graph as
+// planners number it, plan::make_input's) recomputed (a step that fits
 // where `g` does not): each node's time and workspace from its own run
 // there, memory as the liveness analysis predicts for `g` plus what the
 // device held beyond the graph's tensors. `rewritten` receives that step.
