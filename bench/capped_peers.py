@@ -42,10 +42,22 @@ def fits(model: str, batch: int, variant: str, cap: int, timeout: float) -> bool
     return ok
 
 
-def largest(model: str, variant: str, cap: int, limit: int, timeout: float) -> int:
-    lo, hi = 0, 8
-    while hi <= limit and fits(model, hi, variant, cap, timeout):
-        lo, hi = hi, hi * 2
+def largest(model: str, variant: str, cap: int, limit: int, timeout: float, hint: int = 0) -> int:
+    """The largest batch that fits: a bracket found by steps of x2 from 8, or of
+    x1.25 up or down from `hint` (another system's answer, to save trials),
+    then bisection."""
+    if hint <= 0:
+        lo, hi = 0, 8
+        while hi <= limit and fits(model, hi, variant, cap, timeout):
+            lo, hi = hi, hi * 2
+    elif fits(model, hint, variant, cap, timeout):
+        lo, hi = hint, max(hint + 1, hint * 5 // 4)
+        while hi <= limit and fits(model, hi, variant, cap, timeout):
+            lo, hi = hi, max(hi + 1, hi * 5 // 4)
+    else:
+        lo, hi = hint * 4 // 5, hint
+        while lo > 0 and not fits(model, lo, variant, cap, timeout):
+            lo, hi = lo * 4 // 5, lo
     hi = min(hi, limit + 1)
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -63,14 +75,16 @@ def main() -> None:
     ap.add_argument("--variants", default="eager,ckpt")
     ap.add_argument("--limit", type=int, default=1024)
     ap.add_argument("--timeout", type=float, default=60, help="seconds per trial")
+    ap.add_argument("--hints", default="", help="where to start, per variant: eager=40,ckpt=110")
     a = ap.parse_args()
     cap = int(float(a.cap[:-3]) * UNITS[a.cap[-3:]]) if a.cap[-3:] in UNITS else int(a.cap)
+    hints = {k: int(v) for k, v in (h.split("=") for h in a.hints.split(",") if h)}
     import torch
     card = torch.cuda.get_device_name()
     for model in a.models.split(","):
         for variant in a.variants.split(","):
             t0 = time.time()
-            best = largest(model, variant, cap, a.limit, a.timeout)
+            best = largest(model, variant, cap, a.limit, a.timeout, hints.get(variant, 0))
             print(json.dumps(dict(model=model, system="pytorch", variant=variant, max_batch=best, refused_batch=best + 1,
                                   cap=a.cap, seconds=round(time.time() - t0), card=card, torch=torch.__version__,
                                   date=time.strftime("%Y-%m-%d"))), flush=True)

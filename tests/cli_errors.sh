@@ -69,7 +69,7 @@ inf_dir=$(mktemp -d)
 for cmd in "plan --profile $inf_dir/profile.json --budget 1KiB --out $inf_dir/plan.json" \
            "optimize --model mlp --batch 8 --budget 1KiB --steps 1 --quiet --out $inf_dir/opt"; do
   err=$("$mutwo" $cmd 2>&1 >/dev/null); code=$?
-  if [ "$code" -eq 3 ] && grep -q "no plan fits the budget 1.0 KiB: the lowest peak the mutwo planner reaches is .*(.*parameter" <<<"$err" \
+  if [ "$code" -eq 3 ] && grep -q "no plan fits the budget 1.0 KiB: the lowest peak the mutwo planner reaches is [0-9.]* [KMG]*i*B = [0-9]* B (.*parameter.*working set of the peak node, [a-z_]*: its inputs, outputs and workspace, [0-9.]* [KMG]*i*B)" <<<"$err" \
      && [ "$(wc -l <<<"$err")" -eq 1 ]; then
     echo "ok: mutwo $cmd -> exit 3: $err"
   else
@@ -108,9 +108,15 @@ python3 -c 'import json,sys; v=[p["variant"] for p in json.loads(sys.argv[1])["p
   || { echo "FAIL: sweep under --device-memory: $last"; fails=$((fails+1)); }
 rm -rf "$sw_dir"
 
-# max-batch under a cap: every answer's rewritten step (--out) trains 10 steps under that cap.
+# max-batch under a cap: every answer's rewritten step (--out) trains 10 steps under that cap,
+# and the batch 5% above each answer, tried on its own, does not fit.
 mb_dir=$(mktemp -d)
-if "$mutwo" max-batch --model mlp --memory 10MiB --device-memory 10MiB --quiet --out "$mb_dir" >/dev/null; then
+if mb_json=$("$mutwo" max-batch --model mlp --memory 10MiB --device-memory 10MiB --quiet --out "$mb_dir" --json | tail -n 1); then
+  /usr/bin/python3 -c 'import json, sys
+rows = json.loads(sys.argv[1])["results"]
+assert len(rows) == 3 and all(r["above_batch"] >= max(r["max_batch"] + 1, r["max_batch"] * 1.05) and r["above_fits"] is False for r in rows), rows' "$mb_json" \
+    && echo "ok: max-batch refuses the batch 5% above each answer" \
+    || { echo "FAIL: max-batch's batch 5% above: $mb_json"; fails=$((fails+1)); }
   for p in none per-layer mutwo; do
     "$mutwo" run --graph "$mb_dir/$p.ir" --steps 10 --device-memory 10MiB >/dev/null 2>&1 \
       && echo "ok: max-batch's $p answer trains under its cap" \

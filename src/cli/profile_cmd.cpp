@@ -30,8 +30,10 @@ void print_summary(const profile::Profile& p, const std::string& dir) {
   double gap = p.step_ms > 0 ? 100.0 * (p.node_ms_sum - p.step_ms) / p.step_ms : 0.0;
   fmt::print("{}: {} nodes, median step {:.2f} ms (nodes sum to {:.2f} ms, {:+.1f}%)\n", p.label(), p.nodes.size(),
              p.step_ms, p.node_ms_sum, gap);
-  fmt::print("peak {} at node {} ({} -> %{}, {})\n", format_bytes(p.peak_bytes), p.peak_node, peak.op, peak.name,
+  fmt::print("peak {} at node {} ({} -> %{}, {})", format_bytes(p.peak_bytes), p.peak_node, peak.op, peak.name,
              ir::to_string(peak.phase));
+  if (p.device_peak_bytes) fmt::print("; the device held {} for the process", format_bytes(p.device_peak_bytes));
+  fmt::print("\n");
   for (int r = 0; r < ir::kNumRoles; ++r) {
     int64_t b = p.peak_by_role[static_cast<size_t>(r)];
     if (b) fmt::print("  {:<16} {:>12}  {:5.1f}%\n", ir::to_string(static_cast<ir::Role>(r)), format_bytes(b), share(b, p.peak_bytes));
@@ -50,6 +52,7 @@ json summary_json(const profile::Profile& p, const std::string& dir) {
           {"device", p.device},
           {"peak_bytes", p.peak_bytes},
           {"peak_node", p.peak_node},
+          {"device_peak_bytes", p.device_peak_bytes},
           {"activation_bytes_at_peak", p.activation_bytes_at_peak()},
           {"activation_share", p.peak_bytes ? static_cast<double>(p.activation_bytes_at_peak()) / static_cast<double>(p.peak_bytes) : 0.0},
           {"persistent_bytes", p.persistent_bytes},

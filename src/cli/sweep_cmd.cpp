@@ -197,8 +197,17 @@ int MaxBatchCommand::run() const {
         hi = mid;
       }
     }
+    // The bisection refused lo + 1; a batch 5% above the answer is tried on its
+    // own as well, so that an answer that happens to sit below a batch that
+    // fits after all (the search assumes fitting is monotone in the batch) shows.
+    const int64_t above = std::max(lo + 1, (lo * 105 + 99) / 100);
+    const bool above_fits = lo > 0 && above <= limit && fits(above).peak > 0;
     fmt::print("| {} | {} | {} | {} |\n", planner, lo, format_bytes(best.peak), format_bytes(best.device_peak));
-    json r{{"planner", planner}, {"max_batch", lo}, {"peak_bytes", best.peak}, {"device_peak_bytes", best.device_peak}};
+    json r{{"planner", planner},       {"max_batch", lo},    {"peak_bytes", best.peak}, {"device_peak_bytes", best.device_peak},
+           {"above_batch", above},     {"above_fits", above_fits}};
+    if (above_fits)
+      fmt::print(stderr, "max-batch: {} also fits batch {}, 5% above its answer {}: fitting is not monotone here\n", planner,
+                 above, lo);
     if (!out.empty() && lo > 0) {
       make_dirs(out);
       const std::string path = out + "/" + planner + ".ir";

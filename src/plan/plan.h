@@ -42,6 +42,8 @@ struct Simulation {
   int64_t peak_bytes = 0;
   int32_t peak_node = -1;  // rank in the rewritten schedule
   std::array<int64_t, ir::kNumRoles> peak_by_role{};
+  int64_t peak_working_bytes = 0;  // the peak node's inputs, outputs and workspace (within the above)
+  std::string peak_op;             // that node's op
   double extra_ms = 0;  // measured time of the recomputed nodes
   int32_t recompute_nodes = 0;
   std::vector<int64_t> live_after;  // per rewritten node

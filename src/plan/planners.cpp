@@ -116,8 +116,11 @@ std::string floor_text(const Plan& lowest, const std::string& planner) {
     if (lowest.predicted.peak_by_role[r] > 0)
       parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", ir::to_string(static_cast<ir::Role>(r)),
                            format_bytes(lowest.predicted.peak_by_role[r]));
-  return fmt::format("the lowest peak the {} planner reaches is {} ({})", planner, format_bytes(lowest.predicted.peak_bytes),
-                     parts);
+  // The exact bytes too: rounded, a floor just above the budget would read as equal to it.
+  return fmt::format("the lowest peak the {} planner reaches is {} = {} B ({}; of it, the working set of the peak node, {}: "
+                     "its inputs, outputs and workspace, {})",
+                     planner, format_bytes(lowest.predicted.peak_bytes), lowest.predicted.peak_bytes, parts, lowest.predicted.peak_op,
+                     format_bytes(lowest.predicted.peak_working_bytes));
 }
 
 std::vector<ir::ValueId> lowest_drop(const ir::Graph& g, const std::string& device) {

@@ -142,8 +142,19 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
                           : storage_role[id];
       s.peak_by_role[static_cast<size_t>(role)] += v.type.bytes();
     }
-    s.peak_by_role[static_cast<size_t>(ir::Role::other)] +=
-        in.workspace[static_cast<size_t>(r.origin[static_cast<size_t>(k)])] + in.start_extra_bytes;
+    const int64_t workspace = in.workspace[static_cast<size_t>(r.origin[static_cast<size_t>(k)])];
+    s.peak_by_role[static_cast<size_t>(ir::Role::other)] += workspace + in.start_extra_bytes;
+    // The peak node's working set: the storages it reads and writes, and its workspace.
+    const ir::Node& peak = rn[static_cast<size_t>(k)];
+    std::vector<size_t> touched;
+    for (const auto* list : {&peak.inputs, &peak.outputs})
+      for (ir::ValueId v : *list)
+        if (v != ir::kNoValue) touched.push_back(static_cast<size_t>(L.storage[static_cast<size_t>(v)]));
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    s.peak_working_bytes = workspace;
+    for (size_t owner : touched) s.peak_working_bytes += r.graph.values()[owner].type.bytes();
+    s.peak_op = peak.op;
   }
   return s;
 }

@@ -64,6 +64,11 @@ struct Profile {
   int32_t peak_node = -1;
   std::array<int64_t, ir::kNumRoles> peak_by_role{};  // live storages at the peak node, by role
   int64_t peak_workspace_bytes = 0;                   // the peak node's own workspace
+  // What the device held for the process at its highest while profiling: the
+  // allocator's reserved peak plus the CUDA context and libraries (0: not
+  // measured, as for an estimate). Under profile_step_under it is the
+  // recomputing run's, not the unplanned step's.
+  int64_t device_peak_bytes = 0;
   double step_ms = 0;      // median wall time of the whole step (that iteration's)
   double node_ms_sum = 0;  // sum of the nodes' median times
 

@@ -127,6 +127,7 @@ std::string to_json_text(const Profile& p) {
          {"peak_node", p.peak_node},
          {"peak_by_role_bytes", by_role},
          {"peak_workspace_bytes", p.peak_workspace_bytes},
+         {"device_peak_bytes", p.device_peak_bytes},
          {"step_ms", p.step_ms},
          {"node_ms_sum", p.node_ms_sum},
          {"nodes", nodes},
@@ -153,6 +154,7 @@ Profile from_json_text(const std::string& text, const std::string& source) {
   p.peak_bytes = non_negative<int64_t>(j, "peak_bytes", source);
   p.peak_node = field<int32_t>(j, "peak_node", source);
   p.peak_workspace_bytes = non_negative<int64_t>(j, "peak_workspace_bytes", source);
+  if (j.contains("device_peak_bytes")) p.device_peak_bytes = non_negative<int64_t>(j, "device_peak_bytes", source);
   p.step_ms = non_negative<double>(j, "step_ms", source);
   p.node_ms_sum = non_negative<double>(j, "node_ms_sum", source);
   p.graph_text = field<std::string>(j, "graph", source);

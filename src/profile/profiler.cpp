@@ -54,6 +54,7 @@ class Recorder final : public runtime::NodeObserver {
     runtime::MemoryStats s = runtime::memory_stats(device_);
     peak_during[n] = s.peak;
     live_after[n] = s.current;
+    reserved_peak = std::max(reserved_peak, s.reserved_peak);
   }
 
   // After the step (the executor has synchronised the device).
@@ -67,6 +68,7 @@ class Recorder final : public runtime::NodeObserver {
   c10::Device device_;
   std::vector<int64_t> live_before, live_after, peak_during;
   std::vector<double> ms;
+  int64_t reserved_peak = 0;  // the allocator's reserved high-water mark over the measured steps
 
  private:
   std::vector<std::chrono::steady_clock::time_point> t0_;
@@ -117,6 +119,7 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
     progress("iteration", i + 1, o.iters);
   }
   ex.set_observer(nullptr);
+  if (!o.graph_only) p.device_peak_bytes = rec.reserved_peak + runtime::outside_allocator_bytes(device);
 
   // Memory is deterministic from step to step: the last iteration's numbers.
   analysis::Liveness L = analysis::analyze_liveness(g);
@@ -170,6 +173,7 @@ Profile profile_step_under(const ir::Graph& g, const std::vector<ir::ValueId>& d
   p.device = measured.device;
   p.iters = measured.iters;
   p.warmup = measured.warmup;
+  p.device_peak_bytes = measured.device_peak_bytes;
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     MUTWO_ASSERT(at[n] >= 0, "node {} does not run in the most-recomputation step", n);
     const auto k = static_cast<size_t>(at[n]);

@@ -241,6 +241,11 @@ StepResult Executor::replay_step() {
   c10::cuda::CUDAStreamGuard guard(cg.stream);
   if (!cg.graph) {
     synchronize(dev);
+    // The warm-up steps' blocks stay cached in the allocator's general pool,
+    // which the capture does not use (it draws from the graph's private pool):
+    // held both, the device would keep the step's memory twice. Only the
+    // persistent tensors are allocated now; give the rest back first.
+    release_cached_memory(dev);
     reset_peak(dev);
     cg.captured.start_bytes = memory_stats(dev).current;
     cg.graph = std::make_unique<at::cuda::CUDAGraph>();
