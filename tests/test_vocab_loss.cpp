@@ -2,19 +2,25 @@
 // chunks): against libtorch autograd through linear + log_softmax + nll_loss,
 // against mutwo's unchunked linear + cross_entropy bit for bit where the
 // reduction order allows, across chunk sizes, by finite differences, and its
-// working set (one chunk of logits, not the whole).
+// working set (one chunk of logits, not the whole); and the chunk the
+// planners pick under a budget.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
+#include "analysis/liveness.h"
+#include "autodiff/autodiff.h"
 #include "grad_check.h"
 #include "kernels/kernel.h"
 #include "kernels/kernels.h"
 #include "ops/attrs.h"
 #include "ops/builder.h"
 #include "ops/op.h"
+#include "models/model.h"
+#include "plan/plan.h"
+#include "profile/profile.h"
 #include "runtime/memory.h"
 #include "support/error.h"
 
@@ -216,6 +222,57 @@ TEST(VocabLoss, BuildErrors) {
     ADD_FAILURE() << "a weight of the wrong width was accepted";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("expects 5"), std::string::npos) << e.what();
+  }
+}
+
+// The chunk under the budget (plan/chunks.cpp), on bert-tiny's step at batch
+// 16 of 16 tokens (256 rows: the default chunk, 256 rows of 30,522 logits, is
+// the whole) with an estimated profile (declared workspaces): a generous
+// budget keeps the default; a smaller one never gets a larger chunk; each
+// chunk above the smallest keeps its node within the budget; the plan carries
+// the chunks, and with them even the plan of nothing peaks lower.
+TEST(VocabLoss, PlannersPickTheChunkUnderTheBudget) {
+  models::ModelOptions o;
+  o.name = "bert-tiny";
+  o.batch = 16;
+  o.seq = 16;
+  o.dropout = 0.0;
+  models::Model m = models::build_model(o);
+  const plan::PlanInput in =
+      plan::make_input(profile::estimate_profile(autodiff::build_training_step(std::move(m.graph), m.loss, {}), "cpu"));
+  std::vector<size_t> heads;
+  for (size_t n = 0; n < in.graph.nodes().size(); ++n)
+    if (in.graph.nodes()[n].op.rfind("linear_cross_entropy", 0) == 0) heads.push_back(n);
+  ASSERT_EQ(heads.size(), 2u) << "the forward and the backward node";
+  const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
+  int64_t last_rows = 1 << 30;
+  for (int pct : {200, 100, 90, 80, 70, 60, 50, 1}) {
+    SCOPED_TRACE(fmt::format("{}%", pct));
+    const int64_t budget = unplanned * pct / 100;
+    const plan::Plan none = plan::run_planner("none", in, budget);
+    ASSERT_EQ(none.chunks.size(), 2u);
+    plan::PlanInput chunked = in;
+    plan::apply_chunks(chunked, none.chunks);
+    const analysis::Liveness L = analysis::analyze_liveness(chunked.graph);
+    for (const plan::ChunkChoice& c : none.chunks) {
+      EXPECT_LE(c.rows, 256);
+      EXPECT_GE(c.rows, ops::kVocabBlockRows);
+      EXPECT_EQ(c.rows % ops::kVocabBlockRows, 0);
+      const auto n = static_cast<size_t>(c.node);
+      EXPECT_EQ(chunked.workspace[n], c.rows * 30522 * 4) << "the declared workspace, re-scaled";
+      if (c.rows > ops::kVocabBlockRows) {
+        EXPECT_LE(L.live_during[n] + chunked.workspace[n], budget);
+      }
+      if (pct >= 100) {
+        EXPECT_EQ(c.rows, 256) << "a generous budget keeps the default";
+      }
+    }
+    EXPECT_LE(none.chunks[0].rows, last_rows) << "a smaller budget got a larger chunk";
+    last_rows = none.chunks[0].rows;
+    if (pct == 1) {
+      EXPECT_EQ(none.chunks[0].rows, ops::kVocabBlockRows);
+      EXPECT_LT(none.predicted.peak_bytes, unplanned) << "smaller chunks lower even the plan of nothing";
+    }
   }
 }
 
