@@ -190,7 +190,8 @@ TEST(VocabLoss, HoldsOneChunkOfLogitsNotTheWhole) {
   ir::Graph graph;
   ops::Builder b(graph);
   std::vector<ValueId> in;
-  for (const at::Tensor& t : x.inputs(true)) in.push_back(b.input("in" + std::to_string(in.size()), type_of(t), ir::Role::input));
+  for (const at::Tensor& t : x.inputs(true))
+    in.push_back(b.input("in" + std::to_string(in.size()), type_of(t), ir::Role::input));
   b.call("linear_cross_entropy", in, lce_attrs(64));
   EXPECT_EQ(ops::workspace_bytes(graph, graph.nodes().back()), chunk);
   {

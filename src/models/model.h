@@ -79,7 +79,8 @@ Model build_resnet(const ResnetConfig& c);
 // (bert.embeddings.word_embeddings.weight, bert.encoder.layer.3.attention.self.query.weight,
 // cls.predictions.bias); the MLM decoder reuses the word embedding (tied: one
 // parameter used twice). Loss: cross-entropy over every position with labels =
-// the input ids, with the decoder in one linear_cross_entropy. Synthetic ids uniform over the vocabulary, token types 0.
+// the input ids, with the decoder in one linear_cross_entropy. Synthetic ids
+// uniform over the vocabulary, token types 0.
 // Weights ~ N(0, 0.02), biases 0, LayerNorm 1 and 0 (HF zeroes the padding row
 // of the word embedding too; mutwo's initialisers cannot, which changes nothing
 // measured). bert-tiny/mini/small/medium/base/large: see bert_config.
