@@ -23,11 +23,12 @@
 namespace mutwo {
 namespace {
 
-ir::Graph step_of(const std::string& model, int64_t batch, double dropout) {
+ir::Graph step_of(const std::string& model, int64_t batch, double dropout, bool whole_logits = false) {
   models::ModelOptions o;
   o.name = model;
   o.batch = batch;
   o.dropout = dropout;
+  o.whole_logits = whole_logits;
   if (model != "mlp") o.seq = 16;
   models::Model m = models::build_model(o);
   return autodiff::build_training_step(std::move(m.graph), m.loss, {});
@@ -141,9 +142,9 @@ TEST(Planners, FeasiblePlansFitAndSweepsNeverRise) {
 // loss's forward node, made so by a workspace there the size of the logits (as
 // ATen's whole-tensor logsumexp on CUDA): the logits are live at the peak but
 // read by it. Dropping them would recompute the vocabulary projection and free
-// nothing there.
+// nothing there. (The head as linear + cross_entropy, the logits whole.)
 TEST(Planners, GreedyDropsOnlyWhatIsIdleAtThePeak) {
-  ir::Graph g = step_of("bert-tiny", 16, 0.0);  // 256 rows of 30,522 logits: the head dominates
+  ir::Graph g = step_of("bert-tiny", 16, 0.0, true);  // 256 rows of 30,522 logits: the head dominates
   plan::PlanInput in = testing::input_of(g);
   const ir::ValueId logits = in.graph.find("loss.logits");
   ASSERT_NE(logits, ir::kNoValue);

@@ -36,7 +36,9 @@ std::unordered_map<ValueId, ValueId> append_gradients(ir::Graph& g, ValueId outp
       gv = b.op("sum_to", {gv}, {{"shape", t.shape}}, g.value(v).name + ".grad");
     auto it = grad.find(v);
     if (it == grad.end()) grad.emplace(v, gv);
-    else it->second = b.op("add", {it->second, gv}, {}, g.value(v).name + ".grad");
+    else  // a parameter's contributions are summed in place where the first dies (accumulate_)
+      it->second = b.op(g.value(v).role == ir::Role::parameter ? "accumulate" : "add", {it->second, gv}, {},
+                        g.value(v).name + ".grad");
   };
 
   for (size_t n = forward_nodes; n-- > 0;) {

@@ -9,6 +9,7 @@ namespace mutwo::kernels {
 namespace {
 
 void add_kernel(KernelCall& k) { k.output(0) = at::add(k.input(0), k.input(1)); }
+void accumulate_inplace_kernel(KernelCall& k) { k.output(0) = k.input(0).add_(k.input(1)); }
 void mul_kernel(KernelCall& k) { k.output(0) = at::mul(k.input(0), k.input(1)); }
 
 void full_kernel(KernelCall& k) {
@@ -47,6 +48,8 @@ void dropout_apply_kernel(KernelCall& k) {
 
 void add_elementwise_kernels(KernelRows& t) {
   t.push_back({"add", {add_kernel}});
+  t.push_back({"accumulate", {add_kernel}});
+  t.push_back({"accumulate_", {accumulate_inplace_kernel}});
   t.push_back({"mul", {mul_kernel}});
   t.push_back({"full", {full_kernel}});
   t.push_back({"relu", {relu_kernel}});

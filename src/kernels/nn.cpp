@@ -1,8 +1,10 @@
 // Kernels of the neural-network ops (rows in src/ops/nn.cpp): linear and its
 // two backward matmuls, log_softmax and nll_loss with the ATen backward
-// kernels PyTorch's autograd uses, and the fused cross_entropy, whose backward
-// writes the gradient into one buffer (or over the logits).
+// kernels PyTorch's autograd uses, the fused cross_entropy, whose backward
+// writes the gradient into one buffer (or over the logits), and
+// linear_cross_entropy, which makes its logits one chunk of rows at a time.
 #include <algorithm>
+#include <cmath>
 
 #include "kernels/kernel.h"
 #include "kernels/kernels.h"
@@ -78,6 +80,85 @@ void cross_entropy_gradient(KernelCall& k, at::Tensor grad) {
   grad.mul_((valid * (k.input(1) / count)).unsqueeze(1));
   k.output(0) = std::move(grad);
 }
+
+// linear_cross_entropy: one chunk of rows' logits, (m, V), as at::linear makes
+// them for a 2-D input (addmm with a bias, mm without).
+at::Tensor chunk_logits(const at::Tensor& h, const at::Tensor& w, const at::Tensor& bias) {
+  return bias.defined() ? at::addmm(bias, h, w.t()) : at::mm(h, w.t());
+}
+at::Tensor optional_input(const KernelCall& k, size_t i) {
+  return k.node.inputs.size() > i && k.input(i).defined() ? k.input(i) : at::Tensor();
+}
+int64_t chunk_rows(const KernelCall& k, const at::Tensor& h, const at::Tensor& w) {
+  return ops::vocab_chunk_rows(k.node, h.size(0), w.size(0), h.element_size());
+}
+// lse = logsumexp of each row of x, with ATen's arithmetic (logsumexp_out: the
+// row maxima, infinite ones taken as 0, subtracted; exp; sum; log; plus the
+// maxima), but x itself overwritten instead of a second chunk-sized temporary.
+void logsumexp_over(at::Tensor& x, at::Tensor lse) {
+  at::Tensor maxes = at::amax(x, {1}, true);  // (m, 1)
+  maxes.masked_fill_(maxes.abs() == INFINITY, 0);
+  at::sum_out(lse, x.sub_(maxes).exp_(), {1});
+  lse.log_().add_(maxes.squeeze(1));
+}
+void linear_cross_entropy_kernel(KernelCall& k) {
+  const at::Tensor& h = k.input(0);  // (N, H)
+  const at::Tensor& w = k.input(1);  // (V, H)
+  const at::Tensor& target = k.input(2);
+  const at::Tensor bias = optional_input(k, 3);
+  const int64_t n = h.size(0), rows = chunk_rows(k, h, w);
+  at::Tensor lse = at::empty({n}, h.options());     // (N)
+  at::Tensor picked = at::empty({n}, h.options());  // (N): each row's target logit
+  at::Tensor index = target.clamp_min(0).unsqueeze(1);
+  for (int64_t r = 0; r < n; r += rows) {
+    const int64_t m = std::min(rows, n - r);
+    at::Tensor logits = chunk_logits(h.narrow(0, r, m), w, bias);  // (m, V)
+    picked.narrow(0, r, m).copy_(logits.gather(1, index.narrow(0, r, m)).squeeze(1));
+    logsumexp_over(logits, lse.narrow(0, r, m));
+  }
+  auto [valid, count] = counted(target, k.node, h.scalar_type());
+  k.output(0) = ((lse - picked) * valid).sum() / count;
+  k.output(1) = lse;
+}
+// Per chunk: the logits again, turned in place into cross_entropy's gradient
+// (softmax - onehot) * g / count on counted rows; d_hidden's rows are that
+// times the weight; d_weight (and d_bias) add it block by block of
+// kVocabBlockRows rows in row order, so their bits do not depend on the chunk.
+void linear_cross_entropy_backward_kernel(KernelCall& k) {
+  const at::Tensor& h = k.input(0);
+  const at::Tensor& w = k.input(1);
+  const at::Tensor& target = k.input(2);
+  const at::Tensor& lse = k.input(3);
+  const at::Tensor bias = optional_input(k, 5);
+  const int64_t n = h.size(0), rows = chunk_rows(k, h, w);
+  at::Tensor d_hidden = at::empty_like(h);                            // (N, H)
+  at::Tensor d_weight = at::zeros_like(w);                            // (V, H)
+  at::Tensor d_bias = bias.defined() ? at::zeros_like(bias) : bias;   // (V)
+  auto [valid, count] = counted(target, k.node, h.scalar_type());
+  at::Tensor scale = valid * (k.input(4) / count);  // (N)
+  at::Tensor index = target.clamp_min(0).unsqueeze(1);
+  for (int64_t r = 0; r < n; r += rows) {
+    const int64_t m = std::min(rows, n - r);
+    at::Tensor hc = h.narrow(0, r, m);
+    at::Tensor grad = chunk_logits(hc, w, bias);  // (m, V)
+    grad.sub_(lse.narrow(0, r, m).unsqueeze(1)).exp_();
+    at::Tensor ic = index.narrow(0, r, m);
+    grad.scatter_(1, ic, grad.gather(1, ic) - 1);
+    grad.mul_(scale.narrow(0, r, m).unsqueeze(1));
+    at::Tensor dh = d_hidden.narrow(0, r, m);
+    at::mm_out(dh, grad, w);
+    for (int64_t b = 0; b < m; b += ops::kVocabBlockRows) {
+      const int64_t bm = std::min(ops::kVocabBlockRows, m - b);
+      at::Tensor gb = grad.narrow(0, b, bm);
+      d_weight.addmm_(gb.t(), hc.narrow(0, b, bm));
+      if (d_bias.defined()) d_bias.add_(gb.sum(0));
+    }
+  }
+  k.output(0) = d_hidden;
+  k.output(1) = d_weight;
+  if (d_bias.defined()) k.output(2) = d_bias;
+}
+
 void cross_entropy_backward_kernel(KernelCall& k) {
   cross_entropy_gradient(k, k.input(0) - k.input(3).unsqueeze(1));
 }
@@ -98,6 +179,8 @@ void add_nn_kernels(KernelRows& t) {
   t.push_back({"cross_entropy", {cross_entropy_kernel}});
   t.push_back({"cross_entropy_backward", {cross_entropy_backward_kernel}});
   t.push_back({"cross_entropy_backward_", {cross_entropy_backward_inplace_kernel}});
+  t.push_back({"linear_cross_entropy", {linear_cross_entropy_kernel}});
+  t.push_back({"linear_cross_entropy_backward", {linear_cross_entropy_backward_kernel}});
 }
 
 }  // namespace mutwo::kernels

@@ -38,6 +38,7 @@ BertConfig bert_config(const ModelOptions& o) {
   if (o.seq) c.seq = *o.seq;
   if (o.dropout) c.dropout = *o.dropout;
   c.dtype = o.dtype;
+  c.whole_logits = o.whole_logits;
   return c;
 }
 
@@ -126,10 +127,9 @@ Model build_bert(const BertConfig& c) {
     h = k.layer_norm(o, C, c.eps);  // (B, T, C)
   }
 
-  ValueId logits;
+  ValueId t, bias;
   {
     ops::Builder::Scope s(b, "cls.predictions");
-    ValueId t;
     {
       ops::Builder::Scope transform(b, "transform");
       {
@@ -140,15 +140,27 @@ Model build_bert(const BertConfig& c) {
       ops::Builder::Scope ln(b, "LayerNorm");
       t = k.layer_norm(t, C, c.eps);  // (B, T, C)
     }
-    ValueId bias = k.param("bias", {V}, {ir::Init::zeros});                  // cls.predictions.bias
-    logits = b.op("linear", {t, word, bias}, {}, k.here("decoder.out"));    // (B, T, V), weight tied
+    bias = k.param("bias", {V}, {ir::Init::zeros});  // cls.predictions.bias
   }
 
+  if (c.whole_logits) {
+    ValueId logits;
+    {
+      ops::Builder::Scope s(b, "cls.predictions");
+      logits = b.op("linear", {t, word, bias}, {}, k.here("decoder.out"));  // (B, T, V), weight tied
+    }
+    b.phase = ir::Phase::loss;
+    ops::Builder::Scope s(b, "loss");
+    ValueId flat = b.op("reshape", {logits}, {{"shape", ir::Shape{B * T, V}}}, "loss.logits");  // (B*T, V)
+    ValueId labels = b.op("reshape", {ids}, {{"shape", ir::Shape{B * T}}}, "loss.labels");      // (B*T)
+    m.loss = cross_entropy_loss(b, flat, labels, CrossEntropyForm::fused);
+    return m;
+  }
   b.phase = ir::Phase::loss;
   ops::Builder::Scope s(b, "loss");
-  ValueId flat = b.op("reshape", {logits}, {{"shape", ir::Shape{B * T, V}}}, "loss.logits");  // (B*T, V)
-  ValueId labels = b.op("reshape", {ids}, {{"shape", ir::Shape{B * T}}}, "loss.labels");      // (B*T)
-  m.loss = cross_entropy_loss(b, flat, labels, CrossEntropyForm::fused);
+  ValueId flat = b.op("reshape", {t}, {{"shape", ir::Shape{B * T, C}}}, "loss.hidden");    // (B*T, C)
+  ValueId labels = b.op("reshape", {ids}, {{"shape", ir::Shape{B * T}}}, "loss.labels");  // (B*T)
+  m.loss = linear_cross_entropy_loss(b, flat, word, bias, labels);                        // decoder tied to word
   return m;
 }
 

@@ -50,6 +50,7 @@ GptConfig gpt_config(const ModelOptions& o) {
   if (o.dropout) c.dropout = *o.dropout;
   c.data = o.data;
   c.dtype = o.dtype;
+  c.whole_logits = o.whole_logits;
   return c;
 }
 
@@ -158,8 +159,8 @@ Model build_gpt(const GptConfig& c) {
     ops::Builder::Scope ln(b, "ln_f");
     h = k.layer_norm(h, C, c.eps);
   }
-  ValueId logits;
-  {
+  ValueId logits = ir::kNoValue;
+  if (c.whole_logits) {
     ops::Builder::Scope s(b, "lm_head");
     logits = b.op("linear", {h, wte}, {}, "lm_head.out");  // (B, T, V), weight tied to wte
   }
@@ -168,8 +169,13 @@ Model build_gpt(const GptConfig& c) {
   ops::Builder::Scope s(b, "loss");
   ValueId labels = b.op("shift_left", {ids}, {{"fill", int64_t{-100}}}, "loss.labels");         // (B, T)
   ValueId flat_labels = b.op("reshape", {labels}, {{"shape", ir::Shape{B * T}}}, "loss.labels_flat");  // (B*T)
-  ValueId flat = b.op("reshape", {logits}, {{"shape", ir::Shape{B * T, V}}}, "loss.logits");        // (B*T, V)
-  m.loss = cross_entropy_loss(b, flat, flat_labels, CrossEntropyForm::fused);
+  if (c.whole_logits) {
+    ValueId flat = b.op("reshape", {logits}, {{"shape", ir::Shape{B * T, V}}}, "loss.logits");  // (B*T, V)
+    m.loss = cross_entropy_loss(b, flat, flat_labels, CrossEntropyForm::fused);
+    return m;
+  }
+  ValueId flat = b.op("reshape", {h}, {{"shape", ir::Shape{B * T, C}}}, "loss.hidden");  // (B*T, C)
+  m.loss = linear_cross_entropy_loss(b, flat, wte, ir::kNoValue, flat_labels);          // lm_head tied to wte
   return m;
 }
 

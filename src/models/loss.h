@@ -15,4 +15,12 @@ enum class CrossEntropyForm {
 // "loss" (its companion output named loss.total_weight or loss.logsumexp).
 ir::ValueId cross_entropy_loss(ops::Builder& b, ir::ValueId scores, ir::ValueId targets, CrossEntropyForm form);
 
+// The vocabulary head and its loss in one linear_cross_entropy: the mean
+// cross-entropy of linear(hidden (N, H), weight (V, H), bias (V) or kNoValue)
+// against targets (N) i64, -100 ignored, its logits made one chunk of rows at
+// a time (chunk_rows 0: the default, until a planner picks one). Returns "loss"
+// (its companion output named loss.logsumexp).
+ir::ValueId linear_cross_entropy_loss(ops::Builder& b, ir::ValueId hidden, ir::ValueId weight, ir::ValueId bias,
+                                      ir::ValueId targets);
+
 }  // namespace mutwo::models

@@ -26,6 +26,10 @@ struct ModelOptions {
   std::optional<int64_t> seq;         // BERT (default 128), GPT-2 (1024), transformer-lm (20)
   std::string data;                   // transformer-lm: a text file trained on as byte tokens
   ir::DType dtype = ir::DType::f32;
+  // BERT, GPT-2, transformer-lm: the vocabulary head and its loss as linear +
+  // cross_entropy, the logits (N, V) a value, instead of linear_cross_entropy
+  // (chunked: the logits never whole). For tests and comparisons.
+  bool whole_logits = false;
 };
 
 // The models `--model` accepts, with one line each.
@@ -75,7 +79,8 @@ Model build_resnet(const ResnetConfig& c);
 // (bert.embeddings.word_embeddings.weight, bert.encoder.layer.3.attention.self.query.weight,
 // cls.predictions.bias); the MLM decoder reuses the word embedding (tied: one
 // parameter used twice). Loss: cross-entropy over every position with labels =
-// the input ids. Synthetic ids uniform over the vocabulary, token types 0.
+// the input ids, with the decoder in one linear_cross_entropy. Synthetic ids
+// uniform over the vocabulary, token types 0.
 // Weights ~ N(0, 0.02), biases 0, LayerNorm 1 and 0 (HF zeroes the padding row
 // of the word embedding too; mutwo's initialisers cannot, which changes nothing
 // measured). bert-tiny/mini/small/medium/base/large: see bert_config.
@@ -93,6 +98,7 @@ struct BertConfig {
   double dropout = 0.1;  // embeddings, attention probabilities, hidden states
   double eps = 1e-12;    // LayerNorm
   ir::DType dtype = ir::DType::f32;
+  bool whole_logits = false;  // see ModelOptions
 };
 // The named size (bert-tiny ... bert-large) with the options applied; UserError otherwise.
 BertConfig bert_config(const ModelOptions& o);
@@ -103,7 +109,8 @@ Model build_bert(const BertConfig& c);
 // state_dict keys (transformer.h.0.attn.c_attn.weight, ...). HF's Conv1D
 // weights are (in, out); mutwo stores them (out, in) and uses linear: the same
 // parameter count and arithmetic. Loss: next-token cross-entropy (labels =
-// ids shifted left, the last position ignored, as HF's causal-LM loss).
+// ids shifted left, the last position ignored, as HF's causal-LM loss), with
+// lm_head in one linear_cross_entropy.
 // transformer-lm is the same decoder at a small size (see gpt_config).
 struct GptConfig {
   std::string name = "gpt2-small";
@@ -123,6 +130,7 @@ struct GptConfig {
   std::string data;
   uint64_t data_seed = 0;
   ir::DType dtype = ir::DType::f32;
+  bool whole_logits = false;  // see ModelOptions
 };
 // gpt2-small, gpt2-medium or transformer-lm with the options applied; UserError otherwise.
 GptConfig gpt_config(const ModelOptions& o);

@@ -29,10 +29,6 @@ using ir::TensorType;
 using ir::ValueId;
 
 // Names a multi-output backward node's output after the input it is the gradient of.
-void name_gradient(GradArgs& a, ValueId v, size_t input) {
-  ir::Graph& g = a.b.graph();
-  if (g.value(v).name != a.grad_name(input)) g.rename(v, g.unique_name(a.grad_name(input)));
-}
 
 // ---- embedding(weight (V, C), ids (...) i64|i32) {padding_idx = -1: none} -> (..., C)
 // d/dweight = embedding_dense_backward(g, ids, V, padding_idx) (the padding

@@ -18,6 +18,15 @@ std::string gelu_mode(const ir::Node& n);
 
 // nn.cpp: nll_loss's {reduction}: 0 none, 1 mean (the default), 2 sum.
 int64_t nll_reduction(const ir::Node& n);
+// nn.cpp: linear_cross_entropy's rows per chunk of logits, for `rows` rows
+// over a vocabulary of `vocab` entries of `elem_bytes`: {chunk_rows} where set
+// (> 0), else about kVocabChunkBytes of logits; rounded down to a multiple of
+// kVocabBlockRows (at least one block), and at most `rows`. The backward adds
+// the weight's (and bias's) gradient block by block of kVocabBlockRows rows, in
+// row order, whatever the chunk: gradients are the same bits at every chunk size.
+inline constexpr int64_t kVocabBlockRows = 32;
+inline constexpr int64_t kVocabChunkBytes = int64_t{32} << 20;
+int64_t vocab_chunk_rows(const ir::Node& n, int64_t rows, int64_t vocab, int64_t elem_bytes);
 
 // optim.cpp: what each input list of an optimizer step holds, in input order.
 using OptimLists = std::vector<std::string_view>;

@@ -1,5 +1,6 @@
 // Pointwise ops: add, mul, full, relu, gelu, and dropout as two ops (a random
-// mask that is kept, and a pointwise mask-and-scale that may be recomputed).
+// mask that is kept, and a pointwise mask-and-scale that may be recomputed);
+// accumulate, the sum of a parameter's gradient contributions.
 // Their kernels are in src/kernels/elementwise.cpp.
 #include "ops/attrs.h"
 #include "ops/builder.h"
@@ -23,6 +24,18 @@ Types binary_broadcast(const InferArgs& a) {
 
 // add: out = a + b (broadcast). d/da = d/db = g, reduced to each shape by autodiff.
 Grads add_grad(GradArgs& a) { return {a.g(), a.g()}; }
+
+// accumulate(a, b) = a + b of one shape: autodiff's sum of two gradient
+// contributions to one parameter (a tied weight: BERT's word embedding and MLM
+// decoder). accumulate_ writes it over a where a dies there
+// (analysis::reinplace), so the sum takes no third buffer of the parameter's
+// size. Same bits as add.
+Types accumulate_infer(const InferArgs& a) {
+  infer::require_float(a.input(0), "accumulate: the gradient");
+  infer::require_shape(a.input(1), a.input(0).shape, "accumulate: the gradient added");
+  infer::require_same_dtype(a.input(0), a.input(1), "accumulate: the two gradients");
+  return {a.input(0)};
+}
 
 // mul: out = a * b (broadcast).
 Grads mul_grad(GradArgs& a) {
@@ -86,6 +99,8 @@ double gelu_flops(const FlopArgs& a) { return 8.0 * static_cast<double>(a.out[0]
 void add_elementwise_ops(std::vector<OpDef>& t) {
   // name, tags, inputs (min, max), shape inference, derivative, FLOPs
   t.push_back({"add", kPointwise, 2, 2, binary_broadcast, add_grad, nullptr});
+  t.push_back({"accumulate", kPointwise, 2, 2, accumulate_infer, nullptr, nullptr, {}, nullptr, "accumulate_"});
+  t.push_back({"accumulate_", kPointwise | kView | kOverwrite, 2, 2, accumulate_infer, nullptr, nullptr});
   t.push_back({"mul", kPointwise, 2, 2, binary_broadcast, mul_grad, nullptr});
   t.push_back({"full", 0, 0, 0, full_infer, nullptr, nullptr});
   t.push_back({"relu", kPointwise, 1, 1, infer::same_as_input0, relu_grad, nullptr});

@@ -1,7 +1,9 @@
 // Neural-network ops: linear (and its two backward matmuls), log_softmax and
 // nll_loss (cross-entropy as two ops), each with the ATen backward kernel that
-// PyTorch's autograd uses; and cross_entropy, the two fused for vocabulary-sized
-// heads, with a backward of its own that needs one buffer instead of three.
+// PyTorch's autograd uses; cross_entropy, the two fused for vocabulary-sized
+// heads, with a backward of its own that needs one buffer instead of three; and
+// linear_cross_entropy, the vocabulary projection and cross_entropy in row
+// chunks, so that the logits never exist whole.
 // Their kernels are in src/kernels/nn.cpp.
 #include <algorithm>
 
@@ -12,6 +14,13 @@
 namespace mutwo::ops {
 
 int64_t nll_reduction(const ir::Node& n) { return n.attrs.i_or("reduction", 1); }
+
+int64_t vocab_chunk_rows(const ir::Node& n, int64_t rows, int64_t vocab, int64_t elem_bytes) {
+  int64_t want = n.attrs.i_or("chunk_rows", 0);
+  if (want <= 0) want = kVocabChunkBytes / std::max<int64_t>(1, vocab * elem_bytes);
+  want = std::max(kVocabBlockRows, want / kVocabBlockRows * kVocabBlockRows);
+  return std::max<int64_t>(1, std::min(want, rows));
+}
 
 namespace {
 
@@ -153,6 +162,82 @@ Types cross_entropy_backward_infer(const InferArgs& a) {
 }
 double cross_entropy_flops(const FlopArgs& a) { return 6.0 * static_cast<double>(a.in[0]->numel()); }
 
+// linear_cross_entropy(hidden (N,H), weight (V,H), target (N) i64, bias (V)?)
+//   {chunk_rows, ignore_index} -> (loss (), logsumexp (N)):
+// cross_entropy(linear(hidden, weight, bias), target), computed chunk by chunk
+// of rows (ops::vocab_chunk_rows): each chunk's logits are made, reduced to
+// their rows' logsumexp and target logit, and freed. Its temporaries are one
+// chunk of logits (the declared workspace), never the (N, V) whole.
+Types linear_cross_entropy_infer(const InferArgs& a) {
+  const TensorType& h = a.input(0);
+  const TensorType& w = a.input(1);
+  infer::require_float(h, "linear_cross_entropy hidden");
+  infer::require_rank(h, 2, "linear_cross_entropy hidden (N, H)");
+  infer::require_rank(w, 2, "linear_cross_entropy weight (V, H)");
+  infer::require_same_dtype(h, w, "linear_cross_entropy hidden and weight");
+  MUTWO_CHECK(w.shape[1] == h.shape[1], "linear_cross_entropy: hidden {} has {} features but the weight {} expects {}",
+              ir::to_string(h), h.shape[1], ir::to_string(w), w.shape[1]);
+  infer::require_dtype(a.input(2), ir::DType::i64, "linear_cross_entropy target");
+  infer::require_shape(a.input(2), {h.shape[0]}, "linear_cross_entropy target");
+  if (a.has(3)) {
+    infer::require_shape(a.input(3), {w.shape[0]}, "linear_cross_entropy bias");
+    infer::require_same_dtype(h, a.input(3), "linear_cross_entropy hidden and bias");
+  }
+  MUTWO_CHECK(a.node.attrs.i_or("chunk_rows", 0) >= 0,
+              "linear_cross_entropy: chunk_rows must be positive (or 0: about {} MiB of logits per chunk), got {}",
+              kVocabChunkBytes >> 20, a.node.attrs.i_or("chunk_rows", 0));
+  return {TensorType{{}, h.dtype}, TensorType{{h.shape[0]}, h.dtype}};
+}
+// One gradient node for hidden, weight and bias; the target gets none, and
+// the logsumexp output none (it is not differentiable here).
+Grads linear_cross_entropy_grad(GradArgs& a) {
+  Grads g(a.node.inputs.size(), ir::kNoValue);
+  if (a.g(0) == ir::kNoValue) return g;
+  const bool bias = a.node.inputs.size() > 3;
+  std::vector<ValueId> in{a.in(0), a.in(1), a.in(2), a.out(1), a.g(0)};
+  if (bias) in.push_back(a.in(3));
+  auto outs = a.b.call("linear_cross_entropy_backward", in, a.node.attrs, a.grad_name(0));
+  const std::vector<size_t> of{0, 1, 3};  // the input each output is the gradient of
+  for (size_t o = 0; o < outs.size(); ++o)
+    if (a.needs(of[o])) {
+      g[of[o]] = outs[o];
+      name_gradient(a, outs[o], of[o]);
+    }
+  return g;
+}
+// linear_cross_entropy_backward(hidden, weight, target, logsumexp, g (), bias?)
+//   -> (d_hidden (N,H), d_weight (V,H), d_bias (V) with a bias): each chunk's
+// logits made again, turned into (softmax - onehot) * g / count in place, then
+// multiplied into d_hidden's rows and added into d_weight (and d_bias) block
+// by block (ops::kVocabBlockRows).
+Types linear_cross_entropy_backward_infer(const InferArgs& a) {
+  std::vector<const TensorType*> fwd_in{a.in[0], a.in[1], a.in[2]};
+  if (a.has(5)) fwd_in.push_back(a.in[5]);
+  InferArgs fwd{a.node, fwd_in, a.graph};
+  Types t = linear_cross_entropy_infer(fwd);
+  infer::require_shape(a.input(3), t[1].shape, "linear_cross_entropy logsumexp");
+  infer::require_shape(a.input(4), {}, "linear_cross_entropy gradient");
+  Types out{a.input(0), a.input(1)};
+  if (a.has(5)) out.push_back(a.input(5));
+  return out;
+}
+// (N, V) products of H terms: one in the forward pass, three in the backward
+// (the logits again, d_hidden, d_weight); the softmax's few per logit.
+double vocab_products(const FlopArgs& a) {
+  return 2.0 * static_cast<double>(a.in[0]->numel()) * static_cast<double>(a.in[1]->shape[0]);
+}
+double linear_cross_entropy_flops(const FlopArgs& a) {
+  return vocab_products(a) + 6.0 * static_cast<double>(a.in[0]->shape[0] * a.in[1]->shape[0]);
+}
+double linear_cross_entropy_backward_flops(const FlopArgs& a) {
+  return 3.0 * vocab_products(a) + 6.0 * static_cast<double>(a.in[0]->shape[0] * a.in[1]->shape[0]);
+}
+// One chunk of logits, in both directions.
+int64_t linear_cross_entropy_workspace(const FlopArgs& a) {
+  const int64_t n = a.in[0]->shape[0], v = a.in[1]->shape[0], elem = ir::element_size(a.in[0]->dtype);
+  return vocab_chunk_rows(a.node, n, v, elem) * v * elem;
+}
+
 }  // namespace
 
 void add_nn_ops(std::vector<OpDef>& t) {
@@ -171,6 +256,14 @@ void add_nn_ops(std::vector<OpDef>& t) {
                nullptr, "cross_entropy_backward_"});
   t.push_back({"cross_entropy_backward_", kView | kOverwrite, 4, 4, cross_entropy_backward_infer, nullptr,
                cross_entropy_flops});
+  OpDef lce{"linear_cross_entropy", kHeavy | kReduction, 3, 4, linear_cross_entropy_infer, linear_cross_entropy_grad,
+            linear_cross_entropy_flops};
+  lce.workspace = linear_cross_entropy_workspace;
+  t.push_back(lce);
+  OpDef lce_backward{"linear_cross_entropy_backward", kHeavy, 5, 6, linear_cross_entropy_backward_infer, nullptr,
+                     linear_cross_entropy_backward_flops};
+  lce_backward.workspace = linear_cross_entropy_workspace;
+  t.push_back(lce_backward);
 }
 
 }  // namespace mutwo::ops

@@ -61,6 +61,8 @@ struct GradArgs {
   std::string grad_name(size_t i) const;  // "<input i's name>.grad"
 };
 using Grads = std::vector<ir::ValueId>;  // what a derivative returns: one gradient per input
+// Renames `v`, one output of a multi-output backward node, "<input>.grad".
+void name_gradient(GradArgs& a, ir::ValueId v, size_t input);
 using GradFn = Grads (*)(GradArgs&);
 
 // FLOP estimate from the node and its resolved types.
@@ -70,6 +72,11 @@ struct FlopArgs {
   std::vector<const ir::TensorType*> out;
 };
 using FlopsFn = double (*)(const FlopArgs&);
+// Bytes a node's kernel holds while it runs beyond its inputs and outputs
+// (temporaries it makes and frees itself), where the op can say: the planners
+// scale a profile's measured workspace by it when they change the node's
+// attributes (linear_cross_entropy's chunk_rows). Same arguments as FLOPs.
+using WorkspaceFn = int64_t (*)(const FlopArgs&);
 
 // Input positions a node writes in place, for ops whose positions depend on
 // the node (variadic ops); called only on nodes that passed shape inference.
@@ -96,6 +103,7 @@ struct OpDef {
   // same inputs and arithmetic), taken where input 0 dies here (analysis::reinplace).
   std::string_view overwriting = {};
   TagsFn tags_of = nullptr;  // instead of `tags` where they depend on the node
+  WorkspaceFn workspace = nullptr;  // nullptr: none declared (the profile's measurement alone)
 
   // The op's own tags; for a node, ask ops::has(node, tag).
   bool has(Tag t) const { return (tags & t) != 0; }
@@ -118,6 +126,8 @@ inline bool recomputable(const ir::Node& n) { return (tags(n) & (kRandom | kInpl
 // Checks arity and infers output types for a node as it stands in a graph.
 ir::OpCheck check(const ir::Graph& g, const ir::Node& n);
 double flops(const ir::Graph& g, const ir::Node& n);
+// The node's declared workspace (OpDef::workspace), 0 where its op declares none.
+int64_t workspace_bytes(const ir::Graph& g, const ir::Node& n);
 // Bytes a node reads and writes: its inputs, and the outputs it does not alias
 // (a view moves nothing). The cost measure of ops that are not FLOP-bound.
 int64_t bytes_moved(const ir::Graph& g, const ir::Node& n);

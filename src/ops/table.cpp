@@ -42,9 +42,20 @@ std::vector<const ir::TensorType*> input_types(const ir::Graph& g, const ir::Nod
   return in;
 }
 
+FlopArgs flop_args(const ir::Graph& g, const ir::Node& n) {
+  FlopArgs args{n, input_types(g, n), {}};
+  for (ir::ValueId v : n.outputs) args.out.push_back(&g.type(v));
+  return args;
+}
+
 }  // namespace
 
 std::string GradArgs::grad_name(size_t i) const { return b.graph().value(node.inputs[i]).name + ".grad"; }
+
+void name_gradient(GradArgs& a, ir::ValueId v, size_t input) {
+  ir::Graph& g = a.b.graph();
+  if (g.value(v).name != a.grad_name(input)) g.rename(v, g.unique_name(a.grad_name(input)));
+}
 
 std::string InferArgs::name(size_t i) const {
   if (!graph || i >= node.inputs.size() || node.inputs[i] == ir::kNoValue) return fmt::format("input {}", i);
@@ -91,12 +102,16 @@ ir::OpCheck check(const ir::Graph& g, const ir::Node& n) {
 
 double flops(const ir::Graph& g, const ir::Node& n) {
   const OpDef& d = op(n.op);
-  FlopArgs args{n, input_types(g, n), {}};
-  for (ir::ValueId v : n.outputs) args.out.push_back(&g.type(v));
+  FlopArgs args = flop_args(g, n);
   if (d.flops) return d.flops(args);
   double total = 0;
   for (const auto* t : args.out) total += static_cast<double>(t->numel());
   return total;
+}
+
+int64_t workspace_bytes(const ir::Graph& g, const ir::Node& n) {
+  const OpDef& d = op(n.op);
+  return d.workspace ? d.workspace(flop_args(g, n)) : 0;
 }
 
 int64_t bytes_moved(const ir::Graph& g, const ir::Node& n) {

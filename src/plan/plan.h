@@ -54,15 +54,37 @@ struct Simulation {
 };
 Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop);
 
+// linear_cross_entropy's chunk size (chunks.cpp), which every planner's plan
+// carries: run_planner picks, before the planner runs, for each
+// linear_cross_entropy node and its backward, the largest chunk_rows from the
+// node's default (about ops::kVocabChunkBytes of logits) halving down to
+// ops::kVocabBlockRows whose workspace keeps that node's simulated bytes (its
+// live bytes without recomputation, plus its workspace) within the budget, or
+// the smallest. The workspace is the profile's measurement re-scaled by the op's
+// declared one (OpDef::workspace). The planner then plans the chunked graph.
+struct ChunkChoice {
+  int32_t node = -1;  // in the profiled graph (recomputation does not move it)
+  int64_t rows = 0;
+};
+std::vector<ChunkChoice> choose_chunks(const PlanInput& in, int64_t budget_bytes);
+// Sets each node's chunk_rows; on a PlanInput, re-scales its workspace too.
+// Apply a plan's chunks to the graph before rewriting it with the plan's drops.
+void apply_chunks(ir::Graph& g, const std::vector<ChunkChoice>& chunks);
+void apply_chunks(PlanInput& in, const std::vector<ChunkChoice>& chunks);
+
 struct Plan {
   std::string planner;
   int64_t budget_bytes = 0;
   std::vector<ir::ValueId> drop;  // activations to recompute
+  std::vector<ChunkChoice> chunks;  // chunk_rows of the vocabulary loss's nodes, applied before `drop`
   Simulation predicted;
   bool feasible = false;
   double planning_ms = 0;
   std::string note;  // why infeasible, or what the planner chose to say
 };
+// `g` (the plan's profiled graph) with the plan's chunks applied: what the
+// recomputation rewrite takes with the plan's drops.
+ir::Graph chunked_graph(const ir::Graph& g, const Plan& p);
 
 using PlannerFn = Plan (*)(const PlanInput& in, int64_t budget_bytes);
 

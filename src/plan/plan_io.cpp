@@ -61,6 +61,11 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
     }
     acts.push_back(a);
   }
+  json chunks = json::array();
+  for (const ChunkChoice& c : p.chunks) {
+    const ir::Node& node = g.nodes()[static_cast<size_t>(c.node)];
+    chunks.push_back({{"node", g.value(node.outputs.at(0)).name}, {"op", node.op}, {"chunk_rows", c.rows}});
+  }
   json j{{"format", "mutwo.plan"},
          {"version", 1},
          {"model", in.profile.model},
@@ -77,7 +82,8 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
          {"feasible", p.feasible},
          {"planning_ms", p.planning_ms},
          {"note", p.note},
-         {"activations", acts}};
+         {"activations", acts},
+         {"chunks", chunks}};
   write_file(path, j.dump(1) + "\n");
 }
 

@@ -26,7 +26,16 @@ Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget) {
                                        : nullptr;
   MUTWO_CHECK(fn != nullptr, "unknown planner '{}'; planners: {}", name, fmt::join(planner_names(), ", "));
   auto t0 = std::chrono::steady_clock::now();
-  Plan p = fn(in, budget);
+  std::vector<ChunkChoice> chunks = choose_chunks(in, budget);
+  Plan p;
+  if (chunks.empty()) {
+    p = fn(in, budget);
+  } else {
+    PlanInput chunked = in;
+    apply_chunks(chunked, chunks);
+    p = fn(chunked, budget);
+  }
+  p.chunks = std::move(chunks);
   p.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }

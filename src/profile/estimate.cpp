@@ -1,10 +1,11 @@
 // An estimated profile (see profile.h): node times from a roofline of nominal
-// device speeds, memory from the liveness analysis. For mutwo.torch's
+// device speeds, memory from the liveness analysis and the workspaces ops declare. For mutwo.torch's
 // profile="flops", where the unplanned step should not run first (it may not
 // fit) or a quick plan is enough.
 #include <algorithm>
 
 #include "analysis/liveness.h"
+#include "ops/op.h"
 #include "profile/profile.h"
 
 namespace mutwo::profile {
@@ -31,7 +32,8 @@ Profile estimate_profile(const ir::Graph& g, const std::string& device) {
     r.ms = std::max(r.flops / speed.flops_per_ms, static_cast<double>(r.bytes_moved) / speed.bytes_per_ms) + speed.launch_ms;
     r.live_before = L.live_before[n];
     r.live_after = L.live_after[n];
-    r.peak_during = L.live_during[n];
+    r.workspace_bytes = ops::workspace_bytes(g, g.nodes()[n]);  // where the op declares one
+    r.peak_during = L.live_during[n] + r.workspace_bytes;
   }
   summarize(p);
   p.step_ms = p.node_ms_sum;

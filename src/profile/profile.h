@@ -102,7 +102,8 @@ void summarize(Profile& p);
 
 // A profile without running the step (estimate.cpp): node times from FLOPs and
 // bytes moved at nominal speeds of `device` ("cpu", "cuda..."), memory as the
-// liveness analysis predicts it, no workspaces. For planning a step that
+// liveness analysis predicts it, workspaces only where an op declares one
+// (OpDef::workspace: linear_cross_entropy's chunk of logits). For planning a step that
 // should not run unplanned first.
 Profile estimate_profile(const ir::Graph& g, const std::string& device);
 
