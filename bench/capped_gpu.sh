@@ -37,11 +37,12 @@ budget_text=${BUDGET:-$cap}  # what max-batch plans against (below the cap: head
 for model in $models; do
   echo "== $model under $cap (${SECONDS}s)"
   dir="${WORK:-build-cuda}/capped_${model}_$cap"
-  t0=$SECONDS
-  line=$(timeout -k 5 "${MAXBATCH_TIMEOUT:-240}" $m max-batch --model "$model" --device "$device" --memory "$budget_text" \
-         --device-memory "$cap" --planners "$planners" --limit 1024 --out "$dir" --json --quiet | tail -n 1)
-  echo "$line" | grep -q '^{' || { echo "max-batch $model failed: $line"; continue; }
   for p in ${planners//,/ }; do
+    # One planner per max-batch run, so that a run cut off by its timeout loses only its own answer.
+    t0=$SECONDS
+    line=$(timeout -k 5 "${MAXBATCH_TIMEOUT:-240}" $m max-batch --model "$model" --device "$device" --memory "$budget_text" \
+           --device-memory "$cap" --planners "$p" --limit 1024 --out "$dir" --json | tail -n 1)
+    echo "$line" | grep -q '^{' || { echo "max-batch $model $p failed or timed out after $((SECONDS - t0))s: $line"; continue; }
     batch=$(python3 -c 'import json, sys; print(next(r["max_batch"] for r in json.loads(sys.argv[1])["results"] if r["planner"] == sys.argv[2]))' "$line" "$p")
     # The answer's own rewritten step, trained 10 steps under the cap; batch+1 was refused by max-batch's bisection.
     r=$(timeout -k 5 "${TRAIN_TIMEOUT:-120}" $m run --graph "$dir/$p.ir" --device "$device" --device-memory "$cap" \

@@ -15,7 +15,8 @@ echo "built in ${SECONDS}s"
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-12}
 job_timeout=${JOB_TIMEOUT:-480}
 gpu=0
-for spec in ${SWEEPS:-"resnet-152:8,16,32,64 bert-base:8,16,32 bert-large:8,16,32"}; do
+specs=${SWEEPS:-"resnet-152:8,16,32,64 bert-base:8,16,32 bert-large:8,16,32"}
+for spec in $specs; do  # one sweep per card (the committed run of 2026-11-26 had them all on one: a quoting slip)
   CUDA_VISIBLE_DEVICES=$gpu MUTWO=build-cuda/src/cli/mutwo SWEEPS=$spec OUT="$out/${spec%%:*}" timeout -k 5 "$job_timeout" bench/sweep_gpu.sh >/dev/null 2>&1 &
   gpu=$((gpu + 1))
 done
