@@ -163,6 +163,9 @@ int TrainCommand::run() const {
   ir::Graph eval_graph = std::move(em.graph);
   eval_graph.outputs = {em.loss};
   ops::verify(eval_graph);
+  for (const ir::Node& n : eval_graph.nodes())
+    MUTWO_ASSERT(n.phase == ir::Phase::forward || n.phase == ir::Phase::loss,
+                 "the held-out graph would update something: {} in phase {}", n.op, ir::to_string(n.phase));
 
   runtime::Executor ex(train_graph, {dev, seed});
   ex.initialize();
