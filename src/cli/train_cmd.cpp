@@ -183,6 +183,7 @@ int TrainCommand::run() const {
   runtime::Executor evaluator(eval_graph, {dev, seed});
   evaluator.initialize(shared);
   const ir::ValueId eval_ids = input_ids(eval_graph);
+  evaluator.value(eval_ids).reset();  // bound per held-out batch; nothing of the evaluator's is held while training
 
   const int64_t steps_per_epoch = static_cast<int64_t>(w.train.size()) / B;
   const int64_t eval_batches = static_cast<int64_t>(w.heldout.size()) / eval_batch;
@@ -226,6 +227,7 @@ int TrainCommand::run() const {
       evaluator.bind(eval_ids, token_batch(w, w.heldout, static_cast<size_t>(b * eval_batch), eval_batch));
       heldout_sum += evaluator.step().outputs.at(0);
     }
+    evaluator.value(eval_ids).reset();
     ep.heldout_loss = heldout_sum / static_cast<double>(eval_batches);
     fmt::print("epoch {:>3}  train loss {:.4f}  held-out loss {:.4f}  {:.0f} tokens/s  peak {}  ({} steps)\n", e,
                ep.train_loss, ep.heldout_loss, ep.tokens_per_s, format_bytes(ep.peak_bytes), ep.steps);
@@ -245,8 +247,10 @@ int TrainCommand::run() const {
     train_losses.push_back(ep.train_loss);
     heldout_losses.push_back(ep.heldout_loss);
   }
-  fmt::print("trained {} epochs, {} steps: peak memory {} (liveness predicts {} before kernel workspace)\n", epochs,
-             epochs * steps_per_epoch, format_bytes(peak), format_bytes(ex.liveness().peak_bytes));
+  // The plan's simulated peak (kernel workspace included), else liveness's (without).
+  const int64_t predicted = p ? p->plan.predicted.peak_bytes : ex.liveness().peak_bytes;
+  fmt::print("trained {} epochs, {} steps: peak memory {} (predicted {})\n", epochs, epochs * steps_per_epoch,
+             format_bytes(peak), format_bytes(predicted));
   if (json_out) {
     json j{{"command", "train"},
            {"model", step.model},
@@ -259,7 +263,7 @@ int TrainCommand::run() const {
            {"budget_bytes", p ? json(p->plan.budget_bytes) : json()},
            {"dropped", p ? p->plan.drop.size() : 0},
            {"dropped_bytes", dropped_bytes},
-           {"predicted_peak_bytes", p ? p->plan.predicted.peak_bytes : ex.liveness().peak_bytes},
+           {"predicted_peak_bytes", predicted},
            {"epoch", last.epoch},
            {"epochs", epochs},
            {"steps", epochs * steps_per_epoch},
