@@ -196,6 +196,57 @@ done
 expect_error "more than 1 PiB" plan --profile "$pf_dir/profile.json" --budget 9223372036854775808 --out "$pf_dir/plan.json"
 rm -rf "$pf_dir"
 
+# mutwo train (issue 14, item 5): three epochs of transformer-lm over the
+# shipped text in batches, the step planned under 60% of its peak so that the
+# plan drops activations; the training loss falls epoch by epoch, the held-out
+# loss is reported every epoch, and each epoch's measured peak is the plan's
+# prediction to the byte (on the CPU), within the budget.
+text=$(cd "$(dirname "$0")/.." && pwd)/data/english.txt
+out=$("$mutwo" train --model transformer-lm --data "$text" --epochs 3 --batch 16 --budget 60% --json --quiet) \
+  || { echo "FAIL: mutwo train exited $?"; fails=$((fails+1)); }
+python3 - "$out" <<'PY' && echo "ok: mutwo train: loss falls over 3 planned epochs" || { echo "FAIL: mutwo train: $out"; fails=$((fails+1)); }
+import json, math, sys
+lines = [json.loads(l) for l in sys.argv[1].splitlines() if l.startswith("{")]
+epochs, summary = lines[:-1], lines[-1]
+keys = {"epoch", "train_loss", "heldout_loss", "tokens_per_s", "peak_bytes", "steps"}
+assert [e["epoch"] for e in epochs] == [1, 2, 3], epochs
+assert all(keys <= set(e) for e in epochs + [summary]), (epochs, summary)
+train = [e["train_loss"] for e in epochs]
+assert train[0] > train[1] > train[2], train
+assert all(math.isfinite(e["heldout_loss"]) and 0 < e["heldout_loss"] < 6 for e in epochs), epochs
+assert epochs[2]["heldout_loss"] < epochs[0]["heldout_loss"], epochs
+assert summary["dropped"] > 0 and summary["planner"] == "mutwo", summary
+assert all(e["peak_bytes"] == summary["predicted_peak_bytes"] <= summary["budget_bytes"] for e in epochs), (epochs, summary)
+assert all(e["tokens_per_s"] > 0 and e["steps"] == 98 for e in epochs), epochs
+assert summary["steps"] == 3 * 98 and summary["batch"] == 16 and summary["seq"] == 20, summary
+PY
+short=$(mktemp); head -c 300 "$text" >"$short"
+expect_error "a file of at least 5688 bytes is needed" train --model transformer-lm --data "$short" --batch 256
+rm -f "$short"
+expect_error "train needs --data FILE" train --model transformer-lm --batch 8
+expect_error "does not read text" train --model bert-tiny --data "$text" --batch 2
+# transformer-lm's default batch is 256 (docs/transformers.md); the others keep 64.
+for m in transformer-lm:256 mlp:64; do
+  got=$("$mutwo" info --model "${m%%:*}" --json | tail -n 1)
+  grep -qF "\"batch\":${m#*:}," <<<"$got" && echo "ok: ${m%%:*}'s default batch is ${m#*:}" \
+    || { echo "FAIL: ${m%%:*}'s default batch is not ${m#*:}: $got"; fails=$((fails+1)); }
+done
+
+# BERT as the original study ran it: padded sequences with an attention mask,
+# and the encoder alone (--head none, loss = last_hidden_state.sum()), planned,
+# rewritten and checked bit for bit against the unplanned step.
+bert_dir=$(mktemp -d)
+last=$("$mutwo" optimize --model bert-tiny --head none --pad 32 --seq 128 --batch 8 --budget 90% --check --steps 1 \
+       --out "$bert_dir" --json --quiet | tail -n 1)
+python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(not (r["check"] == "passed" and r["planned"]["dropped"] > 0 and r["fits"] and r["feasible"]))' "$last" \
+  && echo "ok: bert-tiny --head none --pad 32 plans, and the plan checks bit for bit" \
+  || { echo "FAIL: bert-tiny --head none --pad 32: $last"; fails=$((fails+1)); }
+grep -q "padding_mask_fill" "$bert_dir/rewritten.ir" && ! grep -q "cls.predictions" "$bert_dir/rewritten.ir" \
+  || { echo "FAIL: bert-tiny --head none --pad 32: no padding mask, or an MLM head, in the step"; fails=$((fails+1)); }
+rm -rf "$bert_dir"
+expect_error "--pad 32 must leave at least one" info --model bert-tiny --seq 32 --pad 32
+expect_error "--pad and --head are BERT options" info --model mlp --head none
+
 # The model zoo's done-when runs: the largest models train on the CPU.
 for args in "--model resnet-152 --batch 2 --image-size 64 --steps 2" "--model bert-base --batch 2 --steps 1"; do
   last=$("$mutwo" run $args --json | tail -n 1) || { echo "FAIL: mutwo run $args"; fails=$((fails+1)); continue; }

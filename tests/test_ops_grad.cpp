@@ -130,7 +130,7 @@ TEST(OpGrad, EveryDifferentiableOpIsCovered) {
       "conv2d", "batch_norm", "max_pool2d", "adaptive_avg_pool2d",
       // test_transformers.cpp
       "embedding", "layer_norm", "softmax", "matmul", "permute", "contiguous", "split", "cat", "causal_mask_fill",
-      "scale", "tanh",
+      "scale", "tanh", "padding_mask_fill",
       // test_vocab_loss.cpp
       "linear_cross_entropy"};
   EXPECT_EQ(with_grad, covered);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -86,7 +87,8 @@ TEST(TransformerParams, EveryListedTransformerBuilds) {
 
 TEST(TransformerOpGrad, EveryNewDifferentiableOpIsCovered) {
   const std::set<std::string> covered{"embedding", "layer_norm", "softmax", "matmul", "permute", "contiguous",
-                                      "split",     "cat",        "causal_mask_fill", "scale", "tanh"};
+                                      "split",     "cat",        "causal_mask_fill", "scale", "tanh",
+                                      "padding_mask_fill"};
   for (const std::string& name : covered) {
     const ops::OpDef* d = ops::find_op(name);
     ASSERT_NE(d, nullptr) << name;
@@ -207,6 +209,18 @@ TEST(TransformerOpGrad, CausalMaskFill) {
   }
 }
 
+TEST(TransformerOpGrad, PaddingMaskFill) {
+  // Scores (B, H, T, S) with HF's attention_mask (B, S): padded keys at finfo.min.
+  at::Tensor mask = at::tensor({1, 1, 1, 0, 1, 1, 0, 0}, at::kLong).view({2, 4});
+  check_grads(
+      "padding_mask_fill", {randn({2, 2, 3, 4}), mask},
+      [](ops::Builder& b, const std::vector<ValueId>& in) { return b.op("padding_mask_fill", in); },
+      [](const Tensors& t) {
+        at::Tensor keep = t[1].ne(0).view({2, 1, 1, 4});
+        return at::where(keep, t[0], at::full({}, std::numeric_limits<float>::lowest(), t[0].options()));
+      });
+}
+
 TEST(TransformerOpGrad, ScaleAndTanh) {
   check_grads("scale", {randn({3, 4})},
               [](ops::Builder& b, const std::vector<ValueId>& in) { return b.op("scale", in, {{"alpha", 0.125}}); },
@@ -248,7 +262,8 @@ TEST(TransformerOpGrad, IntegerHelpersMakeTheExpectedIds) {
 
 // Runs a forward graph plus its backward pass (no optimizer) once and keeps the
 // loss, every parameter's gradient (read by an observer right after its node:
-// the executor frees or resets them later) and every initial value.
+// the executor frees or resets them later) and every initial value (those
+// named in `given` are given, the rest made from `seed`).
 struct GradRun {
   double loss = 0;
   Named grads;   // by parameter name
@@ -269,7 +284,8 @@ class Capture : public runtime::NodeObserver {
   std::set<ValueId> watch_;
 };
 
-GradRun run_gradients(models::Model m, uint64_t seed = 5) {
+GradRun run_gradients(models::Model m, uint64_t seed = 5, const Named& given = {},
+                      const std::function<void(at::Tensor&)>& edit_ids = {}) {
   ir::Graph g = std::move(m.graph);
   auto grads = autodiff::append_backward(g, m.loss);
   autodiff::assign_roles(g);
@@ -277,12 +293,17 @@ GradRun run_gradients(models::Model m, uint64_t seed = 5) {
   for (const auto& pg : grads) g.outputs.push_back(pg.second);
   ops::verify(g);
   runtime::Executor ex(g, {c10::Device(c10::kCPU), seed});
-  ex.initialize();
+  ex.initialize(given);
+  ValueId ids = g.find("input_ids");
+  if (edit_ids) {  // an input (BERT's): changed before the step
+    at::Tensor edited = ex.value(ids).clone();
+    edit_ids(edited);
+    ex.bind(ids, edited);
+  }
   GradRun r;
   for (const ir::Value& v : g.values())
     if (ir::is_persistent(v.role)) r.values[v.name] = ex.value(v.id).clone();
   std::set<ValueId> watch(g.outputs.begin(), g.outputs.end());
-  ValueId ids = g.find("input_ids");
   watch.insert(ids);
   Capture cap(ex, watch);
   ex.set_observer(&cap);
@@ -340,7 +361,10 @@ std::set<std::string> parameter_names(const ir::Graph& g) {
   return s;
 }
 
-// BertForMaskedLM's eager forward, written with ATen ops under autograd.
+// BertForMaskedLM's eager forward, written with ATen ops under autograd. With
+// c.pad, HF's extended attention mask: (1 - attention_mask) * finfo.min added
+// to every score, and the padded labels -100; without the MLM head,
+// BertModel's last_hidden_state.sum().
 at::Tensor bert_reference(const models::BertConfig& c, Named& w) {
   const at::Tensor& ids = w.at("input_ids");
   const int64_t B = ids.size(0), T = ids.size(1), C = c.hidden, H = c.heads, D = C / H, V = c.vocab;
@@ -351,6 +375,9 @@ at::Tensor bert_reference(const models::BertConfig& c, Named& w) {
   };
   auto heads = [&](const at::Tensor& x) { return x.view({B, T, H, D}).permute({0, 2, 1, 3}); };
   at::Tensor pos = at::arange(T, at::kLong).unsqueeze(0);  // (1, T)
+  at::Tensor attention_mask = at::ones({B, T}, at::kLong);
+  if (c.pad > 0) attention_mask.narrow(1, T - c.pad, c.pad).zero_();
+  at::Tensor additive = (1 - attention_mask).to(at::kFloat).view({B, 1, 1, T}) * std::numeric_limits<float>::lowest();
   at::Tensor e = at::embedding(W("bert.embeddings.word_embeddings.weight"), ids, 0) +
                  at::embedding(W("bert.embeddings.token_type_embeddings.weight"), w.at("token_type_ids"));
   e = e + at::embedding(W("bert.embeddings.position_embeddings.weight"), pos);
@@ -360,15 +387,18 @@ at::Tensor bert_reference(const models::BertConfig& c, Named& w) {
     at::Tensor q = heads(lin(h, p + ".attention.self.query"));
     at::Tensor k = heads(lin(h, p + ".attention.self.key"));
     at::Tensor v = heads(lin(h, p + ".attention.self.value"));
-    at::Tensor probs = at::softmax(at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(D)), -1);
+    at::Tensor scores = at::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(D));
+    at::Tensor probs = at::softmax(c.pad > 0 ? scores + additive : scores, -1);
     at::Tensor ctx = at::matmul(probs, v).permute({0, 2, 1, 3}).contiguous().view({B, T, C});
     at::Tensor a = ln(lin(ctx, p + ".attention.output.dense") + h, p + ".attention.output.LayerNorm");
     at::Tensor i = at::gelu(lin(a, p + ".intermediate.dense"));
     h = ln(lin(i, p + ".output.dense") + a, p + ".output.LayerNorm");
   }
+  if (!c.mlm_head) return h.sum();
   at::Tensor t = ln(at::gelu(lin(h, "cls.predictions.transform.dense")), "cls.predictions.transform.LayerNorm");
   at::Tensor logits = at::linear(t, W("bert.embeddings.word_embeddings.weight"), W("cls.predictions.bias"));
-  return at::nll_loss(at::log_softmax(logits.view({-1, V}), 1), ids.reshape(-1));
+  at::Tensor labels = at::where(attention_mask.eq(0), at::full({}, -100, at::kLong), ids);
+  return at::nll_loss(at::log_softmax(logits.view({-1, V}), 1), labels.reshape(-1));
 }
 
 // GPT2LMHeadModel's eager forward (Conv1D weights stored (out, in)), with HF's
@@ -438,6 +468,51 @@ TEST(BertReference, LossAndEveryGradientMatchLibtorchAutograd) {
   double worst = compare(ours, w, loss, kModelRtol);
   std::printf("[ bert L2 H32 A2 ] loss %.7f (reference %.7f), max relative difference %.3g over %zu gradients\n",
               ours.loss, loss.item<double>(), worst, ours.grads.size());
+}
+
+// Padding as the original study fed it (an attention mask, HF's additive
+// form in the reference), with the MLM head and with the encoder alone.
+TEST(BertReference, PaddedAndEncoderAloneMatchLibtorchAutograd) {
+  for (bool mlm_head : {true, false}) {
+    models::BertConfig c = tiny_bert(0.0);
+    c.pad = 3;
+    c.mlm_head = mlm_head;
+    models::Model m = models::build_bert(c);
+    std::set<std::string> params = parameter_names(m.graph);
+    EXPECT_EQ(params.count("cls.predictions.bias"), mlm_head ? 1u : 0u);
+    // The sum of a LayerNorm's output at its initial weight 1 and bias 0 is 0
+    // at every position, and so is every gradient below it: the last
+    // LayerNorm gets random weights, so that the sum has gradients to compare.
+    Named given;
+    const std::string last_ln = "bert.encoder.layer." + std::to_string(c.layers - 1) + ".output.LayerNorm";
+    given[last_ln + ".weight"] = randn({c.hidden}) + 1;
+    given[last_ln + ".bias"] = randn({c.hidden});
+    GradRun ours = run_gradients(std::move(m), 5, given);
+    Named w = leaves(ours, params);
+    at::Tensor loss = bert_reference(c, w);
+    double worst = compare(ours, w, loss, kModelRtol);
+    std::printf("[ bert pad 3, head %s ] loss %.7f (reference %.7f), max relative difference %.3g\n",
+                mlm_head ? "mlm" : "none", ours.loss, loss.item<double>(), worst);
+  }
+}
+
+// Token ids at padded positions change nothing the MLM loss sees: not the
+// loss, not a gradient. Without the mask the same change does change the loss
+// (so the mask, not the test, is what keeps it).
+TEST(BertPadding, PaddedTokenIdsLeaveTheLossAndGradientsUnchanged) {
+  models::BertConfig c = tiny_bert(0.0);
+  c.pad = 3;
+  const int64_t first = c.seq - 3, vocab = c.vocab;
+  auto scramble = [first, vocab](at::Tensor& ids) {  // new ids at the last 3 positions
+    ids.narrow(1, first, 3).copy_(at::remainder(ids.narrow(1, first, 3) * 7 + 3, vocab));
+  };
+  GradRun a = run_gradients(models::build_bert(c)), b = run_gradients(models::build_bert(c), 5, {}, scramble);
+  EXPECT_FALSE(at::equal(a.values.at("input_ids"), b.values.at("input_ids")));
+  EXPECT_EQ(a.loss, b.loss);
+  // Padded positions get exactly zero gradient, so every sum they enter is unchanged.
+  for (const auto& [name, g] : a.grads) EXPECT_TRUE(at::equal(g, b.grads.at(name))) << name;
+  c.pad = 0;
+  EXPECT_NE(run_gradients(models::build_bert(c)).loss, run_gradients(models::build_bert(c), 5, {}, scramble).loss);
 }
 
 TEST(GptReference, LossAndEveryGradientMatchLibtorchAutograd) {

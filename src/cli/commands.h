@@ -99,5 +99,24 @@ struct MaxBatchCommand {
   int run() const;
 };
 
+// mutwo train: epochs over a text file in batches, the step optionally planned
+// under a budget; per epoch the training and held-out loss, tokens/s, peak.
+struct TrainCommand {
+  StepOptions step;
+  std::string budget;  // empty: no plan
+  std::string planner = "mutwo";
+  std::string device = "cpu";
+  std::string device_memory;  // --device-memory
+  int64_t epochs = 1;
+  double holdout = 0.1;
+  bool sequential = false;
+  int64_t log_every = 0;
+  uint64_t seed = 0;
+  bool json_out = false;
+  bool quiet = false;
+
+  void add_to(CLI::App& app);
+  int run() const;
+};
 
 }  // namespace mutwo::cli

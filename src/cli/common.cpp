@@ -43,7 +43,18 @@ void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
     // What builds a zoo model; a --graph file fixes all of it, so they exclude each other.
     std::vector<CLI::Option*> shape;
     shape.push_back(app.add_option("--model", model, "model to build: " + names)->capture_default_str());
-    if (with_batch) shape.push_back(app.add_option("--batch", batch, "batch size")->capture_default_str()->check(kPositive));
+    if (with_batch) {
+      std::string defaults;
+      for (const auto& m : models::model_list())
+        if (m.batch != batch) defaults += fmt::format("; {} for {}", m.batch, m.name);
+      CLI::Option* b = app.add_option("--batch", batch, fmt::format("batch size (default {}{})", batch, defaults))
+                           ->check(kPositive);
+      shape.push_back(b);
+      // The model's own default (models::default_batch) once --model is known.
+      app.final_callback([this, b] {
+        if (b->count() == 0 && graph.empty()) batch = models::default_batch(model);
+      });
+    }
     app.add_option("--optimizer", optimizer, "sgd (momentum 0.9), adam or adamw")
         ->capture_default_str()
         ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
@@ -53,7 +64,18 @@ void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
     shape.push_back(app.add_option("--image-size", image_size, "image height and width (ResNet; default 224)")->check(kPositive));
     shape.push_back(app.add_option("--seq", seq, "sequence length (BERT 128, GPT-2 1024, transformer-lm 20 by default)")
         ->check(kPositive));
-    shape.push_back(app.add_option("--data", data, "text file to train transformer-lm on (byte tokens)")->check(CLI::ExistingFile));
+    shape.push_back(app.add_option("--data", data,
+                                   "text file (byte tokens) for transformer-lm and gpt2-*: train walks it in batches; "
+                                   "run, optimize and the rest take one fixed batch of it")
+                        ->check(CLI::ExistingFile));
+    shape.push_back(app.add_option("--pad", pad,
+                                   "BERT: the last N positions of every sequence are padding, masked out of attention "
+                                   "(attention_mask) and of the MLM loss")
+                        ->check(CLI::Range(int64_t{0}, int64_t{1} << 30)));
+    shape.push_back(app.add_option("--head", head,
+                                   "BERT: mlm (the masked-LM head and its cross-entropy, default) or none (the encoder "
+                                   "alone, loss = sum of the last hidden state)")
+                        ->check(CLI::IsMember({"mlm", "none"})));
     if (with_graph) {
       CLI::Option* g = app.add_option("--graph", graph,
                      "train this step instead of --model: a captured step (step.json, from python -m mutwo.capture) "
@@ -90,6 +112,8 @@ models::ModelOptions StepOptions::model_options() const {
     mo.image_size = image_size;
     mo.seq = seq;
     mo.data = data;
+    mo.pad = pad;
+    mo.head = head;
     return mo;
   }
 

@@ -22,7 +22,7 @@ extern const CLI::Validator kNonNegative;
 // Options shared by every command that builds a training step.
 struct StepOptions {
   std::string model = "mlp";
-  int64_t batch = 64;
+  int64_t batch = 64;  // after parsing, models::default_batch(model) when --batch is not given
   std::string optimizer = "sgd";
   double lr = 0.01;
   std::optional<double> dropout;
@@ -30,6 +30,8 @@ struct StepOptions {
   std::optional<int64_t> image_size;
   std::optional<int64_t> seq;
   std::string data;
+  std::optional<int64_t> pad;       // BERT: padded positions at the end of each sequence
+  std::optional<std::string> head;  // BERT: "mlm" or "none"
   std::string graph;  // a captured step (step.json) or IR text (rewritten.ir) instead of --model
 
   // with_graph: offer --graph (not where the command varies the batch).

@@ -187,6 +187,7 @@ int main_impl(int argc, char** argv) {
   OptimizeCommand optimize;
   SweepCommand sweep;
   MaxBatchCommand max_batch;
+  TrainCommand train;
   run.add_to(*app.add_subcommand("run", "train a model for a few steps; print losses, peak memory, step time"));
   show.add_to(*app.add_subcommand("show", "print the training-step graph in the IR's text form"));
   info.add_to(*app.add_subcommand("info", "parameter count, node count and bytes by role of a model's step"));
@@ -195,6 +196,8 @@ int main_impl(int argc, char** argv) {
   optimize.add_to(*app.add_subcommand("optimize", "profile, plan, rewrite and train under a budget; measured"));
   sweep.add_to(*app.add_subcommand("sweep", "peak memory and step time against batch size, with and without checkpointing"));
   max_batch.add_to(*app.add_subcommand("max-batch", "the largest batch that fits a memory limit, per planner"));
+  train.add_to(*app.add_subcommand("train", "train a decoder on a text file for epochs of batches, optionally under a "
+                                            "memory budget; per epoch the training and held-out loss, tokens/s, peak"));
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
   if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
@@ -221,6 +224,7 @@ int main_impl(int argc, char** argv) {
   if (app.got_subcommand("optimize")) return optimize.run();
   if (app.got_subcommand("sweep")) return sweep.run();
   if (app.got_subcommand("max-batch")) return max_batch.run();
+  if (app.got_subcommand("train")) return train.run();
   return 2;
 }
 

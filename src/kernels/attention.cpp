@@ -76,6 +76,19 @@ void causal_mask_fill_kernel(KernelCall& k) {
   k.output(0) = at::where(future, at::Scalar(value), x);
 }
 
+void padding_mask_fill_kernel(KernelCall& k) {
+  const at::Tensor& x = k.input(0);
+  std::vector<int64_t> shape(static_cast<size_t>(x.dim()), 1);  // mask (B, S) -> (B, 1, ..., 1, S)
+  shape.front() = x.size(0);
+  shape.back() = x.size(-1);
+  at::Tensor padding = k.input(1).eq(0).view(shape);
+  // An integer scalar for integer x: a float one would promote the result to float.
+  at::Scalar value = at::isFloatingType(x.scalar_type())
+                         ? at::Scalar(k.node.attrs.has("value") ? k.node.attrs.f("value") : lowest_finite(x.scalar_type()))
+                         : at::Scalar(static_cast<int64_t>(k.node.attrs.f("value")));
+  k.output(0) = at::where(padding, value, x);
+}
+
 void scale_kernel(KernelCall& k) { k.output(0) = at::mul(k.input(0), k.node.attrs.f("alpha")); }
 
 void tanh_kernel(KernelCall& k) { k.output(0) = at::tanh(k.input(0)); }
@@ -92,6 +105,7 @@ void add_attention_kernels(KernelRows& t) {
   t.push_back({"softmax_backward", {softmax_backward_kernel}});
   t.push_back({"matmul", {matmul_kernel}});
   t.push_back({"causal_mask_fill", {causal_mask_fill_kernel}});
+  t.push_back({"padding_mask_fill", {padding_mask_fill_kernel}});
   t.push_back({"scale", {scale_kernel}});
   t.push_back({"tanh", {tanh_kernel}});
   t.push_back({"tanh_backward", {tanh_backward_kernel}});

@@ -39,6 +39,11 @@ BertConfig bert_config(const ModelOptions& o) {
   if (o.dropout) c.dropout = *o.dropout;
   c.dtype = o.dtype;
   c.whole_logits = o.whole_logits;
+  if (o.pad) c.pad = *o.pad;
+  if (o.head) {
+    MUTWO_CHECK(*o.head == "mlm" || *o.head == "none", "{}: --head must be mlm or none, got '{}'", o.name, *o.head);
+    c.mlm_head = *o.head == "mlm";
+  }
   return c;
 }
 
@@ -46,6 +51,8 @@ Model build_bert(const BertConfig& c) {
   transformer::check_sizes(c.name, c.batch, c.seq, c.max_positions, c.hidden, c.heads, c.dropout);
   MUTWO_CHECK(c.layers > 0 && c.intermediate > 0 && c.vocab > 1 && c.type_vocab > 0,
               "{}: layers, intermediate size, vocabulary and token types must be positive", c.name);
+  MUTWO_CHECK(c.pad >= 0 && c.pad < c.seq, "{}: --pad {} must leave at least one of the {} positions unpadded",
+              c.name, c.pad, c.seq);
   const int64_t B = c.batch, T = c.seq, C = c.hidden, V = c.vocab;
   const double init_std = 0.02;  // initializer_range
   Model m;
@@ -57,6 +64,15 @@ Model build_bert(const BertConfig& c) {
   ValueId ids = b.input("input_ids", TensorType{{B, T}, ir::DType::i64}, Role::input,
                         {ir::Init::randint, 0, static_cast<double>(V)});
   ValueId types = b.input("token_type_ids", TensorType{{B, T}, ir::DType::i64}, Role::input, {ir::Init::zeros});
+  // attention_mask: (B, T), 1 for tokens, 0 for the last `pad` positions (padding)
+  ValueId padding = ir::kNoValue;
+  if (c.pad > 0) {
+    std::vector<int64_t> mask;
+    mask.reserve(static_cast<size_t>(B * T));
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t t = 0; t < T; ++t) mask.push_back(t < T - c.pad ? 1 : 0);
+    padding = b.op("int_constant", {}, {{"shape", ir::Shape{B, T}}, {"values", mask}}, "attention_mask");
+  }
 
   ValueId word, h;
   {
@@ -93,7 +109,7 @@ Model build_bert(const BertConfig& c) {
           return k.linear(h, C, C, init_std);  // (B, T, C)
         };
         ValueId q = proj("query"), key = proj("key"), v = proj("value");
-        ctx = k.attention(q, key, v, c.heads, /*causal=*/false);  // (B, T, C); probs dropout "attn_dropout"
+        ctx = k.attention(q, key, v, c.heads, /*causal=*/false, padding);  // (B, T, C); probs dropout "attn_dropout"
       }
       ops::Builder::Scope out(b, "output");
       ValueId a;
@@ -127,6 +143,11 @@ Model build_bert(const BertConfig& c) {
     h = k.layer_norm(o, C, c.eps);  // (B, T, C)
   }
 
+  if (!c.mlm_head) {  // the encoder alone: loss = last_hidden_state.sum()
+    b.phase = ir::Phase::loss;
+    m.loss = b.op("sum", {h}, {}, "loss");  // ()
+    return m;
+  }
   ValueId t, bias;
   {
     ops::Builder::Scope s(b, "cls.predictions");
@@ -143,6 +164,13 @@ Model build_bert(const BertConfig& c) {
     bias = k.param("bias", {V}, {ir::Init::zeros});  // cls.predictions.bias
   }
 
+  // The targets, (B*T): padded positions -100, which the loss ignores.
+  auto loss_labels = [&] {
+    ValueId targets = ids;  // (B, T)
+    if (padding != ir::kNoValue)
+      targets = b.op("padding_mask_fill", {ids, padding}, {{"value", int64_t{-100}}}, "loss.targets");
+    return b.op("reshape", {targets}, {{"shape", ir::Shape{B * T}}}, "loss.labels");
+  };
   if (c.whole_logits) {
     ValueId logits;
     {
@@ -152,15 +180,13 @@ Model build_bert(const BertConfig& c) {
     b.phase = ir::Phase::loss;
     ops::Builder::Scope s(b, "loss");
     ValueId flat = b.op("reshape", {logits}, {{"shape", ir::Shape{B * T, V}}}, "loss.logits");  // (B*T, V)
-    ValueId labels = b.op("reshape", {ids}, {{"shape", ir::Shape{B * T}}}, "loss.labels");      // (B*T)
-    m.loss = cross_entropy_loss(b, flat, labels, CrossEntropyForm::fused);
+    m.loss = cross_entropy_loss(b, flat, loss_labels(), CrossEntropyForm::fused);
     return m;
   }
   b.phase = ir::Phase::loss;
   ops::Builder::Scope s(b, "loss");
-  ValueId flat = b.op("reshape", {t}, {{"shape", ir::Shape{B * T, C}}}, "loss.hidden");    // (B*T, C)
-  ValueId labels = b.op("reshape", {ids}, {{"shape", ir::Shape{B * T}}}, "loss.labels");  // (B*T)
-  m.loss = linear_cross_entropy_loss(b, flat, word, bias, labels);                        // decoder tied to word
+  ValueId flat = b.op("reshape", {t}, {{"shape", ir::Shape{B * T, C}}}, "loss.hidden");  // (B*T, C)
+  m.loss = linear_cross_entropy_loss(b, flat, word, bias, loss_labels());               // decoder tied to word
   return m;
 }
 

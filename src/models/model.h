@@ -25,6 +25,8 @@ struct ModelOptions {
   std::optional<int64_t> image_size;  // ResNet (default 224)
   std::optional<int64_t> seq;         // BERT (default 128), GPT-2 (1024), transformer-lm (20)
   std::string data;                   // transformer-lm: a text file trained on as byte tokens
+  std::optional<int64_t> pad;         // BERT: the last `pad` positions of each sequence are padding (default 0)
+  std::optional<std::string> head;    // BERT: "mlm" (default) or "none"
   ir::DType dtype = ir::DType::f32;
   // BERT, GPT-2, transformer-lm: the vocabulary head and its loss as linear +
   // cross_entropy, the logits (N, V) a value, instead of linear_cross_entropy
@@ -32,12 +34,17 @@ struct ModelOptions {
   bool whole_logits = false;
 };
 
-// The models `--model` accepts, with one line each.
+// The models `--model` accepts, with one line each, and the batch the
+// command line uses when --batch is not given.
 struct ModelInfo {
   std::string name;
   std::string about;
+  int64_t batch = 64;
 };
 const std::vector<ModelInfo>& model_list();
+// The command line's batch for `name` when --batch is not given (64 for a name
+// the registry does not know, whose build then fails naming the known ones).
+int64_t default_batch(const std::string& name);
 
 // Builds a model; UserError for an unknown name (listing the known ones) or bad options.
 Model build_model(const ModelOptions& options);
@@ -97,6 +104,13 @@ struct BertConfig {
   int64_t intermediate = 3072;
   double dropout = 0.1;  // embeddings, attention probabilities, hidden states
   double eps = 1e-12;    // LayerNorm
+  // The last `pad` positions of every sequence are padding: an attention_mask
+  // (B, T) of 1s then 0s (HF's convention, held in the graph by int_constant)
+  // gives them weight 0 in every attention, and the MLM loss ignores them.
+  int64_t pad = 0;
+  // false: no MLM head; the loss is the sum of the encoder's last hidden state
+  // (the original study's last_hidden_state.sum()), padded positions included.
+  bool mlm_head = true;
   ir::DType dtype = ir::DType::f32;
   bool whole_logits = false;  // see ModelOptions
 };

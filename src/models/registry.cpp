@@ -22,12 +22,19 @@ const std::vector<ModelInfo>& model_list() {
       {"bert-large", "BERT masked LM L24 H1024 A16 (335.2M parameters)"},
       {"gpt2-small", "GPT-2 causal LM (HF GPT2LMHeadModel) L12 H768 A12 (124.4M parameters); seq 1024 by default"},
       {"gpt2-medium", "GPT-2 causal LM L24 H1024 A16 (354.8M parameters)"},
-      {"transformer-lm", "small byte-level decoder LM, L2 H32 A2, seq 20; trains on --data FILE (a fixed batch of byte windows)"},
+      {"transformer-lm", "small byte-level decoder LM, L2 H32 A2, seq 20, batch 256; trains on a text file (mutwo train --data FILE)", 256},
   };
   return list;
 }
 
+int64_t default_batch(const std::string& name) {
+  for (const ModelInfo& m : model_list())
+    if (m.name == name) return m.batch;
+  return 64;
+}
+
 Model build_model(const ModelOptions& o) {
+  MUTWO_CHECK(o.name.rfind("bert-", 0) == 0 || (!o.pad && !o.head), "{}: --pad and --head are BERT options", o.name);
   if (o.name == "mlp") {
     MlpConfig c;
     c.batch = o.batch;

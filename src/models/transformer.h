@@ -52,7 +52,9 @@ struct Blocks {
   // q, k, v (B, T, C), contiguous -> context (B, T, C).
   //   heads: view (B, T, H, D), permute to (B, H, T, D)
   //   softmax(q k^T / sqrt(D) [causal mask]) -> dropout -> @ v -> (B, T, H, D) -> (B, T, C)
-  ir::ValueId attention(ir::ValueId q, ir::ValueId k, ir::ValueId v, int64_t heads, bool causal) {
+  // padding (B, T) i64, optional: keys where it is 0 get weight 0 (padding_mask_fill).
+  ir::ValueId attention(ir::ValueId q, ir::ValueId k, ir::ValueId v, int64_t heads, bool causal,
+                        ir::ValueId padding = ir::kNoValue) {
     const ir::Shape s = b.shape(q);
     MUTWO_ASSERT(s.size() == 3 && s[2] % heads == 0, "attention: bad q {}", ir::shape_string(s));
     const int64_t B = s[0], T = s[1], C = s[2], D = C / heads;
@@ -64,6 +66,7 @@ struct Blocks {
     ir::ValueId scores = b.op("matmul", {qh, kh}, {{"transpose_b", int64_t{1}}}, here("scores"));  // (B, H, T, T)
     scores = b.op("scale", {scores}, {{"alpha", 1.0 / std::sqrt(static_cast<double>(D))}}, here("scaled"));
     if (causal) scores = b.op("causal_mask_fill", {scores}, {}, here("masked"));
+    if (padding != ir::kNoValue) scores = b.op("padding_mask_fill", {scores, padding}, {}, here("padding_masked"));
     ir::ValueId probs = b.op("softmax", {scores}, {{"dim", int64_t{3}}}, here("probs"));  // (B, H, T, T)
     probs = drop(probs, "attn_dropout");
     ir::ValueId ctx = b.op("matmul", {probs, vh}, {}, here("context"));                // (B, H, T, D)

@@ -1,5 +1,5 @@
 // Transformer op rows, the arithmetic: embedding, layer_norm, softmax, batched
-// matmul with transpose flags, causal masking, scaling by a constant and tanh,
+// matmul with transpose flags, causal and padding masks, scaling by a constant and tanh,
 // each differentiated with the ATen backward kernel PyTorch's autograd uses.
 // What eager attention needs (matmul -> scale -> mask -> softmax -> dropout ->
 // matmul); the layout ops (permute, contiguous, split, cat) and the token
@@ -230,6 +230,28 @@ Grads causal_mask_fill_grad(GradArgs& a) {
   return {a.b.op("causal_mask_fill", {a.g()}, {{"value", 0.0}}, a.grad_name(0))};
 }
 
+// ---- padding_mask_fill(x (B, ..., S), mask (B, S) i64) {value}: x with every
+// entry whose key position s has mask[b, s] == 0 (padding, Hugging Face's
+// attention_mask convention) set to `value`; by default the lowest finite value
+// of a float x, as the additive mask HF's BERT adds (finfo.min) leaves it:
+// softmax then gives those keys weight 0. An integer x (the MLM labels, value
+// -100 for ignore_index) needs `value`. Derivative: the same op on the gradient
+// with value 0 (where softmax's derivative is 0 already).
+Types padding_mask_fill_infer(const InferArgs& a) {
+  const TensorType& x = a.input(0);
+  const TensorType& mask = a.input(1);
+  MUTWO_CHECK(x.rank() >= 2, "padding_mask_fill: input must be (batch, ..., keys), got {}", ir::to_string(x));
+  MUTWO_CHECK(ir::is_floating(x.dtype) || a.node.attrs.has("value"),
+              "padding_mask_fill: an integer input needs a value to fill with");
+  infer::require_dtype(mask, DType::i64, "padding mask");
+  infer::require_shape(mask, Shape{x.shape.front(), x.shape.back()}, "padding mask (batch, keys)");
+  return {x};
+}
+Grads padding_mask_fill_grad(GradArgs& a) {
+  if (!a.needs(0)) return {ir::kNoValue, ir::kNoValue};
+  return {a.b.op("padding_mask_fill", {a.g(), a.in(1)}, {{"value", 0.0}}, a.grad_name(0)), ir::kNoValue};
+}
+
 // ---- scale(x) {alpha}: x * alpha (attention's 1/sqrt(head_dim)); d/dx = g * alpha.
 Types scale_infer(const InferArgs& a) {
   double alpha = a.node.attrs.f("alpha");
@@ -253,6 +275,7 @@ void add_attention_ops(std::vector<OpDef>& t) {
   t.push_back({"softmax_backward", 0, 2, 2, softmax_backward_infer, nullptr, softmax_flops});
   t.push_back({"matmul", kHeavy, 2, 2, matmul_infer, matmul_grad, matmul_flops});
   t.push_back({"causal_mask_fill", kPointwise, 1, 1, causal_mask_fill_infer, causal_mask_fill_grad, nullptr});
+  t.push_back({"padding_mask_fill", kPointwise, 2, 2, padding_mask_fill_infer, padding_mask_fill_grad, nullptr});
   t.push_back({"scale", kPointwise, 1, 1, scale_infer, scale_grad, nullptr});
   t.push_back({"tanh", kPointwise, 1, 1, infer::same_as_input0, tanh_grad, nullptr});
   t.push_back({"tanh_backward", kPointwise, 2, 2, infer::pair_same_shape, nullptr, nullptr});
