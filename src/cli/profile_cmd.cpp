@@ -95,7 +95,7 @@ void ProfileCommand::add_to(CLI::App& app) {
 }
 
 int ProfileCommand::run() const {
-  c10::Device dev = open_device(device, device_memory);
+  open_device(device, device_memory);  // checks --device, applies --device-memory; profile_one opens it by name
   make_dirs(out);
   if (batches.empty()) {
     profile::Profile p = profile_one(*this, step.batch, out);
