@@ -25,4 +25,5 @@ cp "$tmp"/report/{memory_timeline,peak_breakdown}.{svg,png} "$tmp/report/report.
 cp "$tmp"/tradeoff/tradeoff.{svg,png,csv} "$out/tradeoff/"
 cp "$tmp"/batches/peak_vs_batch.{svg,png} "$out/batches/"
 cp "$tmp"/sweep/{peak_vs_batch,time_vs_batch}.{svg,png} "$tmp"/sweep/{sweep.csv,report.md} "$out/sweep/"
+sed -i "s#$tmp/#DIR/#g" "$out/sweep/report.md"  # its reproduce line, without this run's temporary folder
 echo "wrote $out/{profile,tradeoff,batches,sweep}"

@@ -85,12 +85,12 @@ void write_tradeoff(const std::vector<plan::Plan>& plans, const profile::Profile
       if (!pl.feasible) missed += fmt::format("{:.6f} {:.4f}\n", pl.predicted.extra_ms, mib(pl.predicted.peak_bytes));
     }
     write_file(dir + "/tradeoff_" + names[i] + ".dat", dat);
-    plot += fmt::format("{}'tradeoff_{}.dat' using 1:2 with linespoints pt 7 lw 2 lc rgb '{}' title '{}'", i ? ", " : "",
-                        names[i], series_color(i), names[i]);
+    plot += fmt::format("{}'tradeoff_{}.dat' using 1:2 with linespoints {} lw 2 lc rgb '{}' title '{}'", i ? ", " : "",
+                        names[i], series_point(i), series_color(i), names[i]);
   }
   write_file(dir + "/tradeoff_missed.dat", missed);
   if (!missed.empty())
-    plot += fmt::format(", 'tradeoff_missed.dat' using 1:2 with points pt 6 ps 2.6 lw 2 lc rgb '{}' "
+    plot += fmt::format(", 'tradeoff_missed.dat' using 1:2 with points pt 6 ps 3 lw 2 lc rgb '{}' "
                         "title 'plan missed its budget'", kMissedColor);
   write_file(dir + "/tradeoff.csv", csv);
   std::string body = fmt::format(

@@ -2,6 +2,7 @@
 // rendered to SVG and PNG.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,11 @@ const char* series_color(size_t i) {
                                         "#17becf", "#bcbd22", "#393b79", "#637939", "#843c39"};
   MUTWO_ASSERT(i < sizeof(kSeries) / sizeof(kSeries[0]), "a plot with more series ({}) than distinct colours", i + 1);
   return kSeries[i];
+}
+
+std::string series_point(size_t i) {
+  static const int kShapes[] = {7, 5, 9, 11, 13};  // circle, square, triangles, diamond (filled)
+  return fmt::format("pt {} ps {:.2f}", kShapes[i % 5], std::max(0.8, 2.0 - 0.4 * static_cast<double>(i)));
 }
 
 double mib(int64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }

@@ -93,6 +93,10 @@ void write_sweep_dir(const Sweep& s, const std::string& dir);
 // Plot colours: no colour is used twice within one plot. Series (lines of
 // planners or variants) take series_color(0), (1), ...; roles have their own.
 const char* series_color(size_t i);
+// "pt N ps S" for series i: its own shape, each smaller than the one before,
+// so that series drawn over each other (per-layer and sqrt-n often make the
+// same plan) still show each marker.
+std::string series_point(size_t i);
 const char* role_color(ir::Role r);
 extern const char* const kMissedColor;     // the ring around a point whose plan missed its budget
 extern const char* const kBudgetColor;     // budget lines

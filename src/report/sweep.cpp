@@ -35,8 +35,8 @@ void plot_sweep(const Sweep& s, const std::string& dir, const std::string& name,
           budget += fmt::format("{} {:.4f}\n", p.batch, mib(p.budget_bytes));
       }
     write_file(fmt::format("{}/{}_{}.dat", dir, name, s.variants[i]), dat);
-    plot += fmt::format("{}'{}_{}.dat' using 1:2 with linespoints pt 7 ps 1.2 lw 2 lc rgb '{}' title '{}'",
-                        i ? ", " : "", name, s.variants[i], series_color(i), s.variants[i]);
+    plot += fmt::format("{}'{}_{}.dat' using 1:2 with linespoints {} lw 2 lc rgb '{}' title '{}'", i ? ", " : "", name,
+                        s.variants[i], series_point(i), series_color(i), s.variants[i]);
   }
   if (!budget.empty()) {
     write_file(fmt::format("{}/{}_budget.dat", dir, name), budget);
@@ -45,7 +45,7 @@ void plot_sweep(const Sweep& s, const std::string& dir, const std::string& name,
   }
   write_file(fmt::format("{}/{}_missed.dat", dir, name), missed);
   if (!missed.empty())
-    plot += fmt::format(", '{}_missed.dat' using 1:2 with points pt 6 ps 2.6 lw 2 lc rgb '{}' title 'plan missed its budget'",
+    plot += fmt::format(", '{}_missed.dat' using 1:2 with points pt 6 ps 3 lw 2 lc rgb '{}' title 'plan missed its budget'",
                         name, kMissedColor);
   std::string body = fmt::format("set title \"{}\"\nset xlabel 'batch'\nset ylabel '{}'\nset grid\nset key top left\n"
                                  "set yrange [0:*]\nset offsets graph 0.03, graph 0.03, 0, 0\nplot {}",
@@ -70,8 +70,12 @@ std::string sweep_missed_line(const Sweep& s) {
   int n = 0;
   for (const auto& p : s.points)
     if (p.feasible && !*p.feasible) {
-      missed += fmt::format("{}batch {} {} (predicted {} over a budget of {})", n++ ? ", " : "", p.batch, p.variant,
-                            format_bytes(p.predicted_peak_bytes), format_bytes(p.budget_bytes));
+      missed += fmt::format("{}batch {} {} (predicted {}, {:.1f}% over its budget of {})", n++ ? ", " : "", p.batch,
+                            p.variant, format_bytes(p.predicted_peak_bytes),
+                            p.budget_bytes > 0 ? 100.0 * static_cast<double>(p.predicted_peak_bytes - p.budget_bytes) /
+                                                     static_cast<double>(p.budget_bytes)
+                                               : 0.0,
+                            format_bytes(p.budget_bytes));
     }
   if (!n) return "Every plan met its budget.";
   return fmt::format("Missed its budget ({} of the planned points, measured anyway): {}.", n, missed);
