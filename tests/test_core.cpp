@@ -228,7 +228,10 @@ TEST(Core, PlanFilesRecordThePlannersReasoning) {
   ASSERT_FALSE(missed.feasible);
   EXPECT_GE(missed.order.size(), fits.order.size());
   expect_reasoning(in, missed);
-  EXPECT_TRUE(plan::run_planner("mutwo", in, unplanned).order.empty()) << "nothing to pick when the step fits";
+  plan::Plan unplanned_fits = plan::run_planner("mutwo", in, unplanned);
+  EXPECT_TRUE(unplanned_fits.order.empty()) << "nothing to pick when the step fits";
+  for (const plan::ActivationRecord& r : plan::activation_records(in, unplanned_fits))
+    EXPECT_EQ(r.reason, r.candidate ? "not needed: the step fits unplanned" : "not recomputable") << r.name;
   plan::Plan layers = plan::run_planner("per-layer", in, least);
   EXPECT_TRUE(layers.order.empty());
   expect_reasoning(in, layers);

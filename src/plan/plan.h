@@ -128,8 +128,8 @@ struct ActivationRecord {
   std::string name;
   int64_t bytes = 0;
   std::string decision;  // "recompute" or "keep"
-  std::string reason;    // picked, raised the peak, taken back, not picked, chosen by PLANNER, kept by PLANNER,
-                         // not recomputable
+  std::string reason;    // picked, raised the peak, taken back, not picked, not needed: the step fits unplanned,
+                         // chosen by PLANNER, kept by PLANNER, not recomputable
   int32_t rank = 0;      // 1-based position in the planner's order (shared by a storage's members); 0: none
   double score = 0;      // the greedy's bytes per ms when it chose (rank > 0)
   bool candidate = false;  // recomputable: recompute_ms and ratio are meaningful

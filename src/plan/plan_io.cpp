@@ -124,6 +124,8 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
       a.reason = to_string(c.outcome);
     } else if (!a.candidate) {
       a.reason = "not recomputable";
+    } else if (p.planner == "mutwo" && p.order.empty() && p.feasible) {
+      a.reason = "not needed: the step fits unplanned";
     } else if (!p.order.empty() || p.planner == "mutwo") {
       a.reason = "not picked";
     } else {
