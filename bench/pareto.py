@@ -13,6 +13,11 @@ checkpoint and compile against eager in the same call).
 """
 import argparse, collections, json, os, shutil, subprocess
 
+# Distinct colours for the points of one plot (the most any plot has is 16).
+COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+           "#bcbd22", "#17becf", "#393b79", "#000000", "#637939", "#ff1493", "#e7ba52", "#00ff7f",
+           "#a0522d", "#4682b4", "#7b4173", "#ad494a"]
+
 ap = argparse.ArgumentParser()
 ap.add_argument("results")
 ap.add_argument("--out", default="bench/out/plots")
@@ -57,10 +62,12 @@ for (model, batch), pts in sorted(points.items(), key=lambda kv: str(kv[0])):
         f.write("# label\tpeak_MiB\tstep_ms (one block per point)\n")
         for label, peak, ms in pts:
             f.write(f'"{label}"\t{mib(peak)}\t{ms:.2f}\n\n\n')
-    # One series per point, in the key: PyTorch in squares, mutwo in circles.
+    # One series per point, in the key: PyTorch in squares, mutwo in circles,
+    # each in its own colour (gnuplot's default cycle repeats after 8).
+    assert len(pts) <= len(COLOURS), f"{name}: {len(pts)} points, {len(COLOURS)} distinct colours"
     series = ", ".join(
         f"'{name}.dat' index {i} using 3:2 with points pt {5 if label.startswith('PyTorch') else 7} ps 1.6 "
-        f"title '{label} ({peak / 2**20:.0f} MiB, {ms:.1f} ms)'" for i, (label, peak, ms) in enumerate(pts))
+        f"lc rgb '{COLOURS[i]}' title '{label} ({peak / 2**20:.0f} MiB, {ms:.1f} ms)'" for i, (label, peak, ms) in enumerate(pts))
     body = (f"set title '{model}, batch {batch}: peak memory against step time ({card})' noenhanced\n"
             "set xlabel 'step time (ms)'\nset ylabel 'peak allocated (MiB)'\nset grid\n"
             "set key outside right top vertical maxrows 60 font ',10' noenhanced\nset offsets graph 0.05, graph 0.05, graph 0.1, graph 0.1\n"

@@ -246,6 +246,50 @@ grep -q "padding_mask_fill" "$bert_dir/rewritten.ir" && ! grep -q "cls.predictio
 rm -rf "$bert_dir"
 expect_error "--pad 32 must leave at least one" info --model bert-tiny --seq 32 --pad 32
 expect_error "--pad and --head are BERT options" info --model mlp --head none
+# mutwo report writes a profile's files again from profile.json alone, byte for
+# byte (issue 14), and a plan's report.md; a plan made from another profile is exit 2.
+rp_dir=$(mktemp -d)
+"$mutwo" profile --model mlp --batch 8 --iters 1 --warmup 0 --out "$rp_dir/p" --quiet >/dev/null 2>&1
+mkdir "$rp_dir/saved"
+generated="nodes.csv activations.csv trace.json memory_timeline.dat memory_timeline.gp peak_breakdown.dat peak_breakdown.gp"
+for f in $generated; do mv "$rp_dir/p/$f" "$rp_dir/saved/$f"; done
+rm -f "$rp_dir"/p/*.svg "$rp_dir"/p/*.png
+"$mutwo" plan --profile "$rp_dir/p/profile.json" --budget 95% --out "$rp_dir/p/plan.json" >/dev/null 2>&1
+if "$mutwo" report --profile "$rp_dir/p/profile.json" --plan "$rp_dir/p/plan.json" --out "$rp_dir/p" >/dev/null; then
+  same=1
+  for f in $generated; do cmp -s "$rp_dir/saved/$f" "$rp_dir/p/$f" || { same=0; echo "FAIL: mutwo report wrote $f differently"; }; done
+  if command -v gnuplot >/dev/null; then
+    for f in memory_timeline.svg memory_timeline.png peak_breakdown.svg peak_breakdown.png; do
+      [ -s "$rp_dir/p/$f" ] || { same=0; echo "FAIL: mutwo report did not render $f"; }
+    done
+  fi
+  grep -qF "| rank | activation |" "$rp_dir/p/report.md" || { same=0; echo "FAIL: report.md lacks the candidates table"; }
+  [ "$same" -eq 1 ] && echo "ok: mutwo report writes the profile's files again, identical, and the plan's report.md"     || fails=$((fails+1))
+else
+  echo "FAIL: mutwo report"; fails=$((fails+1))
+fi
+"$mutwo" profile --model mlp --batch 16 --iters 1 --warmup 0 --out "$rp_dir/q" --quiet >/dev/null 2>&1
+expect_error "pass the profile the plan was made from" report --profile "$rp_dir/q/profile.json" --plan "$rp_dir/p/plan.json" --out "$rp_dir/r"
+expect_error "cannot read profile $rp_dir/none.json" report --profile "$rp_dir/none.json" --out "$rp_dir/r"
+echo '{"format": "mutwo.plan", "version": 1}' > "$rp_dir/bad_plan.json"
+expect_error "$rp_dir/bad_plan.json: a field is missing" report --profile "$rp_dir/p/profile.json" --plan "$rp_dir/bad_plan.json" --out "$rp_dir/r"
+
+# sweep marks a point whose plan missed its budget: on the mlp, parameters,
+# gradients and momentum alone are far above 10% of the peak.
+out=$("$mutwo" sweep --model mlp --batches 8 --budget 10% --steps 1 --quiet --out "$rp_dir/s")
+python3 - "$rp_dir/s/sweep.csv" <<'PY' && echo "ok: sweep.csv marks the plan that missed its budget" || { echo "FAIL: sweep.csv: $(cat "$rp_dir/s/sweep.csv")"; fails=$((fails+1)); }
+import csv, sys
+rows = {r["variant"]: r for r in csv.DictReader(open(sys.argv[1]))}
+assert rows["baseline"]["feasible"] == "", rows
+assert rows["per-layer"]["feasible"] == "1", rows
+m = rows["mutwo"]
+assert m["feasible"] == "0" and int(m["predicted_peak_bytes"]) > int(m["budget_bytes"]), rows
+PY
+grep -qF "Missed its budget (1 of the planned points" <<<"$out" && grep -qF "| 8 | mutwo |" <<<"$out" \
+  && [ -s "$rp_dir/s/peak_vs_batch_missed.dat" ] && grep -qF "peak_vs_batch_missed.dat" "$rp_dir/s/peak_vs_batch.gp" \
+  && echo "ok: sweep's table and plot say which plan missed its budget" \
+  || { echo "FAIL: sweep does not say the plan missed: $out"; fails=$((fails+1)); }
+rm -rf "$rp_dir"
 
 # The model zoo's done-when runs: the largest models train on the CPU.
 for args in "--model resnet-152 --batch 2 --image-size 64 --steps 2" "--model bert-base --batch 2 --steps 1"; do

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -161,6 +162,86 @@ TEST(Core, SimulatorAndPlannersOnPlainData) {
   EXPECT_FALSE(mutwo.drop.empty());
   EXPECT_LE(mutwo.predicted.peak_bytes, least);
   EXPECT_FALSE(plan::run_planner("mutwo", in, in.profile.persistent_bytes).feasible);
+}
+
+// plan.json's reasoning: every candidate the greedy picked has a rank (one per
+// storage, 1..k in the order picked), decisions match the drop list, the ratio
+// is bytes per ms of recomputation; the file reads back as written.
+void expect_reasoning(const plan::PlanInput& in, const plan::Plan& p) {
+  SCOPED_TRACE(p.planner + " at " + std::to_string(p.budget_bytes));
+  const std::set<ValueId> dropped(p.drop.begin(), p.drop.end());
+  const std::vector<plan::ActivationRecord> rs = plan::activation_records(in, p);
+  std::set<int32_t> ranks;
+  size_t candidates = 0;
+  for (const plan::ActivationRecord& r : rs) {
+    const bool d = dropped.count(in.graph.find(r.name)) > 0;
+    EXPECT_EQ(r.decision, d ? "recompute" : "keep") << r.name;
+    if (r.rank > 0) ranks.insert(r.rank);
+    if (p.planner == "mutwo") {
+      EXPECT_EQ(d, r.reason == "picked") << r.name << ": " << r.reason;
+      if (d) EXPECT_GT(r.rank, 0) << r.name << " was dropped without being picked";
+      if (r.rank > 0) EXPECT_GT(r.score, 0) << r.name;
+    } else {
+      EXPECT_EQ(r.rank, 0) << r.name;
+    }
+    if (!r.candidate) continue;
+    ++candidates;
+    ASSERT_GT(r.recompute_ms, 0) << r.name << ": every node takes at least 1 us here";
+    EXPECT_DOUBLE_EQ(r.ratio(), static_cast<double>(r.bytes) / r.recompute_ms) << r.name;
+    EXPECT_DOUBLE_EQ(r.recompute_ms, plan::recompute_ms(in, p.drop, in.graph.find(r.name))) << r.name;
+  }
+  EXPECT_EQ(candidates, plan::candidates(in).size()) << "the mlp's candidates each own their storage";
+  EXPECT_EQ(ranks.size(), p.order.size());
+  if (!ranks.empty()) {
+    EXPECT_EQ(*ranks.begin(), 1);
+    EXPECT_EQ(*ranks.rbegin(), static_cast<int32_t>(ranks.size())) << "ranks are 1..k, each once";
+  }
+  const std::string path = ::testing::TempDir() + "core_plan.json";
+  plan::write_plan_json(in, p, plan::simulate(in, {}).peak_bytes, path);
+  const plan::PlanFile f = plan::read_plan_file(path);
+  ASSERT_EQ(f.activations.size(), rs.size());
+  for (size_t i = 0; i < rs.size(); ++i) {
+    EXPECT_EQ(f.activations[i].name, rs[i].name);
+    EXPECT_EQ(f.activations[i].decision, rs[i].decision);
+    EXPECT_EQ(f.activations[i].reason, rs[i].reason);
+    EXPECT_EQ(f.activations[i].rank, rs[i].rank);
+    EXPECT_EQ(f.activations[i].candidate, rs[i].candidate);
+    EXPECT_NEAR(f.activations[i].recompute_ms, rs[i].recompute_ms, 1e-12);
+  }
+  EXPECT_EQ(plan::read_plan_drops(path).size(), p.drop.size());
+  EXPECT_EQ(f.feasible, p.feasible);
+  EXPECT_EQ(f.predicted_peak_bytes, p.predicted.peak_bytes);
+}
+
+TEST(Core, PlanFilesRecordThePlannersReasoning) {
+  Step s = mlp_step();
+  plan::PlanInput in = testing::input_of(s.graph);
+  const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
+  const int64_t least = plan::simulate(in, {s.relu[0]}).peak_bytes;
+  plan::Plan fits = plan::run_planner("mutwo", in, least);
+  ASSERT_TRUE(fits.feasible);
+  ASSERT_FALSE(fits.order.empty());
+  EXPECT_EQ(fits.order[0].owner, s.relu[0]) << "fc1's relu frees the most at the peak for its time";
+  expect_reasoning(in, fits);
+  // A budget the greedy cannot reach: it picks on until nothing idle at the peak is left.
+  plan::Plan missed = plan::run_planner("mutwo", in, in.profile.persistent_bytes);
+  ASSERT_FALSE(missed.feasible);
+  EXPECT_GE(missed.order.size(), fits.order.size());
+  expect_reasoning(in, missed);
+  plan::Plan unplanned_fits = plan::run_planner("mutwo", in, unplanned);
+  EXPECT_TRUE(unplanned_fits.order.empty()) << "nothing to pick when the step fits";
+  for (const plan::ActivationRecord& r : plan::activation_records(in, unplanned_fits))
+    EXPECT_EQ(r.reason, r.candidate ? "not needed: the step fits unplanned" : "not recomputable") << r.name;
+  plan::Plan layers = plan::run_planner("per-layer", in, least);
+  EXPECT_TRUE(layers.order.empty());
+  expect_reasoning(in, layers);
+  // plan.csv: the old columns first, then the reasoning.
+  const std::string csv = ::testing::TempDir() + "core_plan.csv";
+  plan::write_plan_csv(in, fits, csv);
+  std::ifstream f(csv);
+  std::string header;
+  std::getline(f, header);
+  EXPECT_EQ(header, "name,bytes,decision,sources,rank,recompute_ms,ratio,reason,score");
 }
 
 // A zoo model's step, its Profile's JSON form and a report from it, and the

@@ -261,7 +261,7 @@ def report(module: Wrapped, directory: Optional[str] = None) -> dict:
     """The plan of the module's latest step: predicted and measured peak, what was
     dropped, the predicted extra time (docs/python.md lists the keys). With a
     directory, also writes there the CLI's files: profile.json and its tables and
-    plots, plan.json, plan.csv, rewritten.ir and summary.json."""
+    plots, plan.json, plan.csv, rewritten.ir, summary.json and report.md."""
     sessions = module._sessions if isinstance(module, Wrapped) else getattr(module, "_mutwo_sessions", None)
     last = module._last if isinstance(module, Wrapped) else getattr(module, "_mutwo_last", None)
     if sessions is None:

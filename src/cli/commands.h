@@ -45,6 +45,17 @@ struct PlanCommand {
   int run() const;
 };
 
+// mutwo report: a profile's tables and plots (and a plan's report.md) written
+// again from saved files; runs nothing.
+struct ReportCommand {
+  std::string profile_path;
+  std::string plan_path;  // optional
+  std::string out;
+
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
 // mutwo optimize: phase 3, profile -> plan -> rewrite -> train, measured.
 struct OptimizeCommand {
   StepOptions step;

@@ -184,6 +184,7 @@ int main_impl(int argc, char** argv) {
   InfoCommand info;
   ProfileCommand profile;
   PlanCommand plan;
+  ReportCommand report;
   OptimizeCommand optimize;
   SweepCommand sweep;
   MaxBatchCommand max_batch;
@@ -193,6 +194,7 @@ int main_impl(int argc, char** argv) {
   info.add_to(*app.add_subcommand("info", "parameter count, node count and bytes by role of a model's step"));
   profile.add_to(*app.add_subcommand("profile", "measure every node of a training step; write profile.json, CSVs, plots, trace"));
   plan.add_to(*app.add_subcommand("plan", "choose activations to recompute so the step fits a memory budget"));
+  report.add_to(*app.add_subcommand("report", "write a saved profile's tables and plots (and a plan's report.md) again; runs nothing"));
   optimize.add_to(*app.add_subcommand("optimize", "profile, plan, rewrite and train under a budget; measured"));
   sweep.add_to(*app.add_subcommand("sweep", "peak memory and step time against batch size, with and without checkpointing"));
   max_batch.add_to(*app.add_subcommand("max-batch", "the largest batch that fits a memory limit, per planner"));
@@ -221,6 +223,7 @@ int main_impl(int argc, char** argv) {
   if (app.got_subcommand("info")) return info.run();
   if (app.got_subcommand("profile")) return profile.run();
   if (app.got_subcommand("plan")) return plan.run();
+  if (app.got_subcommand("report")) return report.run();
   if (app.got_subcommand("optimize")) return optimize.run();
   if (app.got_subcommand("sweep")) return sweep.run();
   if (app.got_subcommand("max-batch")) return max_batch.run();

@@ -27,8 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string pct(double a, double b) { return b > 0 ? fmt::format("{:+.1f}%", 100.0 * (a - b) / b) : "n/a"; }
-
 }  // namespace
 
 void OptimizeCommand::add_to(CLI::App& app) {
@@ -82,6 +80,7 @@ int OptimizeCommand::run() const {
   // What was written: the plan, the rewritten graph, both measured timelines, the report.
   plan::write_plan_json(p.input, p.plan, p.unplanned_peak, out + "/plan.json");
   plan::write_plan_csv(p.input, p.plan, out + "/plan.csv");
+  profile::write_profile(p.input.profile, out + "/profile.json");  // for mutwo report --profile --plan
   write_file(out + "/rewritten.ir", ir::print(planned));
   profile::ProfileOptions po;
   po.device = dev.str();
@@ -94,22 +93,19 @@ int OptimizeCommand::run() const {
   profile::Profile prof_before = p.input.profile;
   report::plot_before_after(prof_before, prof_after, p.plan.budget_bytes, out);
 
-  auto row = [](const char* what, const std::string& a, const std::string& b) {
-    return fmt::format("| {:<22} | {:>14} | {:>14} |\n", what, a, b);
+  auto measurement = [&](const Measured& m, bool ran) {
+    return report::StepMeasurement{ran, m.peak_bytes, m.reserved_peak_bytes, m.step_ms, ran ? m.losses.back() : 0.0};
   };
-  std::string table = row("", "baseline", "planned") + "|" + std::string(24, '-') + "|" + std::string(16, '-') + "|" +
-                      std::string(16, '-') + "|\n";
-  auto base_bytes = [&](int64_t b) { return baseline_fits ? format_bytes(b) : std::string("does not fit"); };
-  table += row("measured peak", base_bytes(mb.peak_bytes), format_bytes(mp.peak_bytes));
-  table += row("reserved peak", base_bytes(mb.reserved_peak_bytes), format_bytes(mp.reserved_peak_bytes));
-  table += row("predicted peak", format_bytes(p.unplanned_peak), format_bytes(p.plan.predicted.peak_bytes));
-  table += row("budget", "", format_bytes(p.plan.budget_bytes));
-  table += row("step time", baseline_fits ? fmt::format("{:.2f} ms", mb.step_ms) : "-", fmt::format("{:.2f} ms", mp.step_ms));
-  table += row("extra time", "", baseline_fits ? pct(mp.step_ms, mb.step_ms) : "-");
-  table += row("predicted extra time", "", fmt::format("{:.2f} ms", p.plan.predicted.extra_ms));
-  table += row("activations dropped", "", fmt::format("{} ({})", p.plan.drop.size(), format_bytes(dropped_bytes)));
-  table += row("loss (last step)", baseline_fits ? fmt::format("{:.6f}", mb.losses.back()) : "-",
-               fmt::format("{:.6f}", mp.losses.back()));
+  const report::OptimizeSummary summary{step.what(),
+                                        dev.str(),
+                                        p.plan,
+                                        p.unplanned_peak,
+                                        dropped_bytes,
+                                        measurement(mb, baseline_fits),
+                                        measurement(mp, true),
+                                        check_result,
+                                        command_line()};
+  const std::string table = report::optimize_table(summary);
   fmt::print("mutwo optimize: {} on {}, planner {}\n{}", step.what(), dev.str(), planner, table);
   bool fits = mp.peak_bytes <= p.plan.budget_bytes;
   fmt::print("measured peak {} the budget; bitwise check: {}{}{}\n", fits ? "fits" : "EXCEEDS", check_result,
@@ -121,23 +117,7 @@ int OptimizeCommand::run() const {
     if (std::string note = fragmentation_note(m->peak_bytes, m->reserved_peak_bytes); !note.empty())
       fmt::print("{} ({}): {}\n", m == &mb ? "baseline" : "planned", dev.str(), note);
 
-  // report.md: the numbers, the plot, the dropped activations by block, how to reproduce.
-  std::map<std::string, std::pair<int, int64_t>> by_scope;
-  for (ir::ValueId v : p.plan.drop) {
-    std::string b = plan::block_of(base.value(v).name);
-    auto& e = by_scope[b.empty() ? "(outside blocks)" : b];
-    e.first += 1;
-    e.second += base.type(v).bytes();
-  }
-  std::string md = fmt::format("# mutwo optimize: {} on {}\n\nPlanner `{}`, budget {}.\n\n{}\n"
-                               "Measured peak {} the budget. Bitwise check of loss and gradients: {}.\n\n"
-                               "![memory](memory_timeline_before_after.svg)\n\n## Dropped activations by block\n\n"
-                               "| block | activations | bytes |\n|---|---|---|\n",
-                               step.what(), dev.str(), planner, format_bytes(p.plan.budget_bytes), table,
-                               fits ? "fits" : "exceeds", check_result);
-  for (const auto& [scope, e] : by_scope) md += fmt::format("| {} | {} | {} |\n", scope, e.first, format_bytes(e.second));
-  md += fmt::format("\n## Reproduce\n\n```sh\n{}\n```\n", command_line());
-  write_file(out + "/report.md", md);
+  report::write_optimize_report(summary, p.input, out);
 
   if (json_out) {
     json j{{"command", "optimize"},

@@ -54,33 +54,6 @@ json plan_json(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned
           {"feasible", p.feasible}};
 }
 
-// tradeoff.dat/.gp/.svg/.png: predicted peak against extra time, a line per planner.
-void plot_tradeoff(const std::vector<plan::Plan>& plans, const plan::PlanInput& in, const std::string& dir) {
-  std::string csv = "planner,budget_bytes,predicted_peak_bytes,predicted_extra_ms,feasible\n";
-  std::string plot;
-  std::vector<std::string> names;
-  for (const auto& p : plans)
-    if (std::find(names.begin(), names.end(), p.planner) == names.end()) names.push_back(p.planner);
-  for (size_t i = 0; i < names.size(); ++i) {
-    std::string dat;
-    for (const auto& p : plans) {
-      if (p.planner != names[i]) continue;
-      csv += fmt::format("{},{},{},{:.6f},{}\n", p.planner, p.budget_bytes, p.predicted.peak_bytes,
-                         p.predicted.extra_ms, int{p.feasible});
-      dat += fmt::format("{:.6f} {:.4f}\n", p.predicted.extra_ms, static_cast<double>(p.predicted.peak_bytes) / 1048576.0);
-    }
-    write_file(dir + "/tradeoff_" + names[i] + ".dat", dat);
-    plot += fmt::format("{}'tradeoff_{}.dat' using 1:2 with linespoints pt 7 lw 2 title '{}'", i ? ", " : "",
-                        names[i], names[i]);
-  }
-  write_file(dir + "/tradeoff.csv", csv);
-  std::string body = fmt::format(
-      "set title \"{}: predicted peak against extra recompute time\"\nset xlabel 'extra time (ms)'\n"
-      "set ylabel 'predicted peak (MiB)'\nset grid\nset key outside right top\nplot {}",
-      in.profile.label(), plot);
-  report::plot(dir, "tradeoff", body, 900, 520);
-}
-
 }  // namespace
 
 void PlanCommand::add_to(CLI::App& app) {
@@ -121,7 +94,7 @@ int PlanCommand::run() const {
         rows.push_back(plan_json(in, plans.back(), unplanned));
       }
     }
-    plot_tradeoff(plans, in, dir);
+    report::write_tradeoff(plans, in.profile, dir);
     if (json_out) std::cout << json{{"sweep", rows}, {"out_dir", dir}}.dump() << std::endl;
     return 0;
   }

@@ -23,32 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Point {
-  int64_t batch;
-  std::string variant;  // baseline, per-layer, <planner>
-  Measured m;
-  int64_t predicted = 0;
-  int64_t budget = 0;
-};
-
-void plot_lines(const std::vector<Point>& pts, const std::vector<std::string>& variants, const std::string& dir,
-                const std::string& name, const std::string& title, const std::string& ylabel, bool memory) {
-  std::string plot;
-  for (size_t i = 0; i < variants.size(); ++i) {
-    std::string dat;
-    for (const auto& p : pts)
-      if (p.variant == variants[i])
-        dat += fmt::format("{} {:.4f}\n", p.batch, memory ? static_cast<double>(p.m.peak_bytes) / 1048576.0 : p.m.step_ms);
-    write_file(fmt::format("{}/{}_{}.dat", dir, name, variants[i]), dat);
-    plot += fmt::format("{}'{}_{}.dat' using 1:2 with linespoints pt 7 lw 2 title '{}'", i ? ", " : "", name,
-                        variants[i], variants[i]);
-  }
-  std::string body = fmt::format("set title \"{}\"\nset xlabel 'batch'\nset ylabel '{}'\nset grid\nset key top left\n"
-                                 "set yrange [0:*]\nplot {}",
-                                 title, ylabel, plot);
-  report::plot(dir, name, body, 900, 500);
-}
-
 }  // namespace
 
 void SweepCommand::add_to(CLI::App& app) {
@@ -69,8 +43,7 @@ void SweepCommand::add_to(CLI::App& app) {
 int SweepCommand::run() const {
   c10::Device dev = open_device(device, device_memory);
   make_dirs(out);
-  std::vector<Point> pts;
-  std::vector<std::string> variants = {"baseline", "per-layer", planner};
+  report::Sweep sw{step.model, dev.str(), planner, budget, command_line(), {"baseline", "per-layer", planner}, {}};
   for (int64_t b : parse_int_list(batches)) {
     StepOptions s = step;
     s.batch = b;
@@ -82,36 +55,24 @@ int SweepCommand::run() const {
       if (v == "per-layer" && p.profiled_under) {
         fmt::print(stderr, "sweep: batch {}: the unplanned step does not fit the device; no baseline point\n", b);
       } else if (v == "per-layer") {
-        pts.push_back({b, "baseline", measure(p.input.graph, dev, seed, steps), p.unplanned_peak, 0});
+        const Measured m = measure(p.input.graph, dev, seed, steps);
+        sw.points.push_back({b, "baseline", 0, m.peak_bytes, p.unplanned_peak, m.step_ms, std::nullopt});
       }
-      pts.push_back({b, v, measure(p.rewritten.graph, dev, seed, steps), p.plan.predicted.peak_bytes,
-                     p.plan.budget_bytes});
+      const Measured m = measure(p.rewritten.graph, dev, seed, steps);
+      sw.points.push_back({b, v, p.plan.budget_bytes, m.peak_bytes, p.plan.predicted.peak_bytes, m.step_ms,
+                           p.plan.feasible});
     }
   }
-  std::string csv = "model,device,batch,variant,budget_bytes,peak_bytes,predicted_peak_bytes,step_ms\n";
-  json rows = json::array();
-  fmt::print("| batch | variant | peak | predicted | step ms |\n|---|---|---|---|---|\n");
-  std::string md_rows;
-  for (const auto& p : pts) {
-    csv += fmt::format("{},{},{},{},{},{},{},{:.4f}\n", step.model, dev.str(), p.batch, p.variant, p.budget,
-                       p.m.peak_bytes, p.predicted, p.m.step_ms);
-    std::string line = fmt::format("| {} | {} | {} | {} | {:.2f} |\n", p.batch, p.variant, format_bytes(p.m.peak_bytes),
-                                   format_bytes(p.predicted), p.m.step_ms);
-    fmt::print("{}", line);
-    md_rows += line;
-    rows.push_back({{"batch", p.batch}, {"variant", p.variant}, {"budget_bytes", p.budget}, {"peak_bytes", p.m.peak_bytes},
-                    {"predicted_peak_bytes", p.predicted}, {"step_ms", p.m.step_ms}});
+  fmt::print("{}", report::sweep_table(sw));
+  report::write_sweep_dir(sw, out);
+  if (json_out) {
+    json rows = json::array();
+    for (const auto& p : sw.points)
+      rows.push_back({{"batch", p.batch}, {"variant", p.variant}, {"budget_bytes", p.budget_bytes},
+                      {"peak_bytes", p.peak_bytes}, {"predicted_peak_bytes", p.predicted_peak_bytes},
+                      {"step_ms", p.step_ms}, {"feasible", p.feasible ? json(*p.feasible) : json()}});
+    std::cout << json{{"command", "sweep"}, {"points", rows}, {"out_dir", out}}.dump() << std::endl;
   }
-  write_file(out + "/sweep.csv", csv);
-  std::string what = fmt::format("{} on {}", step.model, dev.str());
-  plot_lines(pts, variants, out, "peak_vs_batch", what + ": measured peak against batch size", "MiB", true);
-  plot_lines(pts, variants, out, "time_vs_batch", what + ": step time against batch size", "ms (median step)", false);
-  write_file(out + "/report.md", fmt::format(
-      "# mutwo sweep: {}\n\nPlanner `{}` at budget {} of each batch's unplanned peak; per-layer checkpointing "
-      "for comparison.\n\n| batch | variant | peak | predicted | step ms |\n|---|---|---|---|---|\n{}\n"
-      "![peak](peak_vs_batch.svg)\n![time](time_vs_batch.svg)\n\n## Reproduce\n\n```sh\n{}\n```\n",
-      what, planner, budget, md_rows, command_line()));
-  if (json_out) std::cout << json{{"command", "sweep"}, {"points", rows}, {"out_dir", out}}.dump() << std::endl;
   return 0;
 }
 

@@ -91,7 +91,9 @@ class Closures {
 // picks (on transformer-lm every accepted take-back was among the last 4; on
 // bert-large at batch 32 none of 264 trials was accepted, at half the planning time).
 constexpr size_t kTakeBack = 16;
-Plan take_back(const PlanInput& in, Plan best, const std::vector<Candidate>& cands, const std::vector<size_t>& chosen) {
+// Choices taken back are marked so in `order` (by owner).
+Plan take_back(const PlanInput& in, Plan best, const std::vector<Candidate>& cands, const std::vector<size_t>& chosen,
+               std::vector<Choice>& order) {
   std::vector<size_t> kept_choices(chosen);
   const size_t first = chosen.size() > kTakeBack ? chosen.size() - kTakeBack : 0;
   for (size_t k = chosen.size(); k-- > first;) {
@@ -103,8 +105,11 @@ Plan take_back(const PlanInput& in, Plan best, const std::vector<Candidate>& can
         p.predicted.peak_bytes < best.predicted.peak_bytes)
       continue;
     kept_choices.erase(std::find(kept_choices.begin(), kept_choices.end(), chosen[k]));
+    for (Choice& c : order)
+      if (c.owner == cands[chosen[k]].owner) c.outcome = Choice::Outcome::taken_back;
     best = std::move(p);
   }
+  best.order = std::move(order);
   return best;
 }
 
@@ -116,6 +121,7 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
   std::vector<bool> recomputed(in.graph.nodes().size(), false);  // nodes some chosen candidate recomputes
   std::vector<ir::ValueId> drop;
   std::vector<size_t> chosen;
+  std::vector<Choice> order;  // every pick, undone ones included: the reasoning plan.json records
   Closures closures(in);
   uint32_t stamp = 0;
 
@@ -149,6 +155,7 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
     if (pick == cands.size()) break;
     taken[pick] = true;
     chosen.push_back(pick);
+    order.push_back({cands[pick].owner, best_ratio, Choice::Outcome::dropped});
     closures.drop(cands[pick]);
     drop.insert(drop.end(), cands[pick].members.begin(), cands[pick].members.end());
     // Re-simulate the real schedule, recomputation included (Algorithm G).
@@ -160,6 +167,7 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
       closures.keep(cands[pick]);
       drop.resize(drop.size() - cands[pick].members.size());
       chosen.pop_back();
+      order.back().outcome = Choice::Outcome::raised_peak;
       continue;
     }
     // Dropping this one may lengthen the subgraphs of those chosen before (Algorithm E).
@@ -172,13 +180,14 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
     }
     at_peak = p.predicted.idle_at_peak;
     best = std::move(p);
-    if (best.feasible) return take_back(in, std::move(best), cands, chosen);
+    if (best.feasible) return take_back(in, std::move(best), cands, chosen, order);
   }
   best.note = fmt::format(
       "no plan fits {}: the lowest peak the greedy reached is {} (persistent state alone is {}); "
       "try a larger budget or a smaller batch",
       format_bytes(budget), format_bytes(best.predicted.peak_bytes),
       format_bytes(in.profile.persistent_bytes + in.start_extra_bytes));
+  best.order = std::move(order);
   return best;
 }
 

@@ -71,6 +71,15 @@ std::vector<ChunkChoice> choose_chunks(const PlanInput& in, int64_t budget_bytes
 // Apply a plan's chunks to the graph before rewriting it with the plan's drops.
 void apply_chunks(ir::Graph& g, const std::vector<ChunkChoice>& chunks);
 void apply_chunks(PlanInput& in, const std::vector<ChunkChoice>& chunks);
+// One candidate a planner chose, in the order it chose: the greedy's reasoning,
+// written to plan.json and plan.csv (`rank`, `score`, `reason`).
+struct Choice {
+  enum class Outcome { dropped, raised_peak, taken_back };
+  ir::ValueId owner = ir::kNoValue;  // the candidate's storage
+  double score = 0;                  // bytes freed per ms of recomputation not already paid, when chosen
+  Outcome outcome = Outcome::dropped;
+};
+const char* to_string(Choice::Outcome o);
 
 struct Plan {
   std::string planner;
@@ -81,6 +90,9 @@ struct Plan {
   bool feasible = false;
   double planning_ms = 0;
   std::string note;  // why infeasible, or what the planner chose to say
+  // Candidates in the order the planner considered them (the greedy's picks,
+  // undone ones included); empty for planners without an order.
+  std::vector<Choice> order;
 };
 // `g` (the plan's profiled graph) with the plan's chunks applied: what the
 // recomputation rewrite takes with the plan's drops.
@@ -129,10 +141,43 @@ Plan finish(const PlanInput& in, std::string planner, int64_t budget_bytes, std:
 // The kept values a dropped activation is recomputed from under `drop`.
 std::vector<ir::ValueId> recompute_sources(const PlanInput& in, const std::vector<ir::ValueId>& drop, ir::ValueId v);
 
-// plan.json (versioned; every activation with its decision and sources) and plan.csv.
+// The time of the nodes that recompute `v` from kept values under `drop`, as if
+// `v` were dropped too (the nodes recompute_sources walks); 0 for a value
+// without a producer.
+double recompute_ms(const PlanInput& in, const std::vector<ir::ValueId>& drop, ir::ValueId v);
+
+// One activation's line of plan.json / plan.csv: what the planner decided and why.
+struct ActivationRecord {
+  std::string name;
+  int64_t bytes = 0;
+  std::string decision;  // "recompute" or "keep"
+  std::string reason;    // picked, raised the peak, taken back, not picked, not needed: the step fits unplanned,
+                         // chosen by PLANNER, kept by PLANNER, not recomputable
+  int32_t rank = 0;      // 1-based position in the planner's order (shared by a storage's members); 0: none
+  double score = 0;      // the greedy's bytes per ms when it chose (rank > 0)
+  bool candidate = false;  // recomputable: recompute_ms and ratio are meaningful
+  double recompute_ms = 0;
+  std::vector<std::string> sources;  // dropped only: the kept values it is recomputed from
+  double ratio() const { return recompute_ms > 0 ? static_cast<double>(bytes) / recompute_ms : 0.0; }
+};
+std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan& p);
+
+// plan.json (versioned; every activation with its decision, reason, rank,
+// recompute time and ratio, and sources) and plan.csv.
 void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak, const std::string& path);
 void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path);
-// Reads the dropped activations' names back from plan.json (UserError naming the file).
+
+// plan.json read back (UserError naming the file when it is not a mutwo plan).
+struct PlanFile {
+  std::string model, device, planner, note;
+  int64_t batch = 0;
+  int64_t budget_bytes = 0, unplanned_peak_bytes = 0, predicted_peak_bytes = 0, dropped_bytes = 0;
+  double predicted_extra_ms = 0;
+  bool feasible = false;
+  std::vector<ActivationRecord> activations;
+};
+PlanFile read_plan_file(const std::string& path);
+// The dropped activations' names from plan.json.
 std::vector<std::string> read_plan_drops(const std::string& path);
 
 }  // namespace mutwo::plan

@@ -105,6 +105,11 @@ void write_trace(const profile::Profile& p, const std::string& path) {
 void write_profile_dir(const profile::Profile& p, const std::string& dir) {
   make_dirs(dir);
   profile::write_profile(p, dir + "/profile.json");
+  write_profile_reports(p, dir);
+}
+
+void write_profile_reports(const profile::Profile& p, const std::string& dir) {
+  make_dirs(dir);
   write_nodes_csv(p, dir + "/nodes.csv");
   write_activations_csv(p, dir + "/activations.csv");
   write_trace(p, dir + "/trace.json");

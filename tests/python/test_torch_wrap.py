@@ -97,8 +97,9 @@ def test_every_budget_fits_and_matches_the_unplanned_capture(name: str, optimize
         # Random ops are never recomputed.
         recomputed = [l for l in (out / "rewritten.ir").read_text().splitlines() if re.search(r"\) (\{.*\} )?recompute", l)]
         assert not [l for l in recomputed if "random" in l.split("tags=")[-1][:30]], recomputed
-        for f in ("profile.json", "plan.json", "plan.csv", "summary.json", "memory_timeline.svg"):
+        for f in ("profile.json", "plan.json", "plan.csv", "summary.json", "memory_timeline.svg", "report.md"):
             assert (out / f).exists(), f
+        assert "| rank | activation |" in (out / "report.md").read_text()
     assert dropped_any, f"{name}: no budget dropped anything"
 
 

@@ -1,0 +1,140 @@
+// Reports of plans: optimize's before/after table and report.md, plan
+// --sweep's trade-off plot, and the report.md that `mutwo report --plan`
+// writes from a saved plan.json (the planner's reasoning, candidate by candidate).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "report/report.h"
+#include "support/files.h"
+#include "support/units.h"
+
+namespace mutwo::report {
+
+namespace {
+
+std::string pct(double a, double b) { return b > 0 ? fmt::format("{:+.1f}%", 100.0 * (a - b) / b) : "n/a"; }
+
+// | block | activations | bytes |: the dropped activations grouped by module block.
+std::string dropped_by_block(const std::vector<std::pair<std::string, int64_t>>& dropped) {
+  std::map<std::string, std::pair<int, int64_t>> by_block;
+  for (const auto& [name, bytes] : dropped) {
+    std::string b = plan::block_of(name);
+    auto& e = by_block[b.empty() ? "(outside blocks)" : b];
+    e.first += 1;
+    e.second += bytes;
+  }
+  std::string md = "| block | activations | bytes |\n|---|---|---|\n";
+  for (const auto& [block, e] : by_block) md += fmt::format("| {} | {} | {} |\n", block, e.first, format_bytes(e.second));
+  return md;
+}
+
+}  // namespace
+
+std::string optimize_table(const OptimizeSummary& s) {
+  auto row = [](const char* what, const std::string& a, const std::string& b) {
+    return fmt::format("| {:<22} | {:>14} | {:>14} |\n", what, a, b);
+  };
+  const bool fits = s.baseline.measured;
+  std::string t = row("", "baseline", "planned") + "|" + std::string(24, '-') + "|" + std::string(16, '-') + "|" +
+                  std::string(16, '-') + "|\n";
+  auto base_bytes = [&](int64_t b) { return fits ? format_bytes(b) : std::string("does not fit"); };
+  t += row("measured peak", base_bytes(s.baseline.peak_bytes), format_bytes(s.planned.peak_bytes));
+  t += row("reserved peak", base_bytes(s.baseline.reserved_peak_bytes), format_bytes(s.planned.reserved_peak_bytes));
+  t += row("predicted peak", format_bytes(s.unplanned_peak), format_bytes(s.plan.predicted.peak_bytes));
+  t += row("budget", "", format_bytes(s.plan.budget_bytes));
+  t += row("step time", fits ? fmt::format("{:.2f} ms", s.baseline.step_ms) : "-", fmt::format("{:.2f} ms", s.planned.step_ms));
+  t += row("extra time", "", fits ? pct(s.planned.step_ms, s.baseline.step_ms) : "-");
+  t += row("predicted extra time", "", fmt::format("{:.2f} ms", s.plan.predicted.extra_ms));
+  t += row("activations dropped", "", fmt::format("{} ({})", s.plan.drop.size(), format_bytes(s.dropped_bytes)));
+  t += row("loss (last step)", fits ? fmt::format("{:.6f}", s.baseline.last_loss) : "-",
+           fmt::format("{:.6f}", s.planned.last_loss));
+  return t;
+}
+
+void write_optimize_report(const OptimizeSummary& s, const plan::PlanInput& in, const std::string& dir) {
+  std::vector<std::pair<std::string, int64_t>> dropped;
+  for (ir::ValueId v : s.plan.drop) dropped.emplace_back(in.graph.value(v).name, in.graph.type(v).bytes());
+  const bool fits = s.planned.peak_bytes <= s.plan.budget_bytes;
+  std::string md = fmt::format("# mutwo optimize: {} on {}\n\nPlanner `{}`, budget {}.\n\n{}\n"
+                               "Measured peak {} the budget. Bitwise check of loss and gradients: {}.\n\n"
+                               "![memory](memory_timeline_before_after.svg)\n\n"
+                               "Why each activation was kept or recomputed: `plan.csv` (`mutwo report --profile "
+                               "profile.json --plan plan.json` writes it as a table).\n\n"
+                               "## Dropped activations by block\n\n{}",
+                               s.what, s.device, s.plan.planner, format_bytes(s.plan.budget_bytes), optimize_table(s),
+                               fits ? "fits" : "exceeds", s.check, dropped_by_block(dropped));
+  md += fmt::format("\n## Reproduce\n\n```sh\n{}\n```\n", s.command);
+  write_file(dir + "/report.md", md);
+}
+
+void write_tradeoff(const std::vector<plan::Plan>& plans, const profile::Profile& p, const std::string& dir) {
+  std::string csv = "planner,budget_bytes,predicted_peak_bytes,predicted_extra_ms,feasible\n";
+  std::string plot, missed;
+  std::vector<std::string> names;
+  for (const auto& pl : plans)
+    if (std::find(names.begin(), names.end(), pl.planner) == names.end()) names.push_back(pl.planner);
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string dat;
+    for (const auto& pl : plans) {
+      if (pl.planner != names[i]) continue;
+      csv += fmt::format("{},{},{},{:.6f},{}\n", pl.planner, pl.budget_bytes, pl.predicted.peak_bytes,
+                         pl.predicted.extra_ms, int{pl.feasible});
+      dat += fmt::format("{:.6f} {:.4f}\n", pl.predicted.extra_ms, mib(pl.predicted.peak_bytes));
+      if (!pl.feasible) missed += fmt::format("{:.6f} {:.4f}\n", pl.predicted.extra_ms, mib(pl.predicted.peak_bytes));
+    }
+    write_file(dir + "/tradeoff_" + names[i] + ".dat", dat);
+    plot += fmt::format("{}'tradeoff_{}.dat' using 1:2 with linespoints {} lw 2 lc rgb '{}' title '{}'", i ? ", " : "",
+                        names[i], series_point(i), series_color(i), names[i]);
+  }
+  write_file(dir + "/tradeoff_missed.dat", missed);
+  if (!missed.empty())
+    plot += fmt::format(", 'tradeoff_missed.dat' using 1:2 with points pt 6 ps 3 lw 2 lc rgb '{}' "
+                        "title 'plan missed its budget'", kMissedColor);
+  write_file(dir + "/tradeoff.csv", csv);
+  std::string body = fmt::format(
+      "set title \"{}: predicted peak against extra recompute time\"\nset xlabel 'extra time (ms)'\n"
+      "set ylabel 'predicted peak (MiB)'\nset grid\nset key outside right top\n"
+      "set offsets graph 0.03, graph 0.03, graph 0.05, graph 0.05\nplot {}",
+      p.label(), plot);
+  report::plot(dir, "tradeoff", body, 900, 520);
+}
+
+void write_plan_report(const profile::Profile& p, const plan::PlanFile& f, const std::string& dir) {
+  std::string md = fmt::format(
+      "# mutwo plan: {}\n\nPlanner `{}`, budget {}: predicted peak {} ({}; unplanned {}), predicted extra time "
+      "{:.3f} ms on a {:.2f} ms step.\n\n",
+      p.label(), f.planner, format_bytes(f.budget_bytes), format_bytes(f.predicted_peak_bytes),
+      f.feasible ? "within the budget" : "**over the budget**", format_bytes(f.unplanned_peak_bytes),
+      f.predicted_extra_ms, p.step_ms);
+  if (!f.note.empty()) md += fmt::format("Note: {}\n\n", f.note);
+  md += "![memory](memory_timeline.svg)\n![peak](peak_breakdown.svg)\n\n";
+
+  // The planner's order first (rank), then the other candidates by ratio, then the rest.
+  std::vector<const plan::ActivationRecord*> rows;
+  for (const auto& a : f.activations) rows.push_back(&a);
+  std::stable_sort(rows.begin(), rows.end(), [](const plan::ActivationRecord* a, const plan::ActivationRecord* b) {
+    auto key = [](const plan::ActivationRecord* r) { return r->rank > 0 ? 0 : r->candidate ? 1 : 2; };
+    if (key(a) != key(b)) return key(a) < key(b);
+    if (a->rank != b->rank) return a->rank < b->rank;
+    return a->ratio() > b->ratio();
+  });
+  md += "## Candidates, in the planner's order\n\n"
+        "`rank`: when the planner picked it; `score`: bytes it freed per ms of recomputation not already paid for, "
+        "when picked; `recompute ms` and `ratio` (bytes per ms): recomputing it alone under the final plan.\n\n"
+        "| rank | activation | bytes | recompute ms | ratio (B/ms) | score (B/ms) | decision | why |\n"
+        "|---|---|---|---|---|---|---|---|\n";
+  std::vector<std::pair<std::string, int64_t>> dropped;
+  for (const auto* a : rows) {
+    md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", a->rank > 0 ? std::to_string(a->rank) : "", a->name,
+                      format_bytes(a->bytes), a->candidate ? fmt::format("{:.4f}", a->recompute_ms) : "",
+                      a->candidate && a->recompute_ms > 0 ? fmt::format("{:.0f}", a->ratio()) : "",
+                      a->rank > 0 ? fmt::format("{:.0f}", a->score) : "", a->decision, a->reason);
+    if (a->decision == "recompute") dropped.emplace_back(a->name, a->bytes);
+  }
+  md += "\n## Dropped activations by block\n\n" + dropped_by_block(dropped);
+  write_file(dir + "/report.md", md);
+}
+
+}  // namespace mutwo::report
