@@ -51,6 +51,7 @@
 
 #include "analysis/liveness.h"
 #include "ops/op.h"
+#include "rewrite/recompute.h"
 #include "support/error.h"
 #include "support/units.h"
 
@@ -87,8 +88,9 @@ Plan plan_optimal(const PlanInput&, int64_t, const OptimalOptions&) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int kKept = -1;  // value kinds: kept at backward time whatever the plan
-constexpr int kTemp = -2;  // made in forward, never read in backward: always recomputed when needed
+// Value kinds beside a candidate's index, by rewrite::kept_at_backward with nothing dropped:
+constexpr int kKept = -1;  // kept at backward time whatever the plan
+constexpr int kTemp = -2;  // never kept (a forward temporary): recomputed whenever a clone needs it
 constexpr size_t kBehind = 8;  // same-stage clones counted behind a clone's inputs, at most
 
 // A linear expression over LP columns.
@@ -189,8 +191,8 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
   const size_t nn = nodes.size(), nv = g.num_values();
   ir::UseIndex uses(g);
   analysis::Liveness L = analysis::analyze_liveness(g);
-  auto is_fwd = [&](int32_t n) { return nodes[size_t(n)].phase == ir::Phase::forward || nodes[size_t(n)].phase == ir::Phase::loss; };
-  auto is_bwd = [&](int32_t n) { return nodes[size_t(n)].phase == ir::Phase::backward || nodes[size_t(n)].phase == ir::Phase::recompute; };
+  auto is_fwd = [&](int32_t n) { return ir::is_forward(nodes[size_t(n)].phase); };
+  auto is_bwd = [&](int32_t n) { return ir::is_backward(nodes[size_t(n)].phase); };
   auto prod = [&](ir::ValueId v) { return uses.producer[size_t(v)]; };
 
   Model m;
@@ -201,12 +203,10 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
     m.dcol.push_back(lp.col(0, 1, true));
     for (ir::ValueId v : m.cands[c].members) kind[size_t(v)] = static_cast<int>(c);
   }
-  for (size_t v = 0; v < nv; ++v) {
-    int32_t p = uses.producer[v];
-    if (p < 0 || !is_fwd(p) || kind[v] >= 0) continue;
-    bool read_in_bwd = std::any_of(uses.users[v].begin(), uses.users[v].end(), is_bwd);
-    kind[v] = read_in_bwd ? kKept : kTemp;
-  }
+  // Every other value is kept or recomputed whatever the plan, by the rewrite's rule.
+  const std::vector<bool> kept = rewrite::kept_at_backward(g, uses, {});
+  for (size_t v = 0; v < nv; ++v)
+    if (kind[v] < 0) kind[v] = kept[v] ? kKept : kTemp;
   auto nk = [&](ir::ValueId v) { return kind[size_t(v)] >= 0 ? Lin::var(m.dcol[size_t(kind[size_t(v)])]) : Lin(kind[size_t(v)] == kTemp); };
 
   // Stages, and for every forward node the stages whose recomputation may reach it
@@ -241,9 +241,10 @@ Model build(const PlanInput& in, int64_t budget, double unit, const OptimalOptio
   for (size_t q = 0; q < nn; ++q) {
     Model::Window& w = m.aw[q];
     if (w.first < 0) continue;
-    bool forbidden = !ops::recomputable(nodes[q]);  // the rewrite never recomputes these
+    // Stage closures cross values not kept only, so never a node the rewrite may not repeat.
+    MUTWO_ASSERT(ops::recomputable(nodes[q]), "the optimal planner's model recomputes {}", ops::display_name(nodes[q]));
     w.col = static_cast<int>(lp.lo.size());
-    for (int s = w.first; s <= w.last; ++s) lp.col(0, forbidden ? 0 : 1, true);
+    for (int s = w.first; s <= w.last; ++s) lp.col(0, 1, true);
     lp.cost[size_t(w.col + w.last - w.first)] = 1e3 * std::max(0.0, in.node_ms[q]);  // us: CBC's cutoff increment is absolute
   }
 

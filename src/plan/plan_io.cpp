@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "plan/plan.h"
+#include "rewrite/recompute.h"
 #include "support/error.h"
 #include "support/json_input.h"
 #include "support/files.h"
@@ -16,17 +17,7 @@ using nlohmann::json;
 std::vector<ir::ValueId> recompute_sources(const PlanInput& in, const std::vector<ir::ValueId>& drop, ir::ValueId v) {
   const ir::Graph& g = in.graph;
   ir::UseIndex uses(g);
-  std::set<ir::ValueId> dropped(drop.begin(), drop.end());
-  auto kept = [&](ir::ValueId x) {
-    int32_t p = uses.producer[static_cast<size_t>(x)];
-    if (p < 0) return true;
-    if (dropped.count(x)) return false;
-    for (int32_t u : uses.users[static_cast<size_t>(x)]) {
-      ir::Phase ph = g.nodes()[static_cast<size_t>(u)].phase;
-      if (ph == ir::Phase::backward || ph == ir::Phase::recompute) return true;
-    }
-    return false;
-  };
+  const std::vector<bool> kept = rewrite::kept_at_backward(g, uses, drop);
   std::vector<ir::ValueId> sources;
   std::set<ir::ValueId> seen;
   std::vector<ir::ValueId> stack{v};
@@ -37,7 +28,7 @@ std::vector<ir::ValueId> recompute_sources(const PlanInput& in, const std::vecto
     if (p < 0) continue;
     for (ir::ValueId in : g.nodes()[static_cast<size_t>(p)].inputs) {
       if (in == ir::kNoValue || !seen.insert(in).second) continue;
-      if (kept(in)) sources.push_back(in);
+      if (kept[static_cast<size_t>(in)]) sources.push_back(in);
       else stack.push_back(in);
     }
   }
