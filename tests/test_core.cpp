@@ -212,8 +212,9 @@ TEST(Core, KeptAtBackwardTimeAtItsEdges) {
   EXPECT_TRUE(kept[size_t(s.dropped)]) << "read by the backward pass and not dropped";
   EXPECT_FALSE(kept[size_t(s.linear_out)]) << "a forward temporary: relu_backward reads the relu's output";
   for (const ir::Value& v : g.values())
-    if (uses.producer[size_t(v.id)] >= 0 && !ir::is_forward(g.nodes()[size_t(uses.producer[size_t(v.id)])].phase))
+    if (uses.producer[size_t(v.id)] >= 0 && !ir::is_forward(g.nodes()[size_t(uses.producer[size_t(v.id)])].phase)) {
       EXPECT_TRUE(kept[size_t(v.id)]) << "%" << v.name << " is made outside the forward part";
+    }
   EXPECT_FALSE(rewrite::kept_at_backward(g, uses, {s.dropped})[size_t(s.dropped)]);
 
   // The rewrite clones dropout_apply alone, reading the original mask.
@@ -221,7 +222,9 @@ TEST(Core, KeptAtBackwardTimeAtItsEdges) {
   EXPECT_NO_THROW(ops::verify(r.graph));
   ASSERT_EQ(r.clones, 1);
   for (const ir::Node& n : r.graph.nodes())
-    if (n.phase == ir::Phase::recompute) EXPECT_EQ(n.inputs, (std::vector<ValueId>{s.x, s.mask}));
+    if (n.phase == ir::Phase::recompute) {
+      EXPECT_EQ(n.inputs, (std::vector<ValueId>{s.x, s.mask}));
+    }
 
   // plan.json names the same sources (it named x alone, recomputing the mask from it).
   plan::PlanInput in = testing::input_of(g);
@@ -250,7 +253,9 @@ TEST(Core, KeptAtBackwardTimeAtItsEdges) {
 
   // The MILP accepts that plan: the mask is kept, not recomputed (it refused
   // every drop whose recomputation reached the random node).
-  if (plan::optimal_planner_built()) EXPECT_TRUE(plan::optimal_model_fits(in, unplanned, {s.dropped}));
+  if (plan::optimal_planner_built()) {
+    EXPECT_TRUE(plan::optimal_model_fits(in, unplanned, {s.dropped}));
+  }
 }
 
 // One rule charges a storage to a role (analysis::charged_roles): the profile
