@@ -291,6 +291,23 @@ grep -qF "Missed its budget (1 of the planned points" <<<"$out" && grep -qF "| 8
   || { echo "FAIL: sweep does not say the plan missed: $out"; fails=$((fails+1)); }
 rm -rf "$rp_dir"
 
+# --dump-ir-after: an unknown pass is refused naming the passes; the graph
+# after a pass goes to stderr under a "# IR after" line and parses back as a
+# step (run --graph reads it); a pass that changed nothing says "unchanged".
+expect_error "unknown pass 'cse'; passes: autodiff, reinplace, recompute, or all" show --model mlp --dump-ir-after reinplace,cse
+dump_dir=$(mktemp -d)
+"$mutwo" show --model mlp --batch 8 --dump-ir-after autodiff,reinplace >/dev/null 2>"$dump_dir/dump.txt"
+grep -qxF "# IR after autodiff (mlp)" "$dump_dir/dump.txt" && grep -qxF "# IR after reinplace (mlp): unchanged" "$dump_dir/dump.txt" \
+  && echo "ok: --dump-ir-after autodiff,reinplace" || { echo "FAIL: --dump-ir-after: $(head -c 300 "$dump_dir/dump.txt")"; fails=$((fails+1)); }
+sed '/^# IR after reinplace/,$d' "$dump_dir/dump.txt" >"$dump_dir/autodiff.ir"
+"$mutwo" run --graph "$dump_dir/autodiff.ir" --steps 1 >/dev/null 2>&1 \
+  && echo "ok: the dumped graph runs" || { echo "FAIL: the graph --dump-ir-after printed does not run"; fails=$((fails+1)); }
+"$mutwo" optimize --model mlp --batch 8 --budget 90% --steps 1 --quiet --out "$dump_dir/opt" --dump-ir-after recompute \
+  >/dev/null 2>"$dump_dir/recompute.txt"
+grep -q "^# IR after recompute (mlp)" "$dump_dir/recompute.txt" \
+  && echo "ok: --dump-ir-after recompute" || { echo "FAIL: --dump-ir-after recompute: $(head -c 300 "$dump_dir/recompute.txt")"; fails=$((fails+1)); }
+rm -rf "$dump_dir"
+
 # The model zoo's done-when runs: the largest models train on the CPU.
 for args in "--model resnet-152 --batch 2 --image-size 64 --steps 2" "--model bert-base --batch 2 --steps 1"; do
   last=$("$mutwo" run $args --json | tail -n 1) || { echo "FAIL: mutwo run $args"; fails=$((fails+1)); continue; }

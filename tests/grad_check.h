@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <torch/csrc/autograd/autograd.h>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -28,15 +29,23 @@ using BuildFn = std::function<ValueId(ops::Builder&, const std::vector<ValueId>&
 // The same op on ATen tensors: the forward that libtorch autograd differentiates.
 using AtenFn = std::function<at::Tensor(const Tensors&)>;
 
+// The shared generator of the tests that draw from one stream in order.
 inline at::Generator& rng() {
   static at::Generator g = at::detail::createCPUGenerator(20240612);
   return g;
 }
-inline at::Tensor randn(at::IntArrayRef shape, at::ScalarType dt = at::kFloat) {
-  return at::randn(shape, rng(), at::TensorOptions().dtype(dt));
+// A test's own generator, seeded from its name (64-bit FNV-1a): what it draws
+// does not depend on which tests ran before it, or on a filter.
+inline at::Generator seeded_rng(const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return at::detail::createCPUGenerator(h);
 }
-inline at::Tensor randint(int64_t high, at::IntArrayRef shape) {
-  return at::randint(high, shape, rng(), at::TensorOptions().dtype(at::kLong));
+inline at::Tensor randn(at::IntArrayRef shape, at::ScalarType dt = at::kFloat, at::Generator& gen = rng()) {
+  return at::randn(shape, gen, at::TensorOptions().dtype(dt));
+}
+inline at::Tensor randint(int64_t high, at::IntArrayRef shape, at::Generator& gen = rng()) {
+  return at::randint(high, shape, gen, at::TensorOptions().dtype(at::kLong));
 }
 
 inline ir::TensorType type_of(const at::Tensor& t) {
@@ -50,6 +59,12 @@ inline ir::TensorType type_of(const at::Tensor& t) {
     default: ADD_FAILURE() << "unexpected test dtype " << t.scalar_type();
   }
   return ir::TensorType{t.sizes().vec(), d};
+}
+
+// conv2d's attributes, square: stride, padding, dilation, groups.
+inline ir::Attrs conv_attrs(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1) {
+  return {{"stride", ir::Shape{stride, stride}}, {"padding", ir::Shape{pad, pad}}, {"dilation", ir::Shape{dil, dil}},
+          {"groups", groups}};
 }
 
 // inputs (floating ones are parameters, the rest plain inputs) -> op -> output;
@@ -164,11 +179,12 @@ inline ::testing::AssertionResult close(const at::Tensor& mine, const at::Tensor
 }
 
 // The whole check of one op instance against autograd; returns the graph for extra checks.
+// The seed d(loss)/d(output) is drawn from `gen`.
 inline GradGraph check_grads(const std::string& what, const Tensors& xs, const BuildFn& build, const AtenFn& f,
-                             double rtol = 0) {
+                             double rtol = 0, at::Generator& gen = rng()) {
   SCOPED_TRACE(what);
   GradGraph gg = build_grad_graph(xs, build);
-  at::Tensor seed = randn(gg.g.type(gg.out).shape, xs[0].scalar_type());
+  at::Tensor seed = randn(gg.g.type(gg.out).shape, xs[0].scalar_type(), gen);
   Runner run(gg);
   run.feed(xs, seed);
   Tensors outs = run.step();

@@ -17,6 +17,7 @@
 #include "models/model.h"
 #include "ops/builder.h"
 #include "ops/op.h"
+#include "plan/optimal.h"
 #include "plan/plan.h"
 #include "plan_inputs.h"
 #include "profile/profile.h"
@@ -242,6 +243,121 @@ TEST(Core, PlanFilesRecordThePlannersReasoning) {
   std::string header;
   std::getline(f, header);
   EXPECT_EQ(header, "name,bytes,decision,sources,rank,recompute_ms,ratio,reason,score");
+
+// What is kept at backward time, at its edges (rewrite::kept_at_backward, the
+// one rule that the rewrite runs and the greedy, the MILP and plan.json's
+// sources model): x -> dropout -> linear, plus a side branch x -> linear ->
+// relu, summed -> relu -> linear -> loss. x needs no gradient, so dropout's
+// random mask is read by the forward pass alone, and the dropout output (read
+// again by linear's weight gradient) is an activation made by a recomputable
+// node from that mask.
+struct DropoutStep {
+  ir::Graph graph;
+  ValueId x, mask, dropped, linear_out;
+};
+DropoutStep dropout_step() {
+  ir::Graph g;
+  ops::Builder b(g);
+  ValueId x = b.input("x", TensorType{{kBatch, kIn}}, Role::input);
+  ValueId labels = b.input("labels", TensorType{{kBatch}, ir::DType::i64}, Role::input);
+  ValueId mask = b.op("dropout_mask", {x}, {{"p", 0.5}}, "mask");
+  ValueId d = b.op("dropout_apply", {x, mask}, {{"p", 0.5}}, "dropped");
+  ValueId w0 = b.input("side.weight", TensorType{{kHidden, kIn}}, Role::parameter);
+  ValueId side = b.op("relu", {b.op("linear", {x, w0}, {}, "side.out")}, {}, "side.relu");
+  ValueId w1 = b.input("fc1.weight", TensorType{{kHidden, kIn}}, Role::parameter);
+  ValueId h = b.op("add", {b.op("linear", {d, w1}, {}, "fc1.out"), side}, {}, "fc1.sum");
+  ValueId r = b.op("relu", {h}, {}, "fc1.relu");
+  ValueId w2 = b.input("head.weight", TensorType{{kClasses, kHidden}}, Role::parameter);
+  ValueId logits = b.op("linear", {r, w2}, {}, "logits");
+  b.phase = ir::Phase::loss;
+  ValueId logp = b.op("log_softmax", {logits}, {{"dim", int64_t{1}}}, "logp");
+  ValueId loss = b.call("nll_loss", {logp, labels}, {}, "loss")[0];
+  DropoutStep s{autodiff::build_training_step(std::move(g), loss, {}), {}, {}, {}, {}};
+  s.x = s.graph.find("x");
+  s.mask = s.graph.find("mask");
+  s.dropped = s.graph.find("dropped");
+  s.linear_out = s.graph.find("fc1.out");
+  return s;
+}
+
+TEST(Core, KeptAtBackwardTimeAtItsEdges) {
+  DropoutStep s = dropout_step();
+  const ir::Graph& g = s.graph;
+  ASSERT_EQ(g.value(s.mask).role, Role::other) << "the mask is read by the forward pass only";
+  ASSERT_EQ(g.value(s.dropped).role, Role::activation);
+  ir::UseIndex uses(g);
+  const std::vector<bool> kept = rewrite::kept_at_backward(g, uses, {});
+  EXPECT_TRUE(kept[size_t(s.x)]) << "persistent";
+  EXPECT_TRUE(kept[size_t(s.mask)]) << "random: never recomputed, so held for a clone that reads it";
+  EXPECT_TRUE(kept[size_t(s.dropped)]) << "read by the backward pass and not dropped";
+  EXPECT_FALSE(kept[size_t(s.linear_out)]) << "a forward temporary: relu_backward reads the relu's output";
+  for (const ir::Value& v : g.values())
+    if (uses.producer[size_t(v.id)] >= 0 && !ir::is_forward(g.nodes()[size_t(uses.producer[size_t(v.id)])].phase)) {
+      EXPECT_TRUE(kept[size_t(v.id)]) << "%" << v.name << " is made outside the forward part";
+    }
+  EXPECT_FALSE(rewrite::kept_at_backward(g, uses, {s.dropped})[size_t(s.dropped)]);
+
+  // The rewrite clones dropout_apply alone, reading the original mask.
+  rewrite::Recomputed r = rewrite::insert_recomputation(g, {s.dropped});
+  EXPECT_NO_THROW(ops::verify(r.graph));
+  ASSERT_EQ(r.clones, 1);
+  for (const ir::Node& n : r.graph.nodes())
+    if (n.phase == ir::Phase::recompute) {
+      EXPECT_EQ(n.inputs, (std::vector<ValueId>{s.x, s.mask}));
+    }
+
+  // plan.json names the same sources (it named x alone, recomputing the mask from it).
+  plan::PlanInput in = testing::input_of(g);
+  std::vector<ValueId> sources = plan::recompute_sources(in, {s.dropped}, s.dropped);
+  std::sort(sources.begin(), sources.end());
+  EXPECT_EQ(sources, (std::vector<ValueId>{s.x, s.mask}));
+
+  // The greedy prices that drop at dropout_apply's time alone. Every node
+  // takes 1 s but dropout_apply (1 us) and the mask's draw (1000 s). Both the
+  // dropout output (2 KiB) and the side branch's relu (8 KiB, recomputed by
+  // two nodes) are idle at the peak and either lowers it: priced with the draw
+  // (as it was), the dropout output looked the worse choice and the greedy
+  // recomputed the side branch for 2 s; it is the better one, for 1 us.
+  plan::PlanInput slow = in;
+  for (double& ms : slow.node_ms) ms = 1e3;
+  slow.node_ms[size_t(uses.producer[size_t(s.mask)])] = 1e6;
+  slow.node_ms[size_t(uses.producer[size_t(s.dropped)])] = 1e-3;
+  const int64_t unplanned = plan::simulate(slow, {}).peak_bytes;
+  const ValueId side = g.find("side.relu");
+  ASSERT_LT(plan::simulate(slow, {s.dropped}).peak_bytes, unplanned);
+  ASSERT_LT(plan::simulate(slow, {side}).peak_bytes, unplanned);
+  plan::Plan greedy = plan::plan_mutwo(slow, unplanned - 1);
+  EXPECT_TRUE(greedy.feasible);
+  EXPECT_EQ(greedy.drop, std::vector<ValueId>{s.dropped});
+  EXPECT_DOUBLE_EQ(greedy.predicted.extra_ms, 1e-3);
+
+  // The MILP accepts that plan: the mask is kept, not recomputed (it refused
+  // every drop whose recomputation reached the random node).
+  if (plan::optimal_planner_built()) {
+    EXPECT_TRUE(plan::optimal_model_fits(in, unplanned, {s.dropped}));
+  }
+}
+
+// One rule charges a storage to a role (analysis::charged_roles): the profile
+// of a rewritten step and the simulator's peak breakdown agree, clones
+// counting as activation in both (the profile charged them to other).
+TEST(Core, ProfileAndSimulatorChargeStoragesAlike) {
+  Step s = mlp_step();
+  plan::PlanInput in = testing::input_of(s.graph);
+  for (const std::vector<ValueId>& drop : {std::vector<ValueId>{}, {s.relu[0]}, {s.relu[1]}, s.relu}) {
+    plan::Simulation sim = plan::simulate(in, drop);
+    rewrite::Recomputed r = rewrite::insert_recomputation(s.graph, drop);
+    profile::LiveByRole by_role = profile::live_by_role(r.graph);
+    EXPECT_EQ(sim.peak_by_role, by_role.during[size_t(sim.peak_node)]) << drop.size() << " dropped";
+    analysis::Liveness L = analysis::analyze_liveness(r.graph);
+    for (size_t n = 0; n < r.graph.nodes().size(); ++n) {
+      const ir::Node& node = r.graph.nodes()[n];
+      if (node.phase != ir::Phase::recompute) continue;
+      const int64_t made = by_role.during[n][size_t(Role::activation)] - by_role.after[n - 1][size_t(Role::activation)];
+      EXPECT_EQ(made, r.graph.type(node.outputs[0]).bytes()) << node.op << " clone charged to activation";
+      EXPECT_EQ(analysis::charged_roles(r.graph, L)[size_t(node.outputs[0])], Role::activation);
+    }
+  }
 }
 
 // A zoo model's step, its Profile's JSON form and a report from it, and the

@@ -1,5 +1,6 @@
 // ResNet tests: torchvision's parameter counts and names; the conv family's
-// gradients against libtorch autograd and its build-time errors; batch-norm
+// rows (their derivatives are rows of test_ops_grad.cpp's table) and its
+// build-time errors; batch-norm
 // running statistics as PyTorch updates them; resnet18/resnet50's loss and
 // every gradient against torchvision itself (tests/resnet_oracle.py, run by
 // Debian's /usr/bin/python3); a ResNet-18 step's measured CPU peak against
@@ -37,21 +38,13 @@ using ir::Shape;
 using ir::ValueId;
 using Tensors = std::vector<at::Tensor>;
 
-// --- gradient checks against libtorch autograd ---------------------------------
-// With tests/grad_check.h (test_ops_grad.cpp's method): every check is bit-exact
-// (rtol 0), as each rule calls the very ATen backward kernel autograd's formula
-// calls, on the same operands.
+// --- the conv family's rows ----------------------------------------------------
+// Their derivatives against libtorch autograd and finite differences are rows
+// of test_ops_grad.cpp's table, with what a row cannot say about them.
 
-using grad_check::AtenFn;
-using grad_check::BuildFn;
-using grad_check::check_grads;
-using grad_check::GradGraph;
+using grad_check::conv_attrs;
 using grad_check::randn;
 
-// The gradient graph for the inputs at positions `wrt` only.
-GradGraph build_partial(const Tensors& xs, const BuildFn& build, const std::vector<size_t>& wrt) {
-  return grad_check::build_grad_graph(xs, build, wrt);
-}
 
 // Reads every graph output right after the last node (step() drops non-persistent outputs at its end).
 struct OutputReader : runtime::NodeObserver {
@@ -71,25 +64,10 @@ int count_ops(const ir::Graph& g, const std::string& op) {
   return n;
 }
 
-ir::Attrs conv_attrs(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1) {
-  return {{"stride", Shape{stride, stride}}, {"padding", Shape{pad, pad}}, {"dilation", Shape{dil, dil}},
-          {"groups", groups}};
-}
-AtenFn aten_conv(int64_t stride, int64_t pad, int64_t dil = 1, int64_t groups = 1) {
-  return [=](const Tensors& t) {
-    c10::optional<at::Tensor> bias;
-    if (t.size() > 2) bias = t[2];
-    return at::convolution(t[0], t[1], bias, {stride, stride}, {pad, pad}, {dil, dil}, false, {0, 0}, groups);
-  };
-}
-BuildFn op_on_all(const std::string& op, ir::Attrs attrs = {}) {
-  return [=](ops::Builder& b, const std::vector<ValueId>& in) { return b.call(op, in, attrs)[0]; };
-}
 
-// --- OpGrad for the conv family -------------------------------------------------
 
 TEST(ResnetOpGrad, EveryConvFamilyOpIsCovered) {
-  // conv.cpp's rows with a derivative, each checked by a test below.
+  // conv.cpp's rows with a derivative (checked in test_ops_grad.cpp's table).
   for (const char* name : {"conv2d", "batch_norm", "max_pool2d", "adaptive_avg_pool2d"})
     EXPECT_NE(ops::op(name).grad, nullptr) << name;
   for (const char* name : {"conv2d_backward", "batch_norm_backward", "max_pool2d_backward",
@@ -98,67 +76,6 @@ TEST(ResnetOpGrad, EveryConvFamilyOpIsCovered) {
   EXPECT_EQ(ops::op("batch_norm").mutates, (std::vector<int>{3, 4})) << "the running statistics, updated in place";
   EXPECT_TRUE(ops::op("conv2d").has(ops::kHeavy));
   EXPECT_FALSE(ops::op("batch_norm").has(ops::kInplace)) << "batch_norm must stay recomputable";
-}
-
-TEST(ResnetOpGrad, Conv2d) {
-  check_grads("3x3 stride 1 pad 1, bias", {randn({2, 3, 7, 6}), randn({4, 3, 3, 3}), randn({4})},
-              op_on_all("conv2d", conv_attrs(1, 1)), aten_conv(1, 1));
-  check_grads("3x3 stride 2 pad 1, no bias", {randn({2, 3, 9, 8}), randn({5, 3, 3, 3})},
-              op_on_all("conv2d", conv_attrs(2, 1)), aten_conv(2, 1));
-  check_grads("7x7 stride 2 pad 3 (the stem)", {randn({1, 3, 16, 16}), randn({4, 3, 7, 7})},
-              op_on_all("conv2d", conv_attrs(2, 3)), aten_conv(2, 3));
-  check_grads("1x1 stride 2 (downsample)", {randn({2, 4, 6, 6}), randn({8, 4, 1, 1})},
-              op_on_all("conv2d", conv_attrs(2, 0)), aten_conv(2, 0));
-  check_grads("dilation 2, groups 2, bias", {randn({2, 4, 9, 9}), randn({6, 2, 3, 3}), randn({6})},
-              op_on_all("conv2d", conv_attrs(1, 2, 2, 2)), aten_conv(1, 2, 2, 2));
-}
-
-// A conv on data (the stem) computes only the weight gradient: one output.
-TEST(ResnetOpGrad, Conv2dBackwardMakesOnlyRequestedGradients) {
-  Tensors xs{randn({2, 3, 8, 8}), randn({4, 3, 3, 3}), randn({4})};
-  GradGraph w_only = build_partial(xs, op_on_all("conv2d", conv_attrs(1, 1)), {1});
-  ASSERT_EQ(count_ops(w_only.g, "conv2d_backward"), 1);
-  const ir::Node& bw = w_only.g.nodes().back();
-  EXPECT_EQ(bw.attrs.ints("output_mask"), (Shape{0, 1, 0}));
-  EXPECT_EQ(bw.outputs.size(), 1u);
-  EXPECT_EQ(w_only.g.value(w_only.grad[1]).name, "in1.grad");
-  EXPECT_EQ(w_only.grad[0], ir::kNoValue);
-  EXPECT_EQ(w_only.grad[2], ir::kNoValue);
-  at::Tensor seed = randn({2, 4, 8, 8});
-  grad_check::Runner run(w_only);
-  run.feed(xs, seed);
-  Tensors outs = run.step();
-  Tensors leaves{xs[0], xs[1].clone().requires_grad_(true), xs[2]};
-  at::Tensor ref = torch::autograd::grad({aten_conv(1, 1)(leaves)}, {leaves[1]}, {seed})[0];
-  EXPECT_TRUE(at::equal(run.grad(outs, 1), ref));
-
-  GradGraph x_and_b = build_partial(xs, op_on_all("conv2d", conv_attrs(1, 1)), {0, 2});
-  EXPECT_EQ(x_and_b.g.nodes().back().attrs.ints("output_mask"), (Shape{1, 0, 1}));
-  EXPECT_EQ(x_and_b.g.value(x_and_b.grad[2]).name, "in2.grad");
-}
-
-TEST(ResnetOpGrad, BatchNorm) {
-  const double eps = 1e-5;
-  auto aten_bn = [=](const Tensors& t) {
-    c10::optional<at::Tensor> w, b;
-    if (t.size() > 1) w = t[1];
-    if (t.size() > 2) b = t[2];
-    return std::get<0>(at::native_batch_norm(t[0], w, b, {}, {}, true, 0.1, eps));
-  };
-  check_grads("4-D, affine", {randn({3, 4, 5, 6}), randn({4}), randn({4})}, op_on_all("batch_norm", {{"eps", eps}}),
-              aten_bn);
-  check_grads("4-D, no affine", {randn({2, 3, 4, 4})}, op_on_all("batch_norm", {{"eps", eps}}), aten_bn);
-  check_grads(
-      "2-D, affine", {randn({8, 5}), randn({5}), randn({5})}, op_on_all("batch_norm", {{"eps", 1e-3}}),
-      [](const Tensors& t) { return std::get<0>(at::native_batch_norm(t[0], t[1], t[2], {}, {}, true, 0.1, 1e-3)); });
-  // The statistics are activations saved for the backward node, not recomputed there.
-  GradGraph gg = grad_check::build_grad_graph({randn({2, 3, 4, 4}), randn({3}), randn({3})},
-                                              op_on_all("batch_norm", {{"eps", eps}}));
-  ASSERT_EQ(count_ops(gg.g, "batch_norm_backward"), 1);
-  const ir::Node& fwd = gg.g.nodes().front();
-  const ir::Node& bwd = gg.g.nodes().back();
-  EXPECT_EQ(bwd.inputs[3], fwd.outputs[1]);
-  EXPECT_EQ(bwd.inputs[4], fwd.outputs[2]);
 }
 
 // Running statistics: PyTorch's in-place update, bit for bit, over two steps;
@@ -211,35 +128,6 @@ TEST(ResnetBatchNorm, RunningStatisticsMatchPyTorchAndRecomputationLeavesThemAlo
   auto [mean_b, var_b] = stats_after_two_steps(r.graph);
   EXPECT_TRUE(at::equal(mean_a, mean_b)) << mean_a << mean_b;
   EXPECT_TRUE(at::equal(var_a, var_b)) << var_a << var_b;
-}
-
-TEST(ResnetOpGrad, MaxPool2d) {
-  auto pool = [](Shape k, Shape s, Shape p, Shape d, int64_t ceil) {
-    return op_on_all("max_pool2d",
-                     {{"kernel", k}, {"stride", s}, {"padding", p}, {"dilation", d}, {"ceil_mode", ceil}});
-  };
-  auto aten_pool = [](Shape k, Shape s, Shape p, Shape d, bool ceil) {
-    return [=](const Tensors& t) { return std::get<0>(at::max_pool2d_with_indices(t[0], k, s, p, d, ceil)); };
-  };
-  check_grads("3x3 stride 2 pad 1 (the stem)", {randn({2, 3, 9, 8})}, pool({3, 3}, {2, 2}, {1, 1}, {1, 1}, 0),
-              aten_pool({3, 3}, {2, 2}, {1, 1}, {1, 1}, false));
-  check_grads("2x2 stride 2, ceil_mode", {randn({1, 2, 7, 5})}, pool({2, 2}, {2, 2}, {0, 0}, {1, 1}, 1),
-              aten_pool({2, 2}, {2, 2}, {0, 0}, {1, 1}, true));
-  check_grads("3x2 stride 1, dilation 2", {randn({2, 2, 8, 8})}, pool({3, 2}, {1, 1}, {1, 1}, {2, 2}, 0),
-              aten_pool({3, 2}, {1, 1}, {1, 1}, {2, 2}, false));
-  // The indices are an i64 output kept for the backward node; they get no gradient.
-  GradGraph gg = grad_check::build_grad_graph({randn({1, 1, 4, 4})}, pool({2, 2}, {2, 2}, {0, 0}, {1, 1}, 0));
-  EXPECT_EQ(gg.g.type(gg.g.nodes().front().outputs[1]).dtype, ir::DType::i64);
-  EXPECT_EQ(gg.g.nodes().back().inputs[2], gg.g.nodes().front().outputs[1]);
-}
-
-TEST(ResnetOpGrad, AdaptiveAvgPool2d) {
-  for (Shape out : {Shape{1, 1}, Shape{3, 2}, Shape{5, 7}})
-    check_grads("to " + ir::shape_string(out), {randn({2, 3, 5, 7})},
-                op_on_all("adaptive_avg_pool2d", {{"output_size", out}}),
-                [=](const Tensors& t) { return at::_adaptive_avg_pool2d(t[0], out); });
-  check_grads("3-D input", {randn({3, 6, 4})}, op_on_all("adaptive_avg_pool2d", {{"output_size", Shape{2, 2}}}),
-              [](const Tensors& t) { return at::_adaptive_avg_pool2d(t[0], {2, 2}); });
 }
 
 // --- build-time errors ---------------------------------------------------------

@@ -8,6 +8,21 @@
 
 namespace mutwo::analysis {
 
+std::vector<ir::Role> charged_roles(const ir::Graph& g, const Liveness& L) {
+  std::vector<ir::Role> role(g.num_values());
+  for (const ir::Value& v : g.values()) {
+    auto id = static_cast<size_t>(v.id);
+    role[id] = v.role;
+    if (L.def[id] >= 0 && g.nodes()[static_cast<size_t>(L.def[id])].phase == ir::Phase::recompute)
+      role[id] = ir::Role::activation;
+  }
+  for (const ir::Value& v : g.values()) {
+    auto owner = static_cast<size_t>(L.storage[static_cast<size_t>(v.id)]);
+    if (v.role == ir::Role::activation && !ir::is_persistent(g.values()[owner].role)) role[owner] = ir::Role::activation;
+  }
+  return role;
+}
+
 Liveness analyze_liveness(const ir::Graph& g) {
   const auto& nodes = g.nodes();
   const size_t nv = g.num_values();

@@ -39,4 +39,12 @@ struct Liveness {
 
 Liveness analyze_liveness(const ir::Graph& g);
 
+// The role a storage's bytes are charged to, per storage owner (entries of
+// values that own no storage are unspecified): the one rule behind a profile's
+// live_by_role and peak_by_role and the simulator's peak breakdown.
+// Activation when any value sharing the storage is an activation and its owner
+// is not persistent, or when a recompute node made it (a clone brings a dropped
+// activation back); otherwise the owner's role.
+std::vector<ir::Role> charged_roles(const ir::Graph& g, const Liveness& L);
+
 }  // namespace mutwo::analysis

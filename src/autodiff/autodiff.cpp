@@ -107,24 +107,26 @@ void assign_roles(ir::Graph& g) {
     for (ValueId v : nodes[n].outputs) {
       ir::Value& val = g.value(v);
       if (val.role == ir::Role::gradient) continue;
-      bool fwd = ph == ir::Phase::forward || ph == ir::Phase::loss;
+      bool fwd = ir::is_forward(ph);
       bool used_in_fwd = false, used_in_bwd = false;
       for (int32_t u : uses.users[static_cast<size_t>(v)]) {
         ir::Phase up = nodes[static_cast<size_t>(u)].phase;
-        used_in_bwd |= up == ir::Phase::backward || up == ir::Phase::recompute;
-        used_in_fwd |= up == ir::Phase::forward || up == ir::Phase::loss;
+        used_in_bwd |= ir::is_backward(up);
+        used_in_fwd |= ir::is_forward(up);
       }
       val.role = fwd && used_in_fwd && used_in_bwd ? ir::Role::activation : ir::Role::other;
     }
   }
 }
 
-ir::Graph build_training_step(ir::Graph g, ValueId loss, const OptimizerConfig& config) {
+ir::Graph build_training_step(ir::Graph g, ValueId loss, const OptimizerConfig& config, const ir::AfterPass& after) {
   auto grads = append_backward(g, loss);
   append_optimizer(g, grads, config);
   assign_roles(g);
   g.outputs = {loss};
+  if (after) after("autodiff", g);
   analysis::reinplace(g);
+  if (after) after("reinplace", g);
   ops::verify(g);
   return g;
 }

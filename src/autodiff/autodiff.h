@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "ir/pass.h"
 
 namespace mutwo::autodiff {
 
@@ -46,6 +47,9 @@ void append_optimizer(ir::Graph& g, const std::vector<std::pair<ir::ValueId, ir:
 void assign_roles(ir::Graph& g);
 
 // forward graph + loss -> the whole training step, reinplaced (analysis::reinplace) and verified.
-ir::Graph build_training_step(ir::Graph forward, ir::ValueId loss, const OptimizerConfig& config);
+// `after` hears two passes: "autodiff" (backward, optimizer and roles appended)
+// and "reinplace".
+ir::Graph build_training_step(ir::Graph forward, ir::ValueId loss, const OptimizerConfig& config,
+                              const ir::AfterPass& after = {});
 
 }  // namespace mutwo::autodiff

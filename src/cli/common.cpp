@@ -37,7 +37,55 @@ const CLI::Validator kNonNegative = CLI::Validator(
     "NUMBER>=0");
 
 
+namespace {
+
+const std::vector<std::string> kDumpablePasses = {"autodiff", "reinplace", "recompute"};
+
+struct IrDump {
+  std::string passes;  // as given: "all", or a comma-separated list
+  std::string last;    // the text of the graph last reported, to say when a pass changed nothing
+  bool wants(std::string_view pass) const {
+    if (passes == "all") return true;
+    std::stringstream list(passes);
+    for (std::string p; std::getline(list, p, ',');)
+      if (p == pass) return true;
+    return false;
+  }
+};
+IrDump& ir_dump() {
+  static IrDump d;
+  return d;
+}
+
+const CLI::Validator kPassList = CLI::Validator(
+    [](std::string& s) -> std::string {
+      if (s == "all") return {};
+      std::stringstream list(s);
+      for (std::string p; std::getline(list, p, ',');)
+        if (std::find(kDumpablePasses.begin(), kDumpablePasses.end(), p) == kDumpablePasses.end())
+          return fmt::format("unknown pass '{}'; passes: {}, or all", p, fmt::join(kDumpablePasses, ", "));
+      return {};
+    },
+    "PASS[,PASS...]|all");
+
+}  // namespace
+
+void dump_ir_after(std::string_view pass, const ir::Graph& g) {
+  IrDump& d = ir_dump();
+  if (d.passes.empty()) return;
+  std::string text = ir::print(g);
+  if (d.wants(pass)) {
+    if (text == d.last) fmt::print(stderr, "# IR after {} ({}): unchanged\n", pass, g.name);
+    else fmt::print(stderr, "# IR after {} ({})\n{}", pass, g.name, text);
+  }
+  d.last = std::move(text);
+}
+
 void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
+    app.add_option("--dump-ir-after", ir_dump().passes,
+                   "print the graph after these passes on stderr, as IR text: autodiff, reinplace, recompute "
+                   "(comma-separated), or all")
+        ->check(kPassList);
     std::string names;
     for (const auto& m : models::model_list()) names += (names.empty() ? "" : ", ") + m.name;
     // What builds a zoo model; a --graph file fixes all of it, so they exclude each other.
@@ -126,7 +174,7 @@ ir::Graph StepOptions::build() const {
     if (oc.kind == autodiff::Optimizer::adamw) oc.weight_decay = 0.01;
     if (!graph.empty()) return load_graph(graph, oc);
     models::Model m = models::build_model(model_options());
-    return autodiff::build_training_step(std::move(m.graph), m.loss, oc);
+    return autodiff::build_training_step(std::move(m.graph), m.loss, oc, dump_ir_after);
   }
 
 c10::Device parse_device(const std::string& s) {

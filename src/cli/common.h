@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/graph.h"
@@ -42,6 +43,14 @@ struct StepOptions {
   int64_t batch_or_none() const { return graph.empty() ? batch : 0; }  // 0: set by the captured step
   std::string what() const;  // "mlp batch 64" or "step.json"
 };
+
+// --dump-ir-after PASS[,PASS...] or all (passes: autodiff, reinplace,
+// recompute), offered with the step options: each named pass's graph goes to
+// stderr as IR text under a line "# IR after PASS (graph)", or as that line
+// alone, saying "unchanged", where the pass left the graph as it found it.
+// StepOptions::build reports autodiff and reinplace, plan_step the recompute
+// rewrite.
+void dump_ir_after(std::string_view pass, const ir::Graph& g);
 
 // A training step from a file: a step file (.json, python/mutwo/capture.py) or
 // IR text (optimize's rewritten.ir), verified. Bad files are UserErrors naming them.

@@ -75,6 +75,7 @@ Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, 
   p.unplanned_peak = plan::simulate(p.input, {}).peak_bytes;
   p.plan = plan::run_planner(planner, p.input, parse_budget(budget, p.unplanned_peak));
   p.rewritten = rewrite::insert_recomputation(plan::chunked_graph(p.input.graph, p.plan), p.plan.drop);
+  dump_ir_after("recompute", p.rewritten.graph);
   return p;
 }
 

@@ -91,7 +91,6 @@ class Graph {
   // Makes a unique name from `base` ("x", "x.1", "x.2", ...).
   std::string unique_name(std::string_view base) const;
   void append(Node node) { nodes_.push_back(std::move(node)); }
-  void insert(size_t pos, Node node) { nodes_.insert(nodes_.begin() + static_cast<long>(pos), std::move(node)); }
 
   const std::vector<Node>& nodes() const { return nodes_; }
   std::vector<Node>& nodes() { return nodes_; }

@@ -37,6 +37,13 @@ std::string shape_string(const Shape& s);    // "[64,784]"
 // nodes living inside the backward part).
 enum class Phase : uint8_t { forward, loss, backward, optimizer, recompute };
 
+// The two halves of the step that recomputation is about, each defined once:
+// the forward part (forward and loss nodes) makes activations; the backward
+// part (backward nodes and the recompute nodes living among them) reads them.
+// The optimizer phase is neither.
+inline bool is_forward(Phase p) { return p == Phase::forward || p == Phase::loss; }
+inline bool is_backward(Phase p) { return p == Phase::backward || p == Phase::recompute; }
+
 // What a value is, for memory accounting and for what a planner may touch.
 //   input            fed from outside each step (images, token ids, labels)
 //   parameter        trained weights; persist across steps

@@ -48,7 +48,7 @@ void verify(const Graph& g, const OpChecker& check) {
         MUTWO_CHECK(node.phase == Phase::backward, "{}: gradient %{} is made in phase {}, not in the backward pass",
                     where(n), val.name, to_string(node.phase));
       if (val.role == Role::activation)
-        MUTWO_CHECK(node.phase == Phase::forward || node.phase == Phase::loss,
+        MUTWO_CHECK(is_forward(node.phase),
                     "{}: activation %{} is made in phase {}; activations are made in the forward pass", where(n),
                     val.name, to_string(node.phase));
       producer[static_cast<size_t>(v)] = static_cast<int32_t>(n);
@@ -85,7 +85,7 @@ void verify(const Graph& g, const OpChecker& check) {
     if (val.role != Role::activation) continue;
     bool used_in_backward = false;
     for (int32_t u : uses.users[static_cast<size_t>(val.id)])
-      used_in_backward |= phase_rank(nodes[static_cast<size_t>(u)].phase) >= 2;
+      used_in_backward |= is_backward(nodes[static_cast<size_t>(u)].phase);
     MUTWO_CHECK(used_in_backward, "verifier: %{} has role activation but no backward node uses it", val.name);
   }
   for (ValueId v : g.outputs)

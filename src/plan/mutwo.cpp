@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "plan/plan.h"
+#include "rewrite/recompute.h"
 #include "support/error.h"
 #include "support/units.h"
 
@@ -25,27 +26,10 @@ namespace {
 // Recompute sources and subgraphs under the current choice of dropped values.
 class Closures {
  public:
-  explicit Closures(const PlanInput& in) : in_(in), uses_(in.graph), kept_(in.graph.num_values(), false) {
-    const auto& nodes = in.graph.nodes();
-    for (const ir::Value& v : in.graph.values()) {
-      auto id = static_cast<size_t>(v.id);
-      int32_t p = uses_.producer[id];
-      if (p < 0) {
-        kept_[id] = ir::is_persistent(v.role);
-        continue;
-      }
-      ir::Phase ph = nodes[static_cast<size_t>(p)].phase;
-      if (ph != ir::Phase::forward && ph != ir::Phase::loss) {
-        kept_[id] = true;
-        continue;
-      }
-      for (int32_t u : uses_.users[id]) {
-        ir::Phase up = nodes[static_cast<size_t>(u)].phase;
-        kept_[id] = kept_[id] || up == ir::Phase::backward || up == ir::Phase::recompute;
-      }
-    }
-    mark_.assign(nodes.size(), 0);
-  }
+  // Nothing dropped yet: kept is the rewrite's rule (rewrite::kept_at_backward).
+  explicit Closures(const PlanInput& in)
+      : in_(in), uses_(in.graph), kept_(rewrite::kept_at_backward(in.graph, uses_, {})),
+        mark_(in.graph.nodes().size(), 0) {}
 
   void drop(const Candidate& c) {
     for (ir::ValueId m : c.members) kept_[static_cast<size_t>(m)] = false;

@@ -1,6 +1,7 @@
 // The optimal planner's options: Checkmate's MILP (Jain et al., MLSys 2020)
-// restricted to mu-TWO's drop decisions, solved with COIN-OR CBC (optimal.cpp
-// says what the model captures). plan.h declares the plain two-argument form.
+// restricted to mu-TWO's drop decisions (optimal_model.h; optimal_model.cpp
+// says what the model captures), solved with COIN-OR CBC (milp.h) by the
+// search in optimal.cpp. plan.h declares the plain two-argument form.
 #pragma once
 
 #include <cstdint>

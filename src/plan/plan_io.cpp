@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "plan/plan.h"
+#include "rewrite/recompute.h"
 #include "support/error.h"
 #include "support/json_input.h"
 #include "support/files.h"
@@ -24,7 +25,7 @@ namespace {
 class RecomputeWalk {
  public:
   RecomputeWalk(const PlanInput& in, const std::vector<ir::ValueId>& drop)
-      : in_(in), uses_(in.graph), dropped_(drop.begin(), drop.end()) {}
+      : in_(in), uses_(in.graph), kept_(rewrite::kept_at_backward(in.graph, uses_, drop)) {}
 
   // Calls on_node for every producer node walked from `v` and on_source for
   // every kept value reached.
@@ -60,21 +61,12 @@ class RecomputeWalk {
   }
 
  private:
-  // Kept: made by no node, or not dropped and read by the backward pass.
-  bool kept(ir::ValueId x) const {
-    int32_t p = uses_.producer[static_cast<size_t>(x)];
-    if (p < 0) return true;
-    if (dropped_.count(x)) return false;
-    for (int32_t u : uses_.users[static_cast<size_t>(x)]) {
-      ir::Phase ph = in_.graph.nodes()[static_cast<size_t>(u)].phase;
-      if (ph == ir::Phase::backward || ph == ir::Phase::recompute) return true;
-    }
-    return false;
-  }
+  // Kept at backward time, by the rewrite's own rule.
+  bool kept(ir::ValueId x) const { return kept_[static_cast<size_t>(x)]; }
 
   const PlanInput& in_;
   ir::UseIndex uses_;
-  std::set<ir::ValueId> dropped_;
+  std::vector<bool> kept_;
 };
 
 }  // namespace

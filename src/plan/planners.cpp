@@ -71,8 +71,7 @@ std::vector<ir::ValueId> drop_inside_blocks(const PlanInput& in, const std::vect
     for (ir::ValueId m : c.members)
       for (int32_t u : uses.users[static_cast<size_t>(m)]) {
         const ir::Node& user = nodes[static_cast<size_t>(u)];
-        bool fwd = user.phase == ir::Phase::forward || user.phase == ir::Phase::loss;
-        is_output |= fwd && block_of(user.scope) != b;
+        is_output |= ir::is_forward(user.phase) && block_of(user.scope) != b;
       }
     if (is_output && keep.count(b)) continue;
     drop.insert(drop.end(), c.members.begin(), c.members.end());

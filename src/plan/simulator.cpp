@@ -100,8 +100,7 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
     if (r.graph.nodes()[n].phase == ir::Phase::recompute) s.extra_ms += in.node_ms[origin];
   }
   // The peak's breakdown: storages live during the peak node, charged as the
-  // profile charges them (activation if any value sharing the storage is one),
-  // a recomputed clone counting as activation.
+  // profile charges them (analysis::charged_roles).
   s.idle_at_peak.assign(in.graph.num_values(), false);
   if (s.peak_node >= 0) {
     auto k = s.peak_node;
@@ -111,8 +110,8 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
     const auto& rn = r.graph.nodes();
     std::vector<int32_t> last_fwd(r.graph.num_values(), -1), first_bwd(r.graph.num_values(), INT32_MAX);
     for (size_t n = 0; n < nn; ++n) {
-      const bool fwd = rn[n].phase == ir::Phase::forward || rn[n].phase == ir::Phase::loss;
-      const bool bwd = rn[n].phase == ir::Phase::backward || rn[n].phase == ir::Phase::recompute;
+      const bool fwd = ir::is_forward(rn[n].phase);
+      const bool bwd = ir::is_backward(rn[n].phase);
       for (ir::ValueId v : rn[n].inputs) {
         if (v == ir::kNoValue) continue;
         auto owner = static_cast<size_t>(L.storage[static_cast<size_t>(v)]);
@@ -124,23 +123,12 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
       auto owner = static_cast<size_t>(L.storage[v]);
       s.idle_at_peak[v] = L.def[owner] >= 0 && L.def[owner] < k && last_fwd[owner] < k && first_bwd[owner] > k;
     }
-    std::vector<ir::Role> storage_role(r.graph.num_values());
-    for (const ir::Value& v : r.graph.values()) storage_role[static_cast<size_t>(v.id)] = v.role;
-    for (const ir::Value& v : r.graph.values()) {
-      auto owner = static_cast<size_t>(L.storage[static_cast<size_t>(v.id)]);
-      if (v.role == ir::Role::activation && !ir::is_persistent(r.graph.values()[owner].role))
-        storage_role[owner] = ir::Role::activation;
-    }
+    const std::vector<ir::Role> storage_role = analysis::charged_roles(r.graph, L);
     for (const ir::Value& v : r.graph.values()) {
       auto id = static_cast<size_t>(v.id);
       if (!L.owns_storage(v.id)) continue;
       bool live = L.def[id] < 0 ? ir::is_persistent(v.role) : (L.def[id] <= k && L.storage_end[id] >= k);
-      if (!live) continue;
-      ir::Role role = r.graph.nodes().size() > 0 && L.def[id] >= 0 &&
-                              r.graph.nodes()[static_cast<size_t>(L.def[id])].phase == ir::Phase::recompute
-                          ? ir::Role::activation
-                          : storage_role[id];
-      s.peak_by_role[static_cast<size_t>(role)] += v.type.bytes();
+      if (live) s.peak_by_role[static_cast<size_t>(storage_role[id])] += v.type.bytes();
     }
     const int64_t workspace = in.workspace[static_cast<size_t>(r.origin[static_cast<size_t>(k)])];
     s.peak_by_role[static_cast<size_t>(ir::Role::other)] += workspace + in.start_extra_bytes;

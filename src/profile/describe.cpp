@@ -10,22 +10,10 @@
 
 namespace mutwo::profile {
 
-namespace {
-
-bool is_backward(ir::Phase p) { return p == ir::Phase::backward || p == ir::Phase::recompute; }
-
-}  // namespace
-
 LiveByRole live_by_role(const ir::Graph& g) {
   analysis::Liveness L = analysis::analyze_liveness(g);
   const size_t nn = g.nodes().size();
-  // The role a storage is charged to: activation if any value sharing it is one.
-  std::vector<ir::Role> storage_role(g.num_values());
-  for (const ir::Value& v : g.values()) storage_role[static_cast<size_t>(v.id)] = v.role;
-  for (const ir::Value& v : g.values()) {
-    auto owner = static_cast<size_t>(L.storage[static_cast<size_t>(v.id)]);
-    if (v.role == ir::Role::activation && !ir::is_persistent(g.values()[owner].role)) storage_role[owner] = v.role;
-  }
+  const std::vector<ir::Role> storage_role = analysis::charged_roles(g, L);
   using Row = std::array<int64_t, ir::kNumRoles>;
   std::vector<Row> made(nn), freed(nn);
   Row live{};
@@ -88,10 +76,10 @@ Profile describe(const ir::Graph& g) {
     r.view = !L.owns_storage(v.id);
     r.random = r.def >= 0 && ops::has(nodes[static_cast<size_t>(r.def)], ops::kRandom);
     for (int32_t u : uses.users[id]) {
-      if (is_backward(nodes[static_cast<size_t>(u)].phase)) {
+      if (ir::is_backward(nodes[static_cast<size_t>(u)].phase)) {
         if (r.first_bwd < 0) r.first_bwd = u;
         r.last_bwd = u;
-      } else if (nodes[static_cast<size_t>(u)].phase != ir::Phase::optimizer) {
+      } else if (ir::is_forward(nodes[static_cast<size_t>(u)].phase)) {
         r.last_fwd = u;
       }
     }

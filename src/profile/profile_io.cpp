@@ -23,7 +23,7 @@ using nlohmann::json;
 
 int32_t Profile::first_backward_rank() const {
   for (const auto& n : nodes)
-    if (n.phase == ir::Phase::backward || n.phase == ir::Phase::recompute) return n.rank;
+    if (ir::is_backward(n.phase)) return n.rank;
   return -1;
 }
 

@@ -9,11 +9,28 @@
 
 namespace mutwo::rewrite {
 
-namespace {
-
-bool in_backward(ir::Phase p) { return p == ir::Phase::backward || p == ir::Phase::recompute; }
-
-}  // namespace
+std::vector<bool> kept_at_backward(const ir::Graph& g, const ir::UseIndex& uses, const std::vector<ir::ValueId>& drop) {
+  std::vector<bool> dropped(g.num_values(), false);
+  for (ir::ValueId v : drop) dropped[static_cast<size_t>(v)] = true;
+  std::vector<bool> kept(g.num_values(), false);
+  for (const ir::Value& v : g.values()) {
+    auto id = static_cast<size_t>(v.id);
+    const int32_t p = uses.producer[id];
+    if (p < 0) {
+      kept[id] = ir::is_persistent(v.role);
+      continue;
+    }
+    const ir::Node& made_by = g.nodes()[static_cast<size_t>(p)];
+    if (!ir::is_forward(made_by.phase) || !ops::recomputable(made_by)) {
+      kept[id] = true;
+      continue;
+    }
+    bool read_in_bwd = false;
+    for (int32_t u : uses.users[id]) read_in_bwd |= ir::is_backward(g.nodes()[static_cast<size_t>(u)].phase);
+    kept[id] = read_in_bwd && !dropped[id];
+  }
+  return kept;
+}
 
 bool droppable(const ir::Graph& g, ir::ValueId v) {
   if (g.value(v).role != ir::Role::activation) return false;
@@ -25,35 +42,11 @@ bool droppable(const ir::Graph& g, ir::ValueId v) {
 Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop) {
   const auto& nodes = g.nodes();
   ir::UseIndex uses(g);
-  std::vector<bool> dropped(g.num_values(), false);
   for (ir::ValueId v : drop) {
     MUTWO_ASSERT(v >= 0 && static_cast<size_t>(v) < g.num_values(), "no value {}", v);
     MUTWO_ASSERT(g.value(v).role == ir::Role::activation, "%{} is not an activation", g.value(v).name);
-    dropped[static_cast<size_t>(v)] = true;
   }
-  // Kept at backward time: persistent values, values made in the forward pass
-  // that the backward pass reads (activations, or values such as nll_loss's
-  // total weight) unless dropped, and outputs of what may not be recomputed
-  // (ops::recomputable: a dropout mask read only by the forward pass is held
-  // into the backward pass if a recomputation reads it). Everything else is
-  // recomputed when needed.
-  std::vector<bool> kept(g.num_values(), false);
-  for (const ir::Value& v : g.values()) {
-    auto id = static_cast<size_t>(v.id);
-    int32_t p = uses.producer[id];
-    if (p < 0) {
-      kept[id] = ir::is_persistent(v.role);
-      continue;
-    }
-    if (in_backward(nodes[static_cast<size_t>(p)].phase) || nodes[static_cast<size_t>(p)].phase == ir::Phase::optimizer ||
-        !ops::recomputable(nodes[static_cast<size_t>(p)])) {
-      kept[id] = true;  // made in the backward pass, or not to be repeated: not recomputation's business
-      continue;
-    }
-    bool read_in_bwd = false;
-    for (int32_t u : uses.users[id]) read_in_bwd |= in_backward(nodes[static_cast<size_t>(u)].phase);
-    kept[id] = read_in_bwd && !dropped[id];
-  }
+  const std::vector<bool> kept = kept_at_backward(g, uses, drop);
 
   Recomputed out;
   out.graph.name = g.name;
@@ -98,7 +91,7 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
 
   for (size_t n = 0; n < nodes.size(); ++n) {
     ir::Node node = nodes[n];
-    if (in_backward(node.phase))
+    if (ir::is_backward(node.phase))
       for (ir::ValueId& in : node.inputs) in = materialize(materialize, in);
     out.graph.append(std::move(node));
     out.origin.push_back(static_cast<int32_t>(n));

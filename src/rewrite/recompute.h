@@ -34,6 +34,23 @@ struct Recomputed {
 
 Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop);
 
+// Kept at backward time: the values that the backward pass, and the clones
+// the rewrite makes for it, read as they are. The one definition, which the
+// rewrite runs and every planner models (the greedy's recompute subgraphs,
+// the MILP's value kinds, plan.json's recompute sources):
+//   - a value without a producer is kept when it is persistent (no node may
+//     read any other: ir::verify);
+//   - a value made outside the forward part (ir::is_forward: backward,
+//     recompute or optimizer nodes) is kept: recomputation is not about it;
+//   - an output of a node recomputation may not repeat (ops::recomputable:
+//     random or in place) is kept whether or not the backward pass reads it:
+//     a clone that needs it holds it into the backward pass (a dropout mask
+//     read only in the forward pass);
+//   - a value the forward part makes with a recomputable node is kept when a
+//     backward-part node (ir::is_backward) reads it and it is not in `drop`.
+// Everything else is recomputed where the backward pass needs it.
+std::vector<bool> kept_at_backward(const ir::Graph& g, const ir::UseIndex& uses, const std::vector<ir::ValueId>& drop);
+
 // True for values recomputation may drop: activations not made by a random op.
 // (Planners drop whole storages: plan::candidates groups a view with its base.)
 bool droppable(const ir::Graph& g, ir::ValueId v);

@@ -84,7 +84,6 @@ class Executor {
   const ir::Graph& graph() const { return graph_; }
   const analysis::Liveness& liveness() const { return liveness_; }
   const c10::Device& device() const { return options_.device; }
-  int64_t steps_done() const { return step_; }
 
   // Persistent values (parameters, inputs, state): read or replace.
   at::Tensor& value(ir::ValueId v);

@@ -34,8 +34,6 @@ struct RunGuard {
   c10::impl::ExcludeDispatchKeyGuard no_autocast{c10::autocast_dispatch_keyset};
 };
 
-bool backward_part(ir::Phase p) { return p == ir::Phase::backward || p == ir::Phase::recompute; }
-
 ir::ValueId find(const ir::Graph& g, const std::string& name) {
   const ir::ValueId v = g.find(name);
   MUTWO_ASSERT(v != ir::kNoValue, "%{} is not in the planned graph", name);
@@ -102,12 +100,12 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
   const auto& nodes = planned_.nodes();
   forward_end_ = nodes.size();
   for (size_t n = 0; n < nodes.size(); ++n)
-    if (backward_part(nodes[n].phase)) {
+    if (ir::is_backward(nodes[n].phase)) {
       forward_end_ = n;
       break;
     }
   for (size_t n = forward_end_; n < nodes.size(); ++n)
-    MUTWO_ASSERT(backward_part(nodes[n].phase), "forward node {} after the backward part began", n);
+    MUTWO_ASSERT(ir::is_backward(nodes[n].phase), "forward node {} after the backward part began", n);
   auto planned_id = [&](ir::ValueId v) { return find(planned_, g.value(v).name); };
   for (ir::ValueId v : step_.primals) primals_.push_back(planned_id(v));
   for (ir::ValueId v : step_.outputs) outputs_.push_back(planned_id(v));
