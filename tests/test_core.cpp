@@ -243,6 +243,7 @@ TEST(Core, PlanFilesRecordThePlannersReasoning) {
   std::string header;
   std::getline(f, header);
   EXPECT_EQ(header, "name,bytes,decision,sources,rank,recompute_ms,ratio,reason,score");
+}
 
 // What is kept at backward time, at its edges (rewrite::kept_at_backward, the
 // one rule that the rewrite runs and the greedy, the MILP and plan.json's
