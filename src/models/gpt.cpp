@@ -15,6 +15,7 @@
 #include "models/model.h"
 #include "models/transformer.h"
 #include "support/error.h"
+#include "support/files.h"
 
 namespace mutwo::models {
 
@@ -58,9 +59,12 @@ namespace {
 // `batch` windows of `seq` bytes of the file, at offsets drawn uniformly with
 // `seed`: the token ids of one fixed batch, row by row.
 std::vector<int64_t> byte_windows(const std::string& path, int64_t batch, int64_t seq, uint64_t seed) {
-  std::ifstream f(path, std::ios::binary);
-  MUTWO_CHECK(f.good(), "--data {}: cannot open the file", path);
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  try {
+    bytes = read_file(path);  // a regular file of at most 1 GiB: never a device read without end
+  } catch (const UserError& e) {
+    MUTWO_FAIL("--data: {}", e.what());
+  }
   const auto n = static_cast<int64_t>(bytes.size());
   MUTWO_CHECK(n >= seq, "--data {}: the file has {} bytes, fewer than one sequence of {}; use a longer file or a smaller --seq",
               path, n, seq);
