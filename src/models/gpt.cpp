@@ -95,13 +95,19 @@ Model build_gpt(const GptConfig& c) {
   ops::Builder b(m.graph);
   transformer::Blocks k{b, c.dtype, c.dropout};
 
-  // input_ids: (B, T), synthetic or one fixed batch of byte windows of the file
-  ValueId ids = c.data.empty()
-                    ? b.input("input_ids", TensorType{{B, T}, ir::DType::i64}, Role::input,
-                              {ir::Init::randint, 0, static_cast<double>(V)})
-                    : b.op("int_constant", {},
-                           {{"shape", ir::Shape{B, T}}, {"values", byte_windows(c.data, B, T, c.data_seed)}},
-                           "input_ids");
+  // input_ids: (B, T), synthetic or one fixed batch of byte windows of the file.
+  // An if, not a conditional expression: GCC 12's ASan reported a
+  // stack-use-after-scope when byte_windows threw inside the conditional's
+  // arm (its cleanup of the attribute temporaries is mis-scoped; a false
+  // positive), and the statement form says the same more plainly.
+  ValueId ids;
+  if (c.data.empty()) {
+    ids = b.input("input_ids", TensorType{{B, T}, ir::DType::i64}, Role::input,
+                  {ir::Init::randint, 0, static_cast<double>(V)});
+  } else {
+    std::vector<int64_t> windows = byte_windows(c.data, B, T, c.data_seed);
+    ids = b.op("int_constant", {}, {{"shape", ir::Shape{B, T}}, {"values", std::move(windows)}}, "input_ids");
+  }
 
   ValueId wte, h;
   {
