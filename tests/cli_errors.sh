@@ -307,6 +307,65 @@ sed '/^# IR after reinplace/,$d' "$dump_dir/dump.txt" >"$dump_dir/autodiff.ir"
 grep -q "^# IR after recompute (mlp)" "$dump_dir/recompute.txt" \
   && echo "ok: --dump-ir-after recompute" || { echo "FAIL: --dump-ir-after recompute: $(head -c 300 "$dump_dir/recompute.txt")"; fails=$((fails+1)); }
 rm -rf "$dump_dir"
+# A saved plan is applied by optimize --plan (issue 15): bert-tiny's plan at
+# batch 2 gives the same rewritten step as the optimize that made it, and is
+# refused naming what differs for another batch, model or graph; a plan that
+# lies about its activations is refused naming the field.
+sp_dir=$(mktemp -d)
+"$mutwo" optimize --model bert-tiny --batch 2 --budget 95% --steps 1 --quiet --out "$sp_dir/a" >/dev/null 2>&1
+if "$mutwo" optimize --plan "$sp_dir/a/plan.json" --model bert-tiny --batch 2 --steps 1 --quiet --out "$sp_dir/b" >/dev/null \
+   && python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["dropped"] == 0)' "$sp_dir/a/plan.json" \
+   && cmp -s "$sp_dir/a/rewritten.ir" "$sp_dir/b/rewritten.ir"; then
+  echo "ok: optimize --plan gives the rewritten step of the optimize that made the plan"
+else
+  echo "FAIL: optimize --plan did not reproduce the rewritten step"; fails=$((fails+1))
+fi
+expect_error "it was made for batch 2, not 4" optimize --plan "$sp_dir/a/plan.json" --model bert-tiny --batch 4 --steps 1 --out "$sp_dir/c"
+expect_error "it was made for model 'bert-tiny', not 'mlp'" optimize --plan "$sp_dir/a/plan.json" --model mlp --batch 2 --steps 1 --out "$sp_dir/c"
+expect_error "it was made for another graph of bert-tiny" optimize --plan "$sp_dir/a/plan.json" --model bert-tiny --batch 2 --optimizer adam --steps 1 --out "$sp_dir/c"
+expect_error "--budget excludes --plan" optimize --plan "$sp_dir/a/plan.json" --budget 50% --model bert-tiny --batch 2 --out "$sp_dir/c"
+expect_error "--budget is required" optimize --model bert-tiny --batch 2 --out "$sp_dir/c"
+python3 - "$sp_dir" <<'PY'
+import json, sys
+d = sys.argv[1]
+base = json.load(open(f"{d}/a/plan.json"))
+def mutated(name, f):
+    p = json.loads(json.dumps(base)); f(p); json.dump(p, open(f"{d}/{name}.json", "w"))
+def recompute_mask(p):  # a random value marked recompute, the summary made to agree
+    a = next(a for a in p["activations"] if a["name"].endswith("dropout_mask") and a["decision"] == "keep")
+    a.update(decision="recompute", sources=[])
+    p["dropped"] += 1; p["dropped_bytes"] += a["bytes"]
+mutated("mask", recompute_mask)
+mutated("count", lambda p: p.update(dropped=p["dropped"] + 1))
+mutated("version", lambda p: p.update(version=1))
+mutated("renamed", lambda p: p["activations"][0].update(name="zzz"))
+mutated("budget", lambda p: p.update(budget_bytes=-1))
+PY
+for m in mask:"which may not be recomputed" count:"field 'dropped' is" version:"version 1 is not supported" \
+         renamed:"the plan has %zzz" budget:"'budget_bytes' must not be negative"; do
+  expect_error "${m#*:}" optimize --plan "$sp_dir/${m%%:*}.json" --model bert-tiny --batch 2 --steps 1 --quiet --out "$sp_dir/c"
+done
+rm -rf "$sp_dir"
+
+# Files mutwo reads are bounded and regular: a character device is refused, as --data, as a step's tensor file.
+expect_error "--data: /dev/zero is not a regular file" run --model transformer-lm --data /dev/zero --steps 1
+dev_dir=$(mktemp -d)
+seeds=$(dirname "$0")/fuzz/seeds
+sed 's|"data": *"step.safetensors"|"data": "/dev/zero"|' "$seeds/step.json" >"$dev_dir/step.json"
+expect_error "the tensor file /dev/zero is not a regular file" run --graph "$dev_dir/step.json" --steps 1
+cp "$seeds/step.json" "$seeds/step.safetensors" "$dev_dir/"
+python3 - "$dev_dir/step.safetensors" <<'PY'
+import json, struct, sys
+data = open(sys.argv[1], "rb").read()
+(n,) = struct.unpack("<Q", data[:8])
+header = json.loads(data[8:8 + n])
+name = next(k for k in header if k != "__metadata__")
+header[name]["data_offsets"][1] += 4  # one float more than its shape holds
+text = json.dumps(header).encode()
+open(sys.argv[1], "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+PY
+expect_error "bytes for" run --graph "$dev_dir/step.json" --steps 1
+rm -rf "$dev_dir"
 
 # The model zoo's done-when runs: the largest models train on the CPU.
 for args in "--model resnet-152 --batch 2 --image-size 64 --steps 2" "--model bert-base --batch 2 --steps 1"; do

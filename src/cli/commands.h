@@ -61,6 +61,7 @@ struct OptimizeCommand {
   StepOptions step;
   std::string budget;
   std::string planner = "mutwo";
+  std::string plan_path;  // --plan: a saved plan.json applied instead of planning
   std::string device = "cpu";
   std::string device_memory;  // --device-memory
   int steps = 5;

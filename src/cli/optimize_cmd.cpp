@@ -31,8 +31,15 @@ using nlohmann::json;
 
 void OptimizeCommand::add_to(CLI::App& app) {
   step.add_to(app);
-  app.add_option("--budget", budget, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak")->required();
-  app.add_option("--planner", planner, "none, per-layer, sqrt-n, mutwo or optimal")->capture_default_str();
+  CLI::Option* b = app.add_option("--budget", budget, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak (required "
+                                                      "unless --plan)");
+  CLI::Option* pl = app.add_option("--planner", planner, "none, per-layer, sqrt-n, mutwo or optimal")->capture_default_str();
+  app.add_option("--plan", plan_path,
+                 "apply this saved plan.json (from plan or optimize) instead of planning, under its own budget; "
+                 "refused when it was made for another model, batch or graph")
+      ->check(CLI::ExistingFile)
+      ->excludes(b)
+      ->excludes(pl);
   app.add_option("--device", device, "cpu or cuda")->capture_default_str();
   add_device_memory_option(app, device_memory);
   app.add_option("--steps", steps, "training steps measured for each of baseline and plan")
@@ -47,6 +54,11 @@ void OptimizeCommand::add_to(CLI::App& app) {
 }
 
 int OptimizeCommand::run() const {
+  MUTWO_CHECK(!budget.empty() || !plan_path.empty(),
+              "--budget is required (or --plan plan.json to apply a saved plan); e.g. --budget 60%");
+  // A saved plan is read and checked before anything is built or run.
+  const std::optional<plan::SavedPlan> saved =
+      plan_path.empty() ? std::nullopt : std::optional<plan::SavedPlan>(plan::read_plan(plan_path));
   c10::Device dev = open_device(device, device_memory);
   std::optional<runtime::SideStream> side;
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
@@ -54,7 +66,9 @@ int OptimizeCommand::run() const {
   ir::Graph g = step.build();
   const std::string name = step.name(g);
   const int64_t memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
-  Planned p = plan_step(g, dev, seed, planner, budget, !quiet, name, step.batch_or_none(), memory_cap);
+  Planned p = saved ? apply_saved_plan(g, dev, seed, *saved, plan_path, !quiet, name, step.batch_or_none(), memory_cap)
+                    : plan_step(g, dev, seed, planner, budget, !quiet, name, step.batch_or_none(), memory_cap);
+  const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
   // Where the unplanned step does not fit, it is neither measured nor the
@@ -112,7 +126,7 @@ int OptimizeCommand::run() const {
                                         check_result,
                                         command_line()};
   const std::string table = report::optimize_table(summary);
-  fmt::print("mutwo optimize: {} on {}, planner {}\n{}", step.what(), dev.str(), planner, table);
+  fmt::print("mutwo optimize: {} on {}, planner {}\n{}", step.what(), dev.str(), planner_used, table);
   bool fits = mp.peak_bytes <= p.plan.budget_bytes;
   fmt::print("measured peak {} the budget; bitwise check: {}{}{}\n", fits ? "fits" : "EXCEEDS", check_result,
              check_detail.empty() ? "" : " (" + check_detail + ")",
@@ -131,7 +145,7 @@ int OptimizeCommand::run() const {
            {"batch", step.graph.empty() ? json(step.batch) : json()},
            {"graph", step.graph},
            {"device", dev.str()},
-           {"planner", planner},
+           {"planner", planner_used},
            {"cuda_graph", cuda_graph},
            {"budget_bytes", p.plan.budget_bytes},
            {"baseline",
@@ -165,7 +179,7 @@ int OptimizeCommand::run() const {
   }
   if (!p.plan.feasible) {
     fmt::print(stderr, "mutwo: no plan fits the budget {}: {} (its plan was run and written to {} anyway); raise the "
-               "budget or lower the batch\n", format_bytes(p.plan.budget_bytes), plan::floor_text(p.plan, planner), out);
+               "budget or lower the batch\n", format_bytes(p.plan.budget_bytes), plan::floor_text(p.plan, planner_used), out);
     return kExitInfeasible;
   }
   return 0;

@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "ir/text.h"
 #include "profile/profiler.h"
 #include "runtime/executor.h"
 #include "runtime/memory.h"
@@ -43,9 +44,12 @@ std::string& command_line() {
   return line;
 }
 
-Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, const std::string& planner,
-                  const std::string& budget, bool progress, const std::string& model, int64_t batch,
-                  int64_t device_memory) {
+namespace {
+
+// Profiles `g` for planning (see plan_step): the plan input, its unplanned
+// peak, and the step it was measured as when the unplanned one does not fit.
+Planned profile_for_plan(const ir::Graph& g, const c10::Device& device, uint64_t seed, bool progress,
+                         const std::string& model, int64_t batch, int64_t device_memory) {
   profile::ProfileOptions o;
   o.model = model;
   o.batch = batch;
@@ -73,9 +77,33 @@ Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, 
   }
   p.input = plan::make_input(*prof);
   p.unplanned_peak = plan::simulate(p.input, {}).peak_bytes;
+  return p;
+}
+
+}  // namespace
+
+Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, const std::string& planner,
+                  const std::string& budget, bool progress, const std::string& model, int64_t batch,
+                  int64_t device_memory) {
+  Planned p = profile_for_plan(g, device, seed, progress, model, batch, device_memory);
   p.plan = plan::run_planner(planner, p.input, parse_budget(budget, p.unplanned_peak));
   p.rewritten = rewrite::insert_recomputation(plan::chunked_graph(p.input.graph, p.plan), p.plan.drop);
   dump_ir_after("recompute", p.rewritten.graph);
+  return p;
+}
+
+Planned apply_saved_plan(const ir::Graph& g, const c10::Device& device, uint64_t seed, const plan::SavedPlan& saved,
+                         const std::string& saved_path, bool progress, const std::string& model, int64_t batch,
+                         int64_t device_memory) {
+  const std::string why = plan::plan_mismatch(saved, model, batch, ir::fingerprint(g));
+  MUTWO_CHECK(why.empty(), "--plan {}: {}; plan this step instead (mutwo optimize --budget ...)", saved_path, why);
+  Planned p = profile_for_plan(g, device, seed, progress, model, batch, device_memory);
+  try {
+    p.plan = plan::apply_plan(p.input, saved);
+  } catch (const UserError& e) {
+    MUTWO_FAIL("--plan {}: {}", saved_path, e.what());
+  }
+  p.rewritten = rewrite::insert_recomputation(p.input.graph, p.plan.drop);
   return p;
 }
 

@@ -47,6 +47,15 @@ Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, 
                   const std::string& budget, bool progress, const std::string& model, int64_t batch,
                   int64_t device_memory = 0);
 
+// As plan_step, with a saved plan (plan.json, read by plan::read_plan from
+// `saved_path`) instead of a planner: refused (UserError naming the file and
+// what differs) before anything runs when it was made for another model,
+// batch or graph, and after profiling when its activations are not the
+// step's; judged against its own budget.
+Planned apply_saved_plan(const ir::Graph& g, const c10::Device& device, uint64_t seed, const plan::SavedPlan& saved,
+                         const std::string& saved_path, bool progress, const std::string& model, int64_t batch,
+                         int64_t device_memory = 0);
+
 // The command line as the user typed it (for the reproduce line of reports).
 std::string& command_line();
 

@@ -98,6 +98,14 @@ std::string print(const Graph& g) {
   return out;
 }
 
+std::string fingerprint(const Graph& g) {
+  Graph copy = g;
+  copy.data_file.clear();
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : print(copy)) h = (h ^ c) * 0x100000001b3ull;
+  return fmt::format("{:016x}", h);
+}
+
 namespace {
 
 // A cursor over one line, with errors that name the line and column.
@@ -286,6 +294,7 @@ Graph parse(std::string_view text) {
     if (!seen_header) {
       if (lx.peek('%') || lx.word() != "graph") lx.fail("a graph starts with a line 'graph NAME'");
       g.name = lx.word();
+      if (!lx.at_end()) lx.fail("unexpected text after the graph's name");
       seen_header = true;
       continue;
     }
@@ -294,6 +303,7 @@ Graph parse(std::string_view text) {
       Attr file = lx.attr_value();
       if (!std::holds_alternative<std::string>(file)) lx.fail("expected data \"FILE\"");
       g.data_file = std::get<std::string>(file);
+      if (!lx.at_end()) lx.fail("unexpected text after data \"FILE\"");
       continue;
     }
     if (!lx.peek('%') && !lx.peek('_')) {

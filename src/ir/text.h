@@ -29,4 +29,9 @@ std::string print_node(const Graph& g, const Node& n);
 // written; run the verifier to check them against the op table.
 Graph parse(std::string_view text);
 
+// The graph's identity for saved plans: a 64-bit FNV-1a hash of its text
+// form, as 16 hex digits, with the tensor file's path left out (a captured
+// step moved to another folder is the same step).
+std::string fingerprint(const Graph& g);
+
 }  // namespace mutwo::ir

@@ -15,6 +15,7 @@
 #include "models/model.h"
 #include "models/transformer.h"
 #include "support/error.h"
+#include "support/files.h"
 
 namespace mutwo::models {
 
@@ -59,9 +60,12 @@ namespace {
 // `batch` windows of `seq` bytes of the file, at offsets drawn uniformly with
 // `seed`: the token ids of one fixed batch, row by row.
 std::vector<int64_t> byte_windows(const std::string& path, int64_t batch, int64_t seq, uint64_t seed) {
-  std::ifstream f(path, std::ios::binary);
-  MUTWO_CHECK(f.good(), "--data {}: cannot open the file", path);
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string bytes;
+  try {
+    bytes = read_file(path);  // a regular file of at most 1 GiB: never a device read without end
+  } catch (const UserError& e) {
+    MUTWO_FAIL("--data: {}", e.what());
+  }
   const auto n = static_cast<int64_t>(bytes.size());
   MUTWO_CHECK(n >= seq, "--data {}: the file has {} bytes, fewer than one sequence of {}; use a longer file or a smaller --seq",
               path, n, seq);
@@ -92,13 +96,19 @@ Model build_gpt(const GptConfig& c) {
   ops::Builder b(m.graph);
   transformer::Blocks k{b, c.dtype, c.dropout};
 
-  // input_ids: (B, T), synthetic or one fixed batch of byte windows of the file
-  ValueId ids = c.data.empty()
-                    ? b.input("input_ids", TensorType{{B, T}, ir::DType::i64}, Role::input,
-                              {ir::Init::randint, 0, static_cast<double>(V)})
-                    : b.op("int_constant", {},
-                           {{"shape", ir::Shape{B, T}}, {"values", byte_windows(c.data, B, T, c.data_seed)}},
-                           "input_ids");
+  // input_ids: (B, T), synthetic or one fixed batch of byte windows of the file.
+  // An if, not a conditional expression: GCC 12's ASan reported a
+  // stack-use-after-scope when byte_windows threw inside the conditional's
+  // arm (its cleanup of the attribute temporaries is mis-scoped; a false
+  // positive), and the statement form says the same more plainly.
+  ValueId ids;
+  if (c.data.empty()) {
+    ids = b.input("input_ids", TensorType{{B, T}, ir::DType::i64}, Role::input,
+                  {ir::Init::randint, 0, static_cast<double>(V)});
+  } else {
+    std::vector<int64_t> windows = byte_windows(c.data, B, T, c.data_seed);
+    ids = b.op("int_constant", {}, {{"shape", ir::Shape{B, T}}, {"values", std::move(windows)}}, "input_ids");
+  }
 
   ValueId wte, h;
   {

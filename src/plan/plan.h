@@ -163,7 +163,8 @@ struct ActivationRecord {
 std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan& p);
 
 // plan.json (versioned; every activation with its decision, reason, rank,
-// recompute time and ratio, and sources) and plan.csv.
+// recompute time and ratio, and sources; the graph's fingerprint) and plan.csv.
+inline constexpr int kPlanVersion = 2;  // 2: graph_fingerprint
 void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak, const std::string& path);
 void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path);
 
@@ -177,7 +178,35 @@ struct PlanFile {
   std::vector<ActivationRecord> activations;
 };
 PlanFile read_plan_file(const std::string& path);
-// The dropped activations' names from plan.json.
-std::vector<std::string> read_plan_drops(const std::string& path);
+
+
+// plan.json read back and validated on its own: format and version exact,
+// every field of its type, sizes and times finite and non-negative (sizes at
+// most 1 PiB), activations listed once each, the summary's counts those of the
+// list. UserError naming the file and the field.
+struct SavedPlan {
+  struct Activation {
+    std::string name;
+    int64_t bytes = 0;
+    bool recompute = false;
+  };
+  std::string model;
+  int64_t batch = 0;  // 0: a captured step's
+  std::string graph_fingerprint;  // ir::fingerprint of the unplanned step
+  std::string device;  // informative: a plan holds on any device
+  std::string planner;
+  int64_t budget_bytes = 0;
+  std::vector<Activation> activations;  // the step's, in its order
+};
+SavedPlan read_plan(const std::string& path);
+
+// Why `s` is not a plan of this step: "it was made for model 'mlp', not
+// 'bert-tiny'" (then batch, then the graph's fingerprint); empty when it is.
+std::string plan_mismatch(const SavedPlan& s, const std::string& model, int64_t batch, const std::string& fingerprint);
+
+// The saved plan as a Plan of `in`'s graph, simulated and judged against its
+// own budget. UserError unless its activations are the graph's (names and
+// sizes, in order) and what it recomputes is whole candidates.
+Plan apply_plan(const PlanInput& in, const SavedPlan& s);
 
 }  // namespace mutwo::plan

@@ -5,6 +5,7 @@
 
 #include "analysis/liveness.h"
 #include "ir/text.h"
+#include "profile/profile.h"
 #include "ops/op.h"
 #include "plan/plan.h"
 #include "rewrite/recompute.h"
@@ -22,22 +23,33 @@ PlanInput make_input(const profile::Profile& p) {
   }
   MUTWO_CHECK(in.graph.nodes().size() == p.nodes.size(), "the profile has {} node records for a graph of {} nodes",
               p.nodes.size(), in.graph.nodes().size());
-  // The records must describe this graph: the planners index values and nodes by them.
+  // The records must describe this graph, value for value (by name: the
+  // parsed graph declares its inputs first) and node for node: what the
+  // graph alone decides is compared with describe's records of it.
   MUTWO_CHECK(p.values.size() == in.graph.num_values(), "the profile has {} value records for a graph of {} values",
               p.values.size(), in.graph.num_values());
-  std::unordered_map<std::string, int64_t> bytes_of;
-  for (const profile::ValueRecord& r : p.values) bytes_of.emplace(r.name, r.bytes);
-  for (const ir::Value& v : in.graph.values()) {
-    auto it = bytes_of.find(v.name);
-    MUTWO_CHECK(it != bytes_of.end(), "values: no record of %{}, which the graph has", v.name);
-    MUTWO_CHECK(it->second == v.type.bytes(), "values: the record of %{} says {} bytes, the graph {}", v.name, it->second,
-                v.type.bytes());
+  std::unordered_map<std::string, const profile::ValueRecord*> record_of;
+  for (const profile::ValueRecord& r : p.values)
+    MUTWO_CHECK(record_of.emplace(r.name, &r).second, "values: two records of %{}", r.name);
+  const profile::Profile own = profile::describe(in.graph);
+  for (const profile::ValueRecord& e : own.values) {
+    auto it = record_of.find(e.name);
+    MUTWO_CHECK(it != record_of.end(), "values: no record of %{}, which the graph has", e.name);
+    const profile::ValueRecord& r = *it->second;
+    MUTWO_CHECK(r.bytes == e.bytes, "values: the record of %{} says {} bytes, the graph {}", r.name, r.bytes, e.bytes);
+    MUTWO_CHECK(r.role == e.role && r.def == e.def && r.last_fwd == e.last_fwd && r.first_bwd == e.first_bwd &&
+                    r.last_bwd == e.last_bwd && r.random == e.random && r.view == e.view,
+                "values: the record of %{} (role, def, last_fwd, first_bwd, last_bwd, random, view) is not what the "
+                "graph says ({}, {}, {}, {}, {}, {}, {})",
+                r.name, ir::to_string(e.role), e.def, e.last_fwd, e.first_bwd, e.last_bwd, e.random, e.view);
   }
   for (size_t n = 0; n < p.nodes.size(); ++n) {
-    const ir::Node& node = in.graph.nodes()[n];
-    const std::string name = node.outputs.empty() ? fmt::format("{}@{}", node.op, n) : in.graph.value(node.outputs[0]).name;
-    MUTWO_CHECK(p.nodes[n].name == name, "nodes[{}]: the record is of '{}', the graph's node {} makes '{}'", n,
-                p.nodes[n].name, n, name);
+    const profile::NodeRecord &r = p.nodes[n], &e = own.nodes[n];
+    MUTWO_CHECK(r.name == e.name, "nodes[{}]: the record is of '{}', the graph's node {} makes '{}'", n, r.name, n, e.name);
+    MUTWO_CHECK(r.op == e.op && r.phase == e.phase, "nodes[{}]: the record says {} in phase {}, the graph {} in {}", n,
+                r.op, ir::to_string(r.phase), e.op, ir::to_string(e.phase));
+    MUTWO_CHECK(r.input_roles == e.input_roles && r.output_roles == e.output_roles,
+                "nodes[{}]: the roles of %{}'s inputs or outputs are not the graph's", n, r.name);
   }
   in.profile = p;
   for (const auto& n : p.nodes) {

@@ -1,7 +1,4 @@
 // profile.json: the Profile's versioned JSON form.
-#include <type_traits>
-#include <limits>
-#include <cmath>
 #include <filesystem>
 #include <algorithm>
 #include <fstream>
@@ -35,38 +32,6 @@ std::vector<std::string> role_names(const std::vector<ir::Role>& roles) {
   return out;
 }
 
-// Reads a field, turning a missing or mistyped one into a message naming it.
-template <class T>
-T field(const json& j, const char* key, const std::string& where) {
-  MUTWO_CHECK(j.is_object(), "{}: expected an object, got {}", where, j.type_name());
-  auto it = j.find(key);
-  MUTWO_CHECK(it != j.end(), "{}: missing field '{}'", where, key);
-  // Integers must be written as integers (1.9 is not a version, 1.5 not a
-  // batch) and numbers must be finite.
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    MUTWO_CHECK(it->is_number_integer(), "{}: field '{}' must be an integer, got {}", where, key, it->dump());
-    MUTWO_CHECK(it->is_number_unsigned() || it->get<int64_t>() >= std::numeric_limits<T>::min(),
-                "{}: field '{}' is out of range", where, key);
-    MUTWO_CHECK(it->get<int64_t>() <= std::numeric_limits<T>::max(), "{}: field '{}' is out of range", where, key);
-  }
-  if constexpr (std::is_floating_point_v<T>)
-    MUTWO_CHECK(it->is_number() && std::isfinite(it->get<double>()), "{}: field '{}' must be a finite number, got {}",
-                where, key, it->dump());
-  try {
-    return it->get<T>();
-  } catch (const json::exception&) {
-    MUTWO_FAIL("{}: field '{}' has the wrong type ({})", where, key, it->type_name());
-  }
-}
-
-// Sizes and times are never negative.
-template <class T>
-T non_negative(const json& j, const char* key, const std::string& where) {
-  T v = field<T>(j, key, where);
-  MUTWO_CHECK(v >= 0, "{}: field '{}' must not be negative, got {}", where, key, v);
-  return v;
-}
-
 ir::Role role_of(const std::string& s, const std::string& where) {
   auto r = ir::parse_role(s);
   MUTWO_CHECK(r.has_value(), "{}: unknown role '{}'", where, s);
@@ -75,7 +40,7 @@ ir::Role role_of(const std::string& s, const std::string& where) {
 
 std::vector<ir::Role> roles_of(const json& j, const char* key, const std::string& where) {
   std::vector<ir::Role> out;
-  for (const auto& s : field<std::vector<std::string>>(j, key, where)) out.push_back(role_of(s, where));
+  for (const auto& s : json_field<std::vector<std::string>>(j, key, where)) out.push_back(role_of(s, where));
   return out;
 }
 
@@ -138,72 +103,78 @@ std::string to_json_text(const Profile& p) {
 
 Profile from_json_text(const std::string& text, const std::string& source) {
   const json j = parse_json_input(text, source);
-  MUTWO_CHECK(j.is_object() && j.value("format", "") == "mutwo.profile",
+  MUTWO_CHECK(json_tag_is(j, "format", "mutwo.profile"),
               "{}: not a mutwo profile (no \"format\": \"mutwo.profile\")", source);
   Profile p;
-  p.version = field<int>(j, "version", source);
+  p.version = json_field<int>(j, "version", source);
   MUTWO_CHECK(p.version == kProfileVersion,
               "{}: profile format version {} is not supported (this mutwo reads version {}); rerun mutwo profile",
               source, p.version, kProfileVersion);
-  p.model = field<std::string>(j, "model", source);
-  p.batch = non_negative<int64_t>(j, "batch", source);
-  p.device = field<std::string>(j, "device", source);
-  p.iters = non_negative<int>(j, "iters", source);
-  p.warmup = non_negative<int>(j, "warmup", source);
-  p.persistent_bytes = non_negative<int64_t>(j, "persistent_bytes", source);
-  p.peak_bytes = non_negative<int64_t>(j, "peak_bytes", source);
-  p.peak_node = field<int32_t>(j, "peak_node", source);
-  p.peak_workspace_bytes = non_negative<int64_t>(j, "peak_workspace_bytes", source);
-  if (j.contains("device_peak_bytes")) p.device_peak_bytes = non_negative<int64_t>(j, "device_peak_bytes", source);
-  p.step_ms = non_negative<double>(j, "step_ms", source);
-  p.node_ms_sum = non_negative<double>(j, "node_ms_sum", source);
-  p.graph_text = field<std::string>(j, "graph", source);
-  const json by_role = field<json>(j, "peak_by_role_bytes", source);
+  p.model = json_field<std::string>(j, "model", source);
+  p.batch = json_size(j, "batch", source);
+  p.device = json_field<std::string>(j, "device", source);
+  p.iters = json_non_negative<int>(j, "iters", source);
+  p.warmup = json_non_negative<int>(j, "warmup", source);
+  p.persistent_bytes = json_size(j, "persistent_bytes", source);
+  p.peak_bytes = json_size(j, "peak_bytes", source);
+  p.peak_node = json_field<int32_t>(j, "peak_node", source);
+  p.peak_workspace_bytes = json_size(j, "peak_workspace_bytes", source);
+  if (j.contains("device_peak_bytes")) p.device_peak_bytes = json_size(j, "device_peak_bytes", source);
+  p.step_ms = json_ms(j, "step_ms", source);
+  p.node_ms_sum = json_ms(j, "node_ms_sum", source);
+  p.graph_text = json_field<std::string>(j, "graph", source);
+  const json by_role = json_field<json>(j, "peak_by_role_bytes", source);
   for (int r = 0; r < ir::kNumRoles; ++r)
     p.peak_by_role[static_cast<size_t>(r)] =
-        field<int64_t>(by_role, std::string(ir::to_string(static_cast<ir::Role>(r))).c_str(), source + " peak_by_role_bytes");
+        json_size(by_role, std::string(ir::to_string(static_cast<ir::Role>(r))).c_str(), source + " peak_by_role_bytes");
+  const json& nodes = json_field<json>(j, "nodes", source);
+  const json& values = json_field<json>(j, "values", source);
+  MUTWO_CHECK(nodes.is_array() && values.is_array(), "{}: fields 'nodes' and 'values' must be lists", source);
   int i = 0;
-  for (const json& n : field<json>(j, "nodes", source)) {
+  for (const json& n : nodes) {
     std::string where = fmt::format("{} nodes[{}]", source, i++);
     NodeRecord r;
-    r.rank = field<int32_t>(n, "rank", where);
+    r.rank = json_field<int32_t>(n, "rank", where);
     MUTWO_CHECK(r.rank == i - 1, "{}: rank {} where {} was expected (node records in execution order)", where, r.rank, i - 1);
-    r.name = field<std::string>(n, "name", where);
-    r.op = field<std::string>(n, "op", where);
-    auto ph = ir::parse_phase(field<std::string>(n, "phase", where));
+    r.name = json_field<std::string>(n, "name", where);
+    r.op = json_field<std::string>(n, "op", where);
+    auto ph = ir::parse_phase(json_field<std::string>(n, "phase", where));
     MUTWO_CHECK(ph.has_value(), "{}: unknown phase", where);
     r.phase = *ph;
-    r.scope = field<std::string>(n, "scope", where);
-    r.ms = non_negative<double>(n, "ms", where);
-    r.live_before = non_negative<int64_t>(n, "live_before_bytes", where);
-    r.live_after = non_negative<int64_t>(n, "live_after_bytes", where);
-    r.peak_during = non_negative<int64_t>(n, "peak_during_bytes", where);
-    r.workspace_bytes = field<int64_t>(n, "workspace_bytes", where);
-    r.predicted_live_after = non_negative<int64_t>(n, "predicted_live_after_bytes", where);
-    auto by_role = field<std::vector<int64_t>>(n, "live_by_role_bytes", where);
-    MUTWO_CHECK(by_role.size() == r.live_by_role.size(), "{}: live_by_role_bytes needs {} entries", where,
-                r.live_by_role.size());
-    std::copy(by_role.begin(), by_role.end(), r.live_by_role.begin());
-    r.flops = non_negative<double>(n, "flops", where);
-    if (n.contains("bytes_moved")) r.bytes_moved = non_negative<int64_t>(n, "bytes_moved", where);  // absent before 2026-11-26
+    r.scope = json_field<std::string>(n, "scope", where);
+    r.ms = json_ms(n, "ms", where);
+    r.live_before = json_size(n, "live_before_bytes", where);
+    r.live_after = json_size(n, "live_after_bytes", where);
+    r.peak_during = json_size(n, "peak_during_bytes", where);
+    r.workspace_bytes = json_field<int64_t>(n, "workspace_bytes", where);  // measured: may be negative
+    MUTWO_CHECK(r.workspace_bytes >= -kMaxBytes && r.workspace_bytes <= kMaxBytes, "{}: field 'workspace_bytes' is {}, "
+                "more than 1 PiB", where, r.workspace_bytes);
+    r.predicted_live_after = json_size(n, "predicted_live_after_bytes", where);
+    const json& by_role = json_field<json>(n, "live_by_role_bytes", where);
+    MUTWO_CHECK(by_role.is_array() && by_role.size() == r.live_by_role.size(), "{}: live_by_role_bytes needs {} entries",
+                where, r.live_by_role.size());
+    for (size_t k = 0; k < by_role.size(); ++k)
+      r.live_by_role[k] = json_size(json{{"live_by_role_bytes", by_role[k]}}, "live_by_role_bytes", where);
+    r.flops = json_non_negative<double>(n, "flops", where);
+    if (n.contains("bytes_moved")) r.bytes_moved = json_size(n, "bytes_moved", where);  // absent before 2026-11-26
     r.input_roles = roles_of(n, "input_roles", where);
     r.output_roles = roles_of(n, "output_roles", where);
     p.nodes.push_back(std::move(r));
   }
   i = 0;
-  for (const json& v : field<json>(j, "values", source)) {
+  for (const json& v : values) {
     std::string where = fmt::format("{} values[{}]", source, i++);
     ValueRecord r;
-    r.name = field<std::string>(v, "name", where);
-    r.bytes = non_negative<int64_t>(v, "bytes", where);
-    r.role = role_of(field<std::string>(v, "role", where), where);
-    r.def = field<int32_t>(v, "def", where);
-    r.last_fwd = field<int32_t>(v, "last_fwd", where);
-    r.first_bwd = field<int32_t>(v, "first_bwd", where);
-    r.last_bwd = field<int32_t>(v, "last_bwd", where);
-    r.idle_ms = non_negative<double>(v, "idle_ms", where);
-    r.random = field<bool>(v, "random", where);
-    r.view = field<bool>(v, "view", where);
+    r.name = json_field<std::string>(v, "name", where);
+    r.bytes = json_size(v, "bytes", where);
+    r.role = role_of(json_field<std::string>(v, "role", where), where);
+    r.def = json_field<int32_t>(v, "def", where);
+    r.last_fwd = json_field<int32_t>(v, "last_fwd", where);
+    r.first_bwd = json_field<int32_t>(v, "first_bwd", where);
+    r.last_bwd = json_field<int32_t>(v, "last_bwd", where);
+    r.idle_ms = json_ms(v, "idle_ms", where);
+    r.random = json_field<bool>(v, "random", where);
+    r.view = json_field<bool>(v, "view", where);
     p.values.push_back(std::move(r));
   }
   MUTWO_CHECK(p.peak_node >= -1 && p.peak_node < static_cast<int32_t>(p.nodes.size()),

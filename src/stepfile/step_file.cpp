@@ -23,6 +23,8 @@ namespace {
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
+constexpr uint64_t kMaxTensorHeader = uint64_t{100} << 20;  // safetensors' own bound on a header: 100 MB
+
 // The step file names ir's types; the tensor file safetensors' names.
 constexpr std::pair<ir::DType, std::string_view> kSafetensorsTypes[] = {
     {ir::DType::f32, "F32"}, {ir::DType::f64, "F64"}, {ir::DType::f16, "F16"},    {ir::DType::bf16, "BF16"},
@@ -151,6 +153,12 @@ void load_values(Loader& L, const json& values, const fs::path& dir, const std::
     L.by_step_name.emplace(name, id);
     L.defined.push_back(ir::is_persistent(r));
   }
+  if (!data_path.empty()) {
+    // Counts that agree: every tensor of the file is a value's (a stray one is a file of another step).
+    for (const auto& [tensor, entry] : index)
+      MUTWO_CHECK(L.g.find(tensor) != ir::kNoValue && L.g.value(L.g.find(tensor)).init.kind == ir::Init::data,
+                  "{} holds tensor '{}', which no parameter, buffer, input or constant of values names", data_path, tensor);
+  }
   if (!data_path.empty()) L.g.data_file = fs::absolute(data_path).lexically_normal().string();  // rewritten.ir may be run from elsewhere
 }
 
@@ -265,7 +273,12 @@ void load_node(Loader& L, const json& n, size_t index) {
     node.outputs.push_back(v);
   }
   node.attrs.set("returns", returns);
-  if (auto it = n.find("scope"); it != n.end() && it->is_string()) node.scope = it->get<std::string>();
+  if (auto it = n.find("scope"); it != n.end() && !it->is_null()) {
+    MUTWO_CHECK(it->is_string(), "{}: scope must be a string, got {}", where, it->dump());
+    node.scope = it->get<std::string>();
+    MUTWO_CHECK(node.scope.empty() || valid_name(node.scope), "{}: scope '{}' is not a module path (letters, digits, '_', "
+                "'.' and '-')", where, node.scope);
+  }
   if (target == "aten::native_dropout") return split_dropout(L, std::move(node), bound);
   L.g.append(std::move(node));
 }
@@ -404,8 +417,13 @@ std::string tensor_file_header(const std::vector<std::pair<std::string, TensorEn
 bool is_step_file(const std::string& path) { return fs::path(path).extension() == ".json"; }
 
 std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
+  std::error_code ec;
+  const auto status = fs::status(path, ec);
+  MUTWO_CHECK(!ec && fs::exists(status),
+              "cannot open the tensor file {}: no such file; it must lie next to the step file, as capture wrote it", path);
+  MUTWO_CHECK(fs::is_regular_file(status), "the tensor file {} is not a regular file (a folder or a device?)", path);
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  MUTWO_CHECK(in, "cannot open the tensor file {}: it must lie next to the step file, as capture wrote it", path);
+  MUTWO_CHECK(in, "cannot open the tensor file {}", path);
   const auto size = static_cast<int64_t>(in.tellg());
   in.seekg(0);
   uint64_t header_len = 0;
@@ -414,11 +432,18 @@ std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];
   MUTWO_CHECK(header_len <= static_cast<uint64_t>(size - 8), "{}: truncated (header of {} bytes in a file of {})", path,
               header_len, size);
+  MUTWO_CHECK(header_len <= kMaxTensorHeader, "{}: a header of {} bytes, more than the {} a tensor file's index takes", path,
+              header_len, kMaxTensorHeader);
   std::string header(header_len, '\0');
-  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  MUTWO_CHECK(in.read(header.data(), static_cast<std::streamsize>(header_len)), "{}: truncated in its header", path);
   const json h = parse_json_input(header, path + " (its header)");
   MUTWO_CHECK(h.is_object(), "{}: its header is not a JSON object", path);
+  const json meta = h.contains("__metadata__") ? h["__metadata__"] : json();
+  MUTWO_CHECK(json_tag_is(meta, "format", "mutwo-step-data") && json_tag_is(meta, "version", "1"),
+              "{}: its header's __metadata__ is not {{\"format\": \"mutwo-step-data\", \"version\": \"1\"}} (write "
+              "tensor files with python/mutwo/capture.py or mutwo run --save)", path);
   const int64_t data_start = 8 + static_cast<int64_t>(header_len);
+  const int64_t data_bytes = size - data_start;
   std::map<std::string, TensorEntry> out;
   for (const auto& [name, e] : h.items()) {
     if (name == "__metadata__") continue;
@@ -428,13 +453,19 @@ std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
     t.shape = ints(e, "shape", where);
     ir::Shape range = ints(e, "data_offsets", where);
     MUTWO_CHECK(range.size() == 2 && range[0] <= range[1], "{}: data_offsets must be [begin, end]", where);
+    MUTWO_CHECK(range[1] <= data_bytes, "{}: truncated (its bytes end at {} of a data section of {})", where, range[1],
+                data_bytes);
     t.offset = data_start + range[0];
     t.bytes = range[1] - range[0];
     const ir::TensorType type{t.shape, t.dtype};
-    MUTWO_CHECK(t.bytes == type.bytes(), "{}: {} bytes for {} elements of {}", where, t.bytes, type.numel(),
+    int64_t expected = 0;
+    try {
+      expected = type.bytes();
+    } catch (const UserError& e) {
+      MUTWO_FAIL("{}: {}", where, e.what());
+    }
+    MUTWO_CHECK(t.bytes == expected, "{}: {} bytes for {} elements of {}", where, t.bytes, type.numel(),
                 ir::to_string(t.dtype));
-    MUTWO_CHECK(t.offset + t.bytes <= size, "{}: truncated (its bytes end at {}, the file at {})", where,
-                t.offset + t.bytes, size);
     out.emplace(name, std::move(t));
   }
   return out;
@@ -492,12 +523,13 @@ std::vector<std::pair<ir::ValueId, ir::ValueId>> gradients(const Loader& L, cons
 
 // The values, nodes and buffer updates of a step file (both kinds).
 Loader load_graph(const json& doc, const fs::path& dir, bool module) {
-  const bool is_step = doc.is_object() && doc.value("format", "") == "mutwo-step";
+  const bool is_step = json_tag_is(doc, "format", "mutwo-step");
   MUTWO_CHECK(is_step, "field 'format': expected \"mutwo-step\" (write step files with python/mutwo/capture.py)");
   const json& version = field(doc, "version", "top level");
   MUTWO_CHECK(version == kVersion, "field 'version': {} is not supported; this mutwo reads version {}", version.dump(), kVersion);
   Loader L;
-  L.g.name = doc.value("name", "step");
+  L.g.name = doc.contains("name") ? str(doc, "name", "top level") : "step";
+  MUTWO_CHECK(valid_name(L.g.name), "field 'name': '{}' is not a name (letters, digits, '_', '.' and '-')", L.g.name);
   load_values(L, field(doc, "values", "top level"), dir, module ? std::string() : str(doc, "data", "top level"));
   const json& nodes = field(doc, "nodes", "top level");
   MUTWO_CHECK(nodes.is_array() && !nodes.empty(), "field 'nodes': expected a non-empty list");
@@ -514,7 +546,12 @@ ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& op
                 "field 'loss' is null: this step was captured for mutwo.torch (a module's outputs, no loss); "
                 "capture it with a loss_fn for the command line");
     Loader L = load_graph(doc, fs::path(path).parent_path(), /*module=*/false);
-    if (!doc.contains("name")) L.g.name = fs::path(path).stem().string();
+    if (!doc.contains("name")) {  // the file's stem, made a name (the IR's text form has no spaces in one)
+      L.g.name = fs::path(path).stem().string();
+      for (char& c : L.g.name)
+        if (!valid_name(std::string(1, c))) c = '_';
+      if (L.g.name.empty()) L.g.name = "step";
+    }
     const ir::ValueId loss = L.value(str(doc, "loss", "top level"), "field 'loss'");
     MUTWO_CHECK(L.g.type(loss).shape.empty() && ir::is_floating(L.g.type(loss).dtype),
                 "field 'loss': %{} must be a floating-point scalar, not {}", L.g.value(loss).name, ir::to_string(L.g.type(loss)));

@@ -37,8 +37,7 @@ int64_t parse_bytes(std::string_view text) {
   else if (unit == "g" || unit == "gb" || unit == "gib") scale = 1024.0 * 1024 * 1024;
   else if (unit == "t" || unit == "tb" || unit == "tib") scale = 1024.0 * 1024 * 1024 * 1024;
   MUTWO_CHECK(scale > 0, "unknown unit '{}' in '{}'; {}", unit, s, hint);
-  constexpr double kMax = 1024.0 * 1024 * 1024 * 1024 * 1024;  // 1 PiB: more than any device holds, far from overflow
-  MUTWO_CHECK(v * scale <= kMax, "'{}' is more than 1 PiB; {}", s, hint);
+  MUTWO_CHECK(v * scale <= static_cast<double>(kMaxBytes), "'{}' is more than 1 PiB; {}", s, hint);
   return static_cast<int64_t>(std::llround(v * scale));
 }
 

@@ -8,6 +8,10 @@
 
 namespace mutwo {
 
+// The most bytes mutwo takes from a user or a file: 1 PiB, more than any
+// device holds and far from overflow when sums of sizes are formed.
+inline constexpr int64_t kMaxBytes = int64_t{1} << 50;
+
 // "1.5 GiB" style, binary units.
 std::string format_bytes(int64_t bytes);
 
