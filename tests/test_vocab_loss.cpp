@@ -4,6 +4,7 @@
 // reduction order allows, across chunk sizes, by finite differences, and its
 // working set (one chunk of logits, not the whole); and the chunk the
 // planners pick under a budget.
+#include <algorithm>
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
@@ -275,6 +276,36 @@ TEST(VocabLoss, PlannersPickTheChunkUnderTheBudget) {
       EXPECT_LT(none.predicted.peak_bytes, unplanned) << "smaller chunks lower even the plan of nothing";
     }
   }
+}
+
+// A saved plan carries its chunks: read back and applied to the same step, it
+// has the same chunks and the same simulated peak (optimize --plan).
+TEST(VocabLoss, ASavedPlanAppliesItsChunks) {
+  models::ModelOptions o;
+  o.name = "bert-tiny";
+  o.batch = 16;
+  o.seq = 16;
+  o.dropout = 0.0;
+  models::Model m = models::build_model(o);
+  const plan::PlanInput in =
+      plan::make_input(profile::estimate_profile(autodiff::build_training_step(std::move(m.graph), m.loss, {}), "cpu"));
+  const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
+  const plan::Plan p = plan::run_planner("mutwo", in, unplanned * 60 / 100);
+  ASSERT_EQ(p.chunks.size(), 2u);
+  ASSERT_LT(p.chunks[0].rows, 256) << "60% needs chunks below the default";
+  const std::string path = ::testing::TempDir() + "vocab_plan.json";
+  plan::write_plan_json(in, p, unplanned, path);
+  const plan::Plan q = plan::apply_plan(in, plan::read_plan(path));
+  ASSERT_EQ(q.chunks.size(), p.chunks.size());
+  for (size_t i = 0; i < p.chunks.size(); ++i) {
+    EXPECT_EQ(q.chunks[i].node, p.chunks[i].node);
+    EXPECT_EQ(q.chunks[i].rows, p.chunks[i].rows);
+  }
+  std::vector<ValueId> a = p.drop, b = q.drop;
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(q.predicted.peak_bytes, p.predicted.peak_bytes);
 }
 
 }  // namespace

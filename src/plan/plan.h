@@ -197,6 +197,8 @@ struct SavedPlan {
   std::string planner;
   int64_t budget_bytes = 0;
   std::vector<Activation> activations;  // the step's, in its order
+  // linear_cross_entropy's chunk per node, by the node's first output (plan.json's `chunks`).
+  std::vector<std::pair<std::string, int64_t>> chunks;
 };
 SavedPlan read_plan(const std::string& path);
 

@@ -238,6 +238,17 @@ SavedPlan read_plan(const std::string& path) {
     }
     s.activations.push_back(std::move(act));
   }
+  if (j.contains("chunks")) {  // absent in plans written before the chunked loss
+    const json& chunks = json_field<json>(j, "chunks", path);
+    MUTWO_CHECK(chunks.is_array(), "{}: field 'chunks' must be a list", path);
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const std::string where = fmt::format("{} chunks[{}]", path, i);
+      const std::string node = json_field<std::string>(chunks[i], "node", where);
+      const int64_t rows = json_size(chunks[i], "chunk_rows", where);
+      MUTWO_CHECK(rows > 0, "{}: field 'chunk_rows' must be positive", where);
+      s.chunks.emplace_back(node, rows);
+    }
+  }
   // Counts that agree: what the summary says is what the list holds.
   const auto dropped = static_cast<int64_t>(
       std::count_if(s.activations.begin(), s.activations.end(), [](const SavedPlan::Activation& a) { return a.recompute; }));
@@ -287,7 +298,22 @@ Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
   for (ir::ValueId v : drop)
     MUTWO_CHECK(covered.count(v), "it recomputes %{}, which may not be recomputed (random, in place, or a view of a "
                                   "parameter)", g.value(v).name);
-  return finish(in, s.planner, s.budget_bytes, std::move(drop));
+  // The vocabulary chunks it chose, on the nodes of this graph that make them.
+  std::vector<ChunkChoice> chunks;
+  const ir::UseIndex uses(g);
+  for (const auto& [name, rows] : s.chunks) {
+    const ir::ValueId v = g.find(name);
+    const int32_t node = v == ir::kNoValue ? -1 : uses.producer[static_cast<size_t>(v)];
+    MUTWO_CHECK(node >= 0 && (g.nodes()[static_cast<size_t>(node)].op == "linear_cross_entropy" ||
+                              g.nodes()[static_cast<size_t>(node)].op == "linear_cross_entropy_backward"),
+                "its chunks name %{}, which no linear_cross_entropy node of the step makes", name);
+    chunks.push_back({node, rows});
+  }
+  PlanInput chunked = in;
+  apply_chunks(chunked, chunks);
+  Plan p = finish(chunked, s.planner, s.budget_bytes, std::move(drop));
+  p.chunks = std::move(chunks);
+  return p;
 }
 
 PlanFile read_plan_file(const std::string& path) {
