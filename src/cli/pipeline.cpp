@@ -103,7 +103,8 @@ Planned apply_saved_plan(const ir::Graph& g, const c10::Device& device, uint64_t
   } catch (const UserError& e) {
     MUTWO_FAIL("--plan {}: {}", saved_path, e.what());
   }
-  p.rewritten = rewrite::insert_recomputation(p.input.graph, p.plan.drop);
+  p.rewritten = rewrite::insert_recomputation(plan::chunked_graph(p.input.graph, p.plan), p.plan.drop);
+  dump_ir_after("recompute", p.rewritten.graph);
   return p;
 }
 
