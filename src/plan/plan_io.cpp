@@ -229,6 +229,14 @@ SavedPlan read_plan(const std::string& path) {
     MUTWO_CHECK(decision == "keep" || decision == "recompute", "{}: decision '{}' is neither keep nor recompute", where,
                 decision);
     act.recompute = decision == "recompute";
+    // The planner's reasoning (mutwo report --plan reads it): informative, but of the kind plan writes.
+    auto present = [&](const char* key) { return a.contains(key) && !a.at(key).is_null(); };
+    if (present("rank"))
+      MUTWO_CHECK(json_size(a, "rank", where) >= 1, "{}: field 'rank' counts from 1, got 0", where);
+    for (const char* key : {"score", "ratio"})
+      if (present(key)) json_non_negative<double>(a, key, where);
+    if (present("recompute_ms")) json_ms(a, "recompute_ms", where);
+    if (a.contains("reason")) json_field<std::string>(a, "reason", where);
     MUTWO_CHECK(act.recompute == a.contains("sources"), "{}: 'sources' belongs to a recomputed activation, and only to one",
                 where);
     if (act.recompute) {
