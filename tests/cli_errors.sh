@@ -354,6 +354,12 @@ dev_dir=$(mktemp -d)
 seeds=$(dirname "$0")/fuzz/seeds
 sed 's|"data": *"step.safetensors"|"data": "/dev/zero"|' "$seeds/step.json" >"$dev_dir/step.json"
 expect_error "the tensor file /dev/zero is not a regular file" run --graph "$dev_dir/step.json" --steps 1
+# An argument ATen's kernel divides by without checking (the fuzzer's SIGFPE): refused when the step loads.
+cp "$seeds/step.safetensors" "$dev_dir/"
+/usr/bin/python3 -c 'import json, sys
+j = json.load(open(sys.argv[1])); n = next(n for n in j["nodes"] if n["target"] == "aten::convolution_backward")
+n["args"][9] = 0; json.dump(j, open(sys.argv[2], "w"))' "$seeds/step.json" "$dev_dir/groups.json"
+expect_error "groups (argument 9) must be a positive integer, got 0" run --graph "$dev_dir/groups.json" --steps 1
 cp "$seeds/step.json" "$seeds/step.safetensors" "$dev_dir/"
 python3 - "$dev_dir/step.safetensors" <<'PY'
 import json, struct, sys

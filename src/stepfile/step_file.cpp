@@ -234,6 +234,20 @@ void split_dropout(Loader& L, ir::Node node, const json& args) {
   L.g.append(std::move(apply));
 }
 
+// Arguments that ATen's kernels use without checking them first, so that a
+// bad value crashes the process instead of raising an error: refused here.
+// (The fuzzer found convolution's groups: 0 divides by zero, SIGFPE.)
+void check_kernel_preconditions(const std::string& target, const json& args, const std::string& where) {
+  // groups' position in convolution(input, weight, bias, stride, padding,
+  // dilation, transposed, output_padding, groups) and convolution_backward
+  // (grad_output, input, weight, bias_sizes, stride, padding, dilation,
+  // transposed, output_padding, groups, output_mask).
+  const size_t groups = target == "aten::convolution" ? 8 : target == "aten::convolution_backward" ? 9 : 0;
+  if (groups && args.size() > groups)
+    MUTWO_CHECK(args[groups].is_number_integer() && args[groups].get<int64_t>() >= 1,
+                "{}: groups (argument {}) must be a positive integer, got {}", where, groups, args[groups].dump());
+}
+
 void load_node(Loader& L, const json& n, size_t index) {
   std::string where = fmt::format("nodes[{}]", index);
   const std::string target = str(n, "target", where);
@@ -245,6 +259,7 @@ void load_node(Loader& L, const json& n, size_t index) {
   node.op = "aten";
   const json& args = field(n, "args", where);
   MUTWO_CHECK(args.is_array(), "{}: args must be a list", where);
+  check_kernel_preconditions(target, args, where);
   json bound = json::array();
   std::vector<int> first_input_of_arg;
   for (const json& a : args) {
