@@ -227,6 +227,18 @@ TEST(VocabLoss, BuildErrors) {
   }
 }
 
+// bert-tiny's step at batch 16, sequence 16, no dropout, with an estimated
+// profile (the declared workspaces): what the planners' chunk tests plan.
+plan::PlanInput bert_tiny_input() {
+  models::ModelOptions o;
+  o.name = "bert-tiny";
+  o.batch = 16;
+  o.seq = 16;
+  o.dropout = 0.0;
+  models::Model m = models::build_model(o);
+  return plan::make_input(profile::estimate_profile(autodiff::build_training_step(std::move(m.graph), m.loss, {}), "cpu"));
+}
+
 // The chunk under the budget (plan/chunks.cpp), on bert-tiny's step at batch
 // 16 of 16 tokens (256 rows: the default chunk, 256 rows of 30,522 logits, is
 // the whole) with an estimated profile (declared workspaces): a generous
@@ -234,14 +246,7 @@ TEST(VocabLoss, BuildErrors) {
 // chunk above the smallest keeps its node within the budget; the plan carries
 // the chunks, and with them even the plan of nothing peaks lower.
 TEST(VocabLoss, PlannersPickTheChunkUnderTheBudget) {
-  models::ModelOptions o;
-  o.name = "bert-tiny";
-  o.batch = 16;
-  o.seq = 16;
-  o.dropout = 0.0;
-  models::Model m = models::build_model(o);
-  const plan::PlanInput in =
-      plan::make_input(profile::estimate_profile(autodiff::build_training_step(std::move(m.graph), m.loss, {}), "cpu"));
+  const plan::PlanInput in = bert_tiny_input();
   std::vector<size_t> heads;
   for (size_t n = 0; n < in.graph.nodes().size(); ++n)
     if (in.graph.nodes()[n].op.rfind("linear_cross_entropy", 0) == 0) heads.push_back(n);
@@ -281,14 +286,7 @@ TEST(VocabLoss, PlannersPickTheChunkUnderTheBudget) {
 // A saved plan carries its chunks: read back and applied to the same step, it
 // has the same chunks and the same simulated peak (optimize --plan).
 TEST(VocabLoss, ASavedPlanAppliesItsChunks) {
-  models::ModelOptions o;
-  o.name = "bert-tiny";
-  o.batch = 16;
-  o.seq = 16;
-  o.dropout = 0.0;
-  models::Model m = models::build_model(o);
-  const plan::PlanInput in =
-      plan::make_input(profile::estimate_profile(autodiff::build_training_step(std::move(m.graph), m.loss, {}), "cpu"));
+  const plan::PlanInput in = bert_tiny_input();
   const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
   const plan::Plan p = plan::run_planner("mutwo", in, unplanned * 60 / 100);
   ASSERT_EQ(p.chunks.size(), 2u);

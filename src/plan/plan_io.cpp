@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <map>
+#include <utility>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -194,8 +195,12 @@ void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path)
   out.commit();
 }
 
-SavedPlan read_plan(const std::string& path) {
-  const json j = parse_json_input(read_file(path), path);
+namespace {
+
+// plan.json parsed and validated (read_plan's checks), with its JSON for
+// read_plan_file's reasoning fields: the file is read and parsed once.
+std::pair<SavedPlan, json> parse_plan(const std::string& path) {
+  json j = parse_json_input(read_file(path), path);
   MUTWO_CHECK(json_tag_is(j, "format", "mutwo.plan"),
               "{}: not a mutwo plan (no \"format\": \"mutwo.plan\"; write one with mutwo plan or optimize)", path);
   const int version = json_field<int>(j, "version", path);
@@ -265,8 +270,12 @@ SavedPlan read_plan(const std::string& path) {
   MUTWO_CHECK(j.at("dropped_bytes").get<int64_t>() == dropped_bytes,
               "{}: field 'dropped_bytes' is {}, but the recomputed activations hold {}", path, j.at("dropped_bytes").dump(),
               dropped_bytes);
-  return s;
+  return {std::move(s), std::move(j)};
 }
+
+}  // namespace
+
+SavedPlan read_plan(const std::string& path) { return parse_plan(path).first; }
 
 std::string plan_mismatch(const SavedPlan& s, const std::string& model, int64_t batch, const std::string& fingerprint) {
   if (s.model != model) return fmt::format("it was made for model '{}', not '{}'", s.model, model);
@@ -325,8 +334,7 @@ Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
 }
 
 PlanFile read_plan_file(const std::string& path) {
-  read_plan(path);  // the validation: format, version, every field's type and range, the counts
-  const json j = parse_json_input(read_file(path), path);
+  const json j = parse_plan(path).second;  // validated: format, version, every field's type and range, the counts
   try {
     PlanFile f;
     f.model = j.at("model").get<std::string>();
