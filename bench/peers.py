@@ -4,7 +4,13 @@ One training step (forward, loss, backward, SGD with momentum 0.9) of the same
 models mutwo builds, in PyTorch eager mode, and with torch.utils.checkpoint
 around every block ("ckpt", what users do today), and torch.compile ("compile",
 or "compile:B" with the partitioner's activation_memory_budget B in [0, 1],
-the peer of a memory budget). Prints one JSON line per
+the peer of a memory budget). Offloading peers (issue 16): "offload", every
+block's forward under torch.autograd.graph.save_on_cpu(pin_memory=True), its
+saved tensors kept in pinned host memory; "sac-offload", every block
+checkpointed with a selective policy that offloads the matmul and convolution
+outputs to the CPU and recomputes the rest (torch.utils.checkpoint's
+CheckpointPolicy offload value, where this torch has one; else the line
+carries an error saying so). Prints one JSON line per
 configuration: peak = torch.cuda.max_memory_allocated during the measured
 steps, step_ms = median of CUDA-event-timed steps after 2 warm-up steps.
 Written after ../shared/bench/torch_peers.py, so the comparison can be rerun
@@ -26,6 +32,65 @@ class Ckpt(torch.nn.Module):
 
     def forward(self, *a):
         return checkpoint(self.m, *a, use_reentrant=False)
+
+
+class Offload(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, *a, **k):
+        with torch.autograd.graph.save_on_cpu(pin_memory=True):
+            return self.m(*a, **k)
+
+
+def offload_policy():
+    """The CheckpointPolicy value that offloads to the CPU, or None."""
+    from torch.utils import checkpoint as cp
+    policy = getattr(cp, "CheckpointPolicy", None)
+    for name in ("PREFER_CPU_OFFLOAD", "MUST_CPU_OFFLOAD"):
+        if policy is not None and hasattr(policy, name):
+            return getattr(policy, name)
+    return None
+
+
+class SacOffload(torch.nn.Module):
+    HEAVY = {"mm", "addmm", "bmm", "convolution", "_scaled_dot_product_efficient_attention"}
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, *a, **k):
+        from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
+        off = offload_policy()
+
+        def policy(ctx, op, *args, **kwargs):
+            name = str(op).split(".")[-2] if "." in str(op) else str(op)
+            return off if name in SacOffload.HEAVY else CheckpointPolicy.PREFER_RECOMPUTE
+        return checkpoint(self.m, *a, use_reentrant=False,
+                          context_fn=lambda: create_selective_checkpoint_contexts(policy), **k)
+
+
+def blocks(model):
+    """(container, index) of every block: ResNet's bottlenecks, a transformer's layers."""
+    for attr in ("layer1", "layer2", "layer3", "layer4"):
+        if hasattr(model, attr):
+            layer = getattr(model, attr)
+            for i in range(len(layer)):
+                yield layer, i
+    for path in ("bert.encoder.layer", "transformer.h"):
+        obj = model
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+        if obj is not None:
+            for i in range(len(obj)):
+                yield obj, i
+
+
+def wrap_blocks(model, wrapper):
+    for container, i in list(blocks(model)):
+        container[i] = wrapper(container[i])
 
 
 def build(name, batch):
@@ -73,6 +138,13 @@ def measure(name, batch, variant, steps, show_trace=False):
     m, inputs, loss_fn, ckpt = build(name, batch)
     if variant == "ckpt":
         ckpt(m)
+    elif variant == "offload":
+        wrap_blocks(m, Offload)
+    elif variant == "sac-offload":
+        if offload_policy() is None:
+            return dict(model=name, batch=batch, system="pytorch", variant=variant,
+                        error="this torch's CheckpointPolicy has no CPU offload value")
+        wrap_blocks(m, SacOffload)
     dev = torch.device("cuda")
     m = m.to(dev).train()
     inputs = tuple(t.to(dev) for t in inputs)

@@ -202,7 +202,7 @@ rm -rf "$pf_dir"
 # loss is reported every epoch, and each epoch's measured peak is the plan's
 # prediction to the byte (on the CPU), within the budget.
 text=$(cd "$(dirname "$0")/.." && pwd)/data/english.txt
-out=$("$mutwo" train --model transformer-lm --data "$text" --epochs 3 --batch 16 --budget 60% --json --quiet) \
+out=$("$mutwo" train --model transformer-lm --data "$text" --epochs 3 --batch 16 --budget 60% --no-swap --json --quiet) \
   || { echo "FAIL: mutwo train exited $?"; fails=$((fails+1)); }
 python3 - "$out" <<'PY' && echo "ok: mutwo train: loss falls over 3 planned epochs" || { echo "FAIL: mutwo train: $out"; fails=$((fails+1)); }
 import json, math, sys
@@ -236,7 +236,7 @@ done
 # and the encoder alone (--head none, loss = last_hidden_state.sum()), planned,
 # rewritten and checked bit for bit against the unplanned step.
 bert_dir=$(mktemp -d)
-last=$("$mutwo" optimize --model bert-tiny --head none --pad 32 --seq 128 --batch 8 --budget 90% --check --steps 1 \
+last=$("$mutwo" optimize --model bert-tiny --head none --pad 32 --seq 128 --batch 8 --budget 90% --no-swap --check --steps 1 \
        --out "$bert_dir" --json --quiet | tail -n 1)
 python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(not (r["check"] == "passed" and r["planned"]["dropped"] > 0 and r["fits"] and r["feasible"]))' "$last" \
   && echo "ok: bert-tiny --head none --pad 32 plans, and the plan checks bit for bit" \
@@ -294,7 +294,7 @@ rm -rf "$rp_dir"
 # --dump-ir-after: an unknown pass is refused naming the passes; the graph
 # after a pass goes to stderr under a "# IR after" line and parses back as a
 # step (run --graph reads it); a pass that changed nothing says "unchanged".
-expect_error "unknown pass 'cse'; passes: autodiff, reinplace, recompute, or all" show --model mlp --dump-ir-after reinplace,cse
+expect_error "unknown pass 'cse'; passes: autodiff, reinplace, recompute, swap, or all" show --model mlp --dump-ir-after reinplace,cse
 dump_dir=$(mktemp -d)
 "$mutwo" show --model mlp --batch 8 --dump-ir-after autodiff,reinplace >/dev/null 2>"$dump_dir/dump.txt"
 grep -qxF "# IR after autodiff (mlp)" "$dump_dir/dump.txt" && grep -qxF "# IR after reinplace (mlp): unchanged" "$dump_dir/dump.txt" \
@@ -313,7 +313,7 @@ rm -rf "$dump_dir"
 # refused naming what differs for another batch, model or graph; a plan that
 # lies about its activations is refused naming the field.
 sp_dir=$(mktemp -d)
-"$mutwo" optimize --model bert-tiny --batch 8 --budget 70% --steps 1 --quiet --out "$sp_dir/a" >/dev/null 2>&1
+"$mutwo" optimize --model bert-tiny --batch 8 --budget 70% --no-swap --steps 1 --quiet --out "$sp_dir/a" >/dev/null 2>&1
 if "$mutwo" optimize --plan "$sp_dir/a/plan.json" --model bert-tiny --batch 8 --steps 1 --quiet --out "$sp_dir/b" >/dev/null \
    && python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["dropped"] == 0)' "$sp_dir/a/plan.json" \
    && cmp -s "$sp_dir/a/rewritten.ir" "$sp_dir/b/rewritten.ir"; then
@@ -347,6 +347,35 @@ for m in mask:"which may not be recomputed" count:"field 'dropped' is" version:"
   expect_error "${m#*:}" optimize --plan "$sp_dir/${m%%:*}.json" --model bert-tiny --batch 8 --steps 1 --quiet --out "$sp_dir/c"
 done
 rm -rf "$sp_dir"
+
+# Below the recompute floor (issue 16): bert-tiny at batch 16 fits 60% and
+# checks bit for bit; a budget under the recompute-only floor (--no-swap: exit 3)
+# fits by swapping, passes the bitwise check, and its plan.json, applied by
+# optimize --plan, gives the same rewritten step; a plan swapping what the step
+# lacks is refused naming it.
+sw_dir=$(mktemp -d)
+"$mutwo" optimize --model bert-tiny --batch 16 --budget 60% --check --steps 1 --quiet --out "$sw_dir/sixty" --json \
+  | tail -n 1 | python3 -c 'import json,sys; r=json.loads(sys.stdin.read()); sys.exit(not (r["fits"] and r["check"] == "passed"))' \
+  && echo "ok: bert-tiny batch 16 fits 60% and checks bit for bit" || { echo "FAIL: bert-tiny batch 16 at 60%"; fails=$((fails+1)); }
+"$mutwo" profile --model bert-tiny --batch 16 --quiet --out "$sw_dir/p" >/dev/null 2>&1
+floor=$("$mutwo" plan --profile "$sw_dir/p/profile.json" --budget 1MiB --no-swap --json --out "$sw_dir/p/r.json" 2>/dev/null | tail -n 1 \
+        | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["predicted_peak_bytes"])')
+below=$((floor * 97 / 100))
+code=0; "$mutwo" optimize --model bert-tiny --batch 16 --budget "$below" --no-swap --steps 1 --quiet --out "$sw_dir/r" >/dev/null 2>&1 || code=$?
+last=$("$mutwo" optimize --model bert-tiny --batch 16 --budget "$below" --check --steps 1 --quiet --out "$sw_dir/a" --json | tail -n 1)
+python3 -c 'import json,sys; r=json.loads(sys.argv[1]); p=r["planned"]
+sys.exit(not (int(sys.argv[2]) == 3 and r["fits"] and r["feasible"] and r["check"] == "passed" and p["swapped"] > 0
+              and p["peak_bytes"] == p["predicted_peak_bytes"] <= r["budget_bytes"]))' "$last" "$code" \
+  && echo "ok: swapping fits bert-tiny batch 16 under its recompute-only floor, bit for bit" \
+  || { echo "FAIL: swap below the recompute floor (no-swap exit $code): $last"; fails=$((fails+1)); }
+"$mutwo" optimize --plan "$sw_dir/a/plan.json" --model bert-tiny --batch 16 --steps 1 --quiet --out "$sw_dir/b" >/dev/null \
+  && cmp -s "$sw_dir/a/rewritten.ir" "$sw_dir/b/rewritten.ir" && grep -q "swap_in" "$sw_dir/b/rewritten.ir" \
+  && echo "ok: optimize --plan reproduces a plan that swaps" || { echo "FAIL: optimize --plan with swaps"; fails=$((fails+1)); }
+python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); p["swapped"][0]["name"]="zzz"; json.dump(p, open(sys.argv[2], "w"))' \
+  "$sw_dir/a/plan.json" "$sw_dir/bad.json"
+expect_error "it swaps %zzz" optimize --plan "$sw_dir/bad.json" --model bert-tiny --batch 16 --steps 1 --quiet --out "$sw_dir/c"
+expect_error "--host-memory lots" plan --profile "$sw_dir/p/profile.json" --budget 60% --host-memory lots --out "$sw_dir/c/plan.json"
+rm -rf "$sw_dir"
 
 # Files mutwo reads are bounded and regular: a character device is refused, as --data, as a step's tensor file.
 expect_error "--data: /dev/zero is not a regular file" run --model transformer-lm --data /dev/zero --steps 1

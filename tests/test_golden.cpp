@@ -1,6 +1,6 @@
 // Golden IR tests for the passes: each input graph tests/golden/<name>.ir
-// (forward and loss, as IR text) goes through autodiff, reinplace and the
-// recompute rewrite, and the graph after each pass must equal
+// (forward and loss, as IR text) goes through autodiff, reinplace, the
+// recompute rewrite and the swap rewrite, and the graph after each pass must equal
 // tests/golden/<name>.<pass>.ir line for line. A change to a pass that moves
 // its output shows up here as a diff to review; MUTWO_REGENERATE_GOLDEN=1
 // writes the expected files from the passes instead (then read the diff
@@ -17,6 +17,7 @@
 #include "ir/text.h"
 #include "ops/op.h"
 #include "rewrite/recompute.h"
+#include "rewrite/swap.h"
 #include "support/error.h"
 #include "support/files.h"
 
@@ -60,6 +61,7 @@ void expect_golden(const std::string& file, const std::string& actual) {
 struct Case {
   std::string name;
   std::vector<std::string> drop;
+  std::vector<std::string> swap;  // storages the swap rewrite swaps after recomputation
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -94,17 +96,27 @@ TEST_P(Golden, PassesGiveTheExpectedIr) {
   EXPECT_GT(r.clones, 0);
   expect_golden(c.name + ".recompute.ir", header(c, "recompute") + ir::print(r.graph));
 
+  // Swaps, every node 1 ms and copies of 8 bytes a ms: the copies back start
+  // some nodes ahead of their first reads.
+  std::vector<ir::ValueId> swap;
+  for (const std::string& name : c.swap) swap.push_back(r.graph.find(name));
+  rewrite::SwapTiming timing{std::vector<double>(r.graph.nodes().size(), 1.0), 8.0};
+  rewrite::Recomputed w = rewrite::insert_swaps(r, swap, timing);
+  EXPECT_NO_THROW(ops::verify(w.graph));
+  EXPECT_EQ(w.swaps, static_cast<int32_t>(c.swap.size()));
+  expect_golden(c.name + ".swap.ir", header(c, "swap") + ir::print(w.graph));
+
   // Every expected file is a graph that parses and prints back as written.
-  for (const char* pass : {"autodiff", "reinplace", "recompute"}) {
+  for (const char* pass : {"autodiff", "reinplace", "recompute", "swap"}) {
     const std::string text = read_file(kDir + "/" + c.name + "." + pass + ".ir");
     EXPECT_EQ(header(c, pass) + ir::print(ir::parse(text)), text) << pass;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Passes, Golden,
-                         ::testing::Values(Case{"mlp", {"fc1.relu", "fc1.dropout"}},
-                                           Case{"lm", {"logits", "fc.gelu", "ln.rows"}},
-                                           Case{"convnet", {"bn.relu", "gap.flat"}}),
+                         ::testing::Values(Case{"mlp", {"fc1.relu", "fc1.dropout"}, {"fc1.dropout_mask", "head.weight.grad"}},
+                                           Case{"lm", {"logits", "fc.gelu", "ln.rows"}, {"emb", "fc.out", "wte.grad"}},
+                                           Case{"convnet", {"bn.relu", "gap.flat"}, {"conv.out", "logp"}}),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -208,7 +208,7 @@ void expect_valid_plan(const plan::PlanInput& in, const std::vector<plan::Candid
   EXPECT_EQ(p.planner, planner);
   EXPECT_EQ(p.budget_bytes, budget);
   EXPECT_EQ(p.feasible, p.predicted.peak_bytes <= budget);
-  const plan::Simulation sim = plan::simulate(in, p.drop);
+  const plan::Simulation sim = plan::simulate(in, p.drop, p.swap);
   expect_predicted(p, sim);
 
   // Only whole storages of activations not made by a random op; each value once.

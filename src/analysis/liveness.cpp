@@ -20,6 +20,17 @@ std::vector<ir::Role> charged_roles(const ir::Graph& g, const Liveness& L) {
     auto owner = static_cast<size_t>(L.storage[static_cast<size_t>(v.id)]);
     if (v.role == ir::Role::activation && !ir::is_persistent(g.values()[owner].role)) role[owner] = ir::Role::activation;
   }
+  // A storage copied back from host memory: for the backward pass, an
+  // activation (as a recomputed clone is); for the optimizer, charged as the
+  // storage copied out (a gradient).
+  for (const ir::Node& n : g.nodes()) {
+    if (n.op != "swap_in") continue;
+    const int32_t out = L.def[static_cast<size_t>(n.inputs[0])];
+    const ir::ValueId copied = g.nodes()[static_cast<size_t>(out)].inputs[0];
+    role[static_cast<size_t>(n.outputs[0])] = ir::is_backward(n.phase) || ir::is_forward(n.phase)
+                                                   ? ir::Role::activation
+                                                   : role[static_cast<size_t>(L.storage[static_cast<size_t>(copied)])];
+  }
   return role;
 }
 
@@ -74,12 +85,20 @@ Liveness analyze_liveness(const ir::Graph& g) {
     L.storage_end[root] = std::max(L.storage_end[root], last);
   }
 
+  L.on_host.assign(nv, false);
+  for (const ir::Node& node : nodes)
+    if (ops::has(node, ops::kHost)) L.on_host[static_cast<size_t>(node.outputs[0])] = true;
+
   // Walk the schedule: a storage is allocated by the node defining its owner
   // and freed after storage_end.
-  std::vector<int64_t> freed_after(nodes.size(), 0);
+  std::vector<int64_t> freed_after(nodes.size(), 0), host_freed_after(nodes.size(), 0);
   for (size_t v = 0; v < nv; ++v) {
     if (L.storage[v] != static_cast<ir::ValueId>(v)) continue;
     int64_t bytes = g.type(static_cast<ir::ValueId>(v)).bytes();
+    if (L.on_host[v]) {
+      if (L.storage_end[v] != kForever) host_freed_after[static_cast<size_t>(L.storage_end[v])] += bytes;
+      continue;
+    }
     if (L.def[v] < 0) {
       MUTWO_ASSERT(ir::is_persistent(g.value(static_cast<ir::ValueId>(v)).role) || L.last_use[v] < 0,
                    "%{} is used but made by no node", g.value(static_cast<ir::ValueId>(v)).name);
@@ -91,18 +110,20 @@ Liveness analyze_liveness(const ir::Graph& g) {
   L.live_before.resize(nodes.size());
   L.live_during.resize(nodes.size());
   L.live_after.resize(nodes.size());
-  int64_t live = L.persistent_bytes;
+  int64_t live = L.persistent_bytes, host = 0;
   L.peak_bytes = live;
   for (size_t n = 0; n < nodes.size(); ++n) {
     L.live_before[n] = live;
     for (ir::ValueId v : nodes[n].outputs)
-      if (L.owns_storage(v)) live += g.type(v).bytes();
+      if (L.owns_storage(v)) (L.on_host[static_cast<size_t>(v)] ? host : live) += g.type(v).bytes();
     L.live_during[n] = live;
+    L.host_peak_bytes = std::max(L.host_peak_bytes, host);
     if (live > L.peak_bytes || L.peak_node < 0) {
       L.peak_bytes = std::max(L.peak_bytes, live);
       L.peak_node = static_cast<int32_t>(n);
     }
     live -= freed_after[n];
+    host -= host_freed_after[n];
     L.live_after[n] = live;
   }
   return L;

@@ -6,7 +6,9 @@
 // Storage model: every output of a `view` op shares the storage of its input 0; a
 // storage is freed after the last use of any value aliasing it. Persistent
 // values (inputs, parameters, optimizer state, buffers) are never freed; graph
-// outputs are held until the end of the step.
+// outputs are held until the end of the step. A storage made by an op tagged
+// kHost (swap_out) lives in host memory: it is counted apart (host_*), never
+// in the device's live bytes.
 #pragma once
 
 #include <climits>
@@ -33,6 +35,10 @@ struct Liveness {
   int64_t persistent_bytes = 0;      // live across steps
   int64_t peak_bytes = 0;            // max of live_during (persistent_bytes if no nodes)
   int32_t peak_node = -1;
+  // Host memory (swap_out's copies): per storage owner, whether it lives
+  // there; and the most bytes held there at once.
+  std::vector<bool> on_host;
+  int64_t host_peak_bytes = 0;
 
   bool owns_storage(ir::ValueId v) const { return storage[static_cast<size_t>(v)] == v; }
 };
@@ -44,7 +50,9 @@ Liveness analyze_liveness(const ir::Graph& g);
 // live_by_role and peak_by_role and the simulator's peak breakdown.
 // Activation when any value sharing the storage is an activation and its owner
 // is not persistent, or when a recompute node made it (a clone brings a dropped
-// activation back); otherwise the owner's role.
+// activation back); a storage swap_in copies back as an activation before
+// the optimizer, else as the storage its swap_out copied out (a gradient);
+// otherwise the owner's role.
 std::vector<ir::Role> charged_roles(const ir::Graph& g, const Liveness& L);
 
 }  // namespace mutwo::analysis

@@ -39,7 +39,7 @@ const CLI::Validator kNonNegative = CLI::Validator(
 
 namespace {
 
-const std::vector<std::string> kDumpablePasses = {"autodiff", "reinplace", "recompute"};
+const std::vector<std::string> kDumpablePasses = {"autodiff", "reinplace", "recompute", "swap"};
 
 struct IrDump {
   std::string passes;  // as given: "all", or a comma-separated list
@@ -70,6 +70,43 @@ const CLI::Validator kPassList = CLI::Validator(
 
 }  // namespace
 
+bool dumping_ir() { return !ir_dump().passes.empty(); }
+
+namespace {
+struct SwapFlags {
+  bool no_swap = false;
+  std::string host_memory;  // empty: plan::default_host_limit()
+};
+SwapFlags& swap_flags() {
+  static SwapFlags f;
+  return f;
+}
+}  // namespace
+
+void add_swap_flags(CLI::App& app) {
+  app.add_flag("--no-swap", swap_flags().no_swap, "plan with recomputation only: never swap to host memory");
+  app.add_option("--host-memory", swap_flags().host_memory,
+                 "host memory the swapped copies may hold at once: 8GiB, 500MiB (default: half the machine's)");
+}
+
+int64_t swapped_bytes(const ir::Graph& g, const plan::Plan& p) {
+  int64_t b = 0;
+  for (ir::ValueId v : p.swap) b += g.type(v).bytes();
+  return b;
+}
+
+void apply_swap_flags(plan::PlanInput& in) {
+  const SwapFlags& f = swap_flags();
+  in.swap = !f.no_swap;
+  if (!f.host_memory.empty()) {
+    try {
+      in.host_limit_bytes = parse_bytes(f.host_memory);
+    } catch (const UserError& e) {
+      MUTWO_FAIL("--host-memory {}: {}", f.host_memory, e.what());
+    }
+  }
+}
+
 void dump_ir_after(std::string_view pass, const ir::Graph& g) {
   IrDump& d = ir_dump();
   if (d.passes.empty()) return;
@@ -83,7 +120,7 @@ void dump_ir_after(std::string_view pass, const ir::Graph& g) {
 
 void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
     app.add_option("--dump-ir-after", ir_dump().passes,
-                   "print the graph after these passes on stderr, as IR text: autodiff, reinplace, recompute "
+                   "print the graph after these passes on stderr, as IR text: autodiff, reinplace, recompute, swap "
                    "(comma-separated), or all")
         ->check(kPassList);
     std::string names;

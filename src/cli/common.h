@@ -13,6 +13,7 @@
 #include "ir/graph.h"
 #include "autodiff/autodiff.h"
 #include "models/model.h"
+#include "plan/plan.h"
 
 namespace mutwo::cli {
 
@@ -51,6 +52,14 @@ struct StepOptions {
 // StepOptions::build reports autodiff and reinplace, plan_step the recompute
 // rewrite.
 void dump_ir_after(std::string_view pass, const ir::Graph& g);
+bool dumping_ir();  // --dump-ir-after was given: build a graph only to dump it
+
+// --no-swap and --host-memory, for every command that plans: added to `app`,
+// then applied to each PlanInput the command makes.
+void add_swap_flags(CLI::App& app);
+void apply_swap_flags(plan::PlanInput& in);
+// Bytes of the storages a plan swaps (in `g`, the plan's profiled graph).
+int64_t swapped_bytes(const ir::Graph& g, const plan::Plan& p);
 
 // A training step from a file: a step file (.json, python/mutwo/capture.py) or
 // IR text (optimize's rewritten.ir), verified. Bad files are UserErrors naming them.

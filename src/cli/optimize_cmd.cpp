@@ -30,6 +30,7 @@ using nlohmann::json;
 }  // namespace
 
 void OptimizeCommand::add_to(CLI::App& app) {
+  add_swap_flags(app);
   step.add_to(app);
   CLI::Option* b = app.add_option("--budget", budget, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak (required "
                                                       "unless --plan)");
@@ -165,7 +166,11 @@ int OptimizeCommand::run() const {
              {"predicted_peak_bytes", p.plan.predicted.peak_bytes},
              {"predicted_extra_ms", p.plan.predicted.extra_ms},
              {"dropped", p.plan.drop.size()},
-             {"dropped_bytes", dropped_bytes}}},
+             {"dropped_bytes", dropped_bytes},
+             {"swapped", p.plan.swap.size()},
+             {"swapped_bytes", swapped_bytes(base, p.plan)},
+             {"host_peak_bytes", p.plan.predicted.host_peak_bytes},
+             {"predicted_swap_ms", p.plan.predicted.swap_ms}}},
            {"fits", fits},
            {"feasible", p.plan.feasible},
            {"check", check_result},

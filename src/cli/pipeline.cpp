@@ -76,8 +76,21 @@ Planned profile_for_plan(const ir::Graph& g, const c10::Device& device, uint64_t
     p.profiled_under = std::move(most);
   }
   p.input = plan::make_input(*prof);
+  apply_swap_flags(p.input);
   p.unplanned_peak = plan::simulate(p.input, {}).peak_bytes;
   return p;
+}
+
+}  // namespace
+
+namespace {
+
+// The plan's step: recomputation, then swaps (each dumped by --dump-ir-after).
+void rewrite_planned(Planned& p) {
+  if (dumping_ir())
+    dump_ir_after("recompute", rewrite::insert_recomputation(plan::chunked_graph(p.input.graph, p.plan), p.plan.drop).graph);
+  p.rewritten = plan::rewrite_plan(p.input, p.plan);
+  dump_ir_after("swap", p.rewritten.graph);
 }
 
 }  // namespace
@@ -87,8 +100,7 @@ Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, 
                   int64_t device_memory) {
   Planned p = profile_for_plan(g, device, seed, progress, model, batch, device_memory);
   p.plan = plan::run_planner(planner, p.input, parse_budget(budget, p.unplanned_peak));
-  p.rewritten = rewrite::insert_recomputation(plan::chunked_graph(p.input.graph, p.plan), p.plan.drop);
-  dump_ir_after("recompute", p.rewritten.graph);
+  rewrite_planned(p);
   return p;
 }
 
@@ -103,18 +115,19 @@ Planned apply_saved_plan(const ir::Graph& g, const c10::Device& device, uint64_t
   } catch (const UserError& e) {
     MUTWO_FAIL("--plan {}: {}", saved_path, e.what());
   }
-  p.rewritten = rewrite::insert_recomputation(plan::chunked_graph(p.input.graph, p.plan), p.plan.drop);
-  dump_ir_after("recompute", p.rewritten.graph);
+  rewrite_planned(p);
   return p;
 }
 
 namespace {
 
-// The graph with every parameter gradient (and the loss) kept as an output.
-ir::Graph with_gradients(const ir::Graph& g) {
+// The graph with every parameter gradient of `base` (and the loss) kept as an
+// output: `g` is base or its planned form (whose swap copies of a gradient are
+// not outputs: the gradient itself is).
+ir::Graph with_gradients(const ir::Graph& g, const ir::Graph& base) {
   ir::Graph out = g;
-  for (const ir::Value& v : g.values())
-    if (v.role == ir::Role::gradient) out.outputs.push_back(v.id);
+  for (const ir::Value& v : base.values())
+    if (v.role == ir::Role::gradient) out.outputs.push_back(g.find(v.name));
   return out;
 }
 
@@ -129,8 +142,10 @@ std::string compare_bitwise(const ir::Graph& base, const ir::Graph& planned, con
   // the larger of the two steps: the reference's outputs wait in host memory
   // (on the CPU under a --device-memory cap, as a hash of their bytes).
   const bool keep_hashes_only = device.is_cpu() && runtime::memory_limit(device) > 0;
-  ir::Graph a = with_gradients(base), b = with_gradients(planned);
-  MUTWO_ASSERT(a.outputs.size() == b.outputs.size(), "the two steps have different outputs");
+  ir::Graph a = with_gradients(base, base), b = with_gradients(planned, base);
+  MUTWO_ASSERT(a.outputs.size() == b.outputs.size() &&
+                   std::find(b.outputs.begin(), b.outputs.end(), ir::kNoValue) == b.outputs.end(),
+               "the two steps have different outputs");
   std::vector<at::Tensor> kept;
   std::vector<uint64_t> hashes;
   {

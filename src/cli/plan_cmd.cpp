@@ -39,6 +39,9 @@ void print_plan(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanne
       fmt::print("    {:<16} {:>12}\n", ir::to_string(static_cast<ir::Role>(r)), format_bytes(b));
   fmt::print("  dropped {} activations ({}), {} recompute nodes; planned in {:.1f} ms\n", p.drop.size(),
              format_bytes(dropped_bytes(in, p)), p.predicted.recompute_nodes, p.planning_ms);
+  if (!p.swap.empty())
+    fmt::print("  swapped {} storages ({}) to host memory, {} there at once; copies add {:.3f} ms\n", p.swap.size(),
+               format_bytes(swapped_bytes(in.graph, p)), format_bytes(p.predicted.host_peak_bytes), p.predicted.swap_ms);
   if (!p.note.empty()) fmt::print("  note: {}\n", p.note);
 }
 
@@ -50,6 +53,10 @@ json plan_json(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned
           {"predicted_extra_ms", p.predicted.extra_ms},
           {"dropped", p.drop.size()},
           {"dropped_bytes", dropped_bytes(in, p)},
+          {"swapped", p.swap.size()},
+          {"swapped_bytes", swapped_bytes(in.graph, p)},
+          {"host_peak_bytes", p.predicted.host_peak_bytes},
+          {"predicted_swap_ms", p.predicted.swap_ms},
           {"planning_ms", p.planning_ms},
           {"feasible", p.feasible}};
 }
@@ -57,6 +64,7 @@ json plan_json(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned
 }  // namespace
 
 void PlanCommand::add_to(CLI::App& app) {
+  add_swap_flags(app);
   app.add_option("--profile", profile_path, "profile.json written by mutwo profile")->required();
   app.add_option("--budget", budget, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak");
   app.add_option("--planner", planner, "none, per-layer, sqrt-n, mutwo or optimal")->capture_default_str();
@@ -74,6 +82,7 @@ int PlanCommand::run() const {
       MUTWO_FAIL("{}: {}", profile_path, e.what());
     }
   }();
+  apply_swap_flags(in);
   const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
   fs::path out_path(out);
   if (out_path.has_parent_path()) make_dirs(out_path.parent_path().string());

@@ -26,6 +26,7 @@ using nlohmann::json;
 }  // namespace
 
 void SweepCommand::add_to(CLI::App& app) {
+  add_swap_flags(app);
   step.add_to(app, /*with_batch=*/false, /*with_graph=*/false);
   app.add_option("--batches", batches, "batch sizes, e.g. 8,16,32")->capture_default_str();
   app.add_option("--budget", budget, "budget for the planner at every batch: 60% (of that batch's peak) or 2GiB")
@@ -77,6 +78,7 @@ int SweepCommand::run() const {
 }
 
 void MaxBatchCommand::add_to(CLI::App& app) {
+  add_swap_flags(app);
   step.add_to(app, /*with_batch=*/false, /*with_graph=*/false);
   app.add_option("--memory", memory, "memory limit, e.g. 8GiB")->required();
   app.add_option("--planners", planners, "planners to compare (none = no checkpointing)")->capture_default_str();

@@ -100,6 +100,7 @@ struct Epoch {
 }  // namespace
 
 void TrainCommand::add_to(CLI::App& app) {
+  add_swap_flags(app);
   step.model = "transformer-lm";  // the model that trains on text by default
   step.add_to(app, /*with_batch=*/true, /*with_graph=*/false);
   app.add_option("--epochs", epochs, "passes over the training part of --data")->capture_default_str()->check(kPositive);

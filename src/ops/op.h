@@ -26,6 +26,7 @@ enum Tag : uint32_t {
   kInplace = 1u << 5,    // writes into some inputs (optimizer steps); see OpDef::mutated_inputs
   kStepCount = 1u << 6,  // its arithmetic depends on the step number (Adam's bias correction): a captured CUDA graph cannot replay it
   kOverwrite = 1u << 7,  // with kView: output 0 is written over input 0, whose storage no later node may read
+  kHost = 1u << 8,       // output 0 lives in host memory (swap_out): no device bytes
 };
 
 class Builder;
@@ -147,5 +148,6 @@ void add_conv_ops(std::vector<OpDef>& t);       // conv.cpp: conv2d, batch_norm,
 void add_attention_ops(std::vector<OpDef>& t);  // attention.cpp: embedding, layer_norm, softmax, matmul, ...
 void add_layout_ops(std::vector<OpDef>& t);     // layout.cpp: permute, contiguous, split, cat, token helpers
 void add_aten_ops(std::vector<OpDef>& t);       // aten.cpp: the generic op, any ATen schema through the dispatcher
+void add_swap_ops(std::vector<OpDef>& t);       // swap.cpp: swap_out, swap_in, swap_wait (host memory)
 
 }  // namespace mutwo::ops

@@ -1,7 +1,11 @@
-// The mu-TWO greedy (Purandare et al., MLSys 2023, Appendix A; recompute only):
-// repeatedly drop the candidate freeing the most bytes per millisecond of
-// extra recomputation, re-simulating the whole schedule after every choice,
-// until the simulated peak fits the budget. As in Capuchin, which mu-TWO
+// The mu-TWO greedy (Purandare et al., MLSys 2023, Appendix A, Algorithms B
+// to H): repeatedly take the choice freeing the most bytes per millisecond it
+// costs, re-simulating the whole schedule after every choice, until the
+// simulated peak fits the budget. A choice is to recompute a candidate (its
+// cost: recomputation not already paid for) or, where the profile has copy
+// speeds and swapping is allowed, to swap a storage to host memory (its cost:
+// the part of its copies that the compute in its gap cannot hide, given the
+// copies already chosen there; Algorithm C). As in Capuchin, which mu-TWO
 // adapts, only candidates idle at the current peak are eligible (live there,
 // with their last forward read before it and their next backward read after
 // it): dropping anything else costs time and cannot lower the peak. (Live at
@@ -15,7 +19,9 @@
 #include <unordered_map>
 
 #include "plan/plan.h"
+#include "analysis/liveness.h"
 #include "rewrite/recompute.h"
+#include "rewrite/swap.h"
 #include "support/error.h"
 #include "support/units.h"
 
@@ -67,6 +73,57 @@ class Closures {
   std::vector<uint32_t> mark_;
 };
 
+// Copy time each stream still has free under the nodes, for the greedy's
+// estimate of what a swap costs: a copy out fills the stream from the start
+// of its gap forward, a copy back from the end of its gap backward, each
+// under the nodes' compute times. The simulator then times the real schedule.
+class CopyStreams {
+ public:
+  explicit CopyStreams(const PlanInput& in) : in_(in), out_free_(in.node_ms), in_free_(in.node_ms) {
+    sum(out_free_, out_sum_);
+    sum(in_free_, in_sum_);
+  }
+
+  // Milliseconds of the swap's copies that the gap [before+1, after) cannot hide.
+  double cost(int64_t bytes, const rewrite::Gap& gap) const {
+    const double out_ms = static_cast<double>(bytes) / in_.d2h_bytes_per_ms;
+    const double in_ms = static_cast<double>(bytes) / in_.h2d_bytes_per_ms;
+    if (!in_.copies_overlap) return out_ms + in_ms;
+    const auto a = static_cast<size_t>(gap.before + 1), b = static_cast<size_t>(gap.after);
+    return std::max(0.0, out_ms - (out_sum_[b] - out_sum_[a])) + std::max(0.0, in_ms - (in_sum_[b] - in_sum_[a]));
+  }
+  void take(int64_t bytes, const rewrite::Gap& gap) {
+    double out_ms = static_cast<double>(bytes) / in_.d2h_bytes_per_ms;
+    double in_ms = static_cast<double>(bytes) / in_.h2d_bytes_per_ms;
+    for (int32_t n = gap.before + 1; n < gap.after && out_ms > 0; ++n) {
+      const double used = std::min(out_ms, out_free_[static_cast<size_t>(n)]);
+      out_free_[static_cast<size_t>(n)] -= used;
+      out_ms -= used;
+    }
+    for (int32_t n = gap.after - 1; n > gap.before && in_ms > 0; --n) {
+      const double used = std::min(in_ms, in_free_[static_cast<size_t>(n)]);
+      in_free_[static_cast<size_t>(n)] -= used;
+      in_ms -= used;
+    }
+    sum(out_free_, out_sum_);
+    sum(in_free_, in_sum_);
+  }
+
+ private:
+  static void sum(const std::vector<double>& free, std::vector<double>& prefix) {
+    prefix.assign(free.size() + 1, 0);
+    for (size_t n = 0; n < free.size(); ++n) prefix[n + 1] = prefix[n] + free[n];
+  }
+  const PlanInput& in_;
+  std::vector<double> out_free_, in_free_, out_sum_, in_sum_;
+};
+
+// One choice the greedy made: recompute cands[index], or swap swaps[index].
+struct Taken {
+  bool swap;
+  size_t index;
+};
+
 // The first plan that fits may overshoot the budget: its last choices freed
 // more than was still missing. Take back choices, latest (least bytes per ms)
 // first, where the plan still fits and gets cheaper and its peak does not fall
@@ -75,103 +132,151 @@ class Closures {
 // picks (on transformer-lm every accepted take-back was among the last 4; on
 // bert-large at batch 32 none of 264 trials was accepted, at half the planning time).
 constexpr size_t kTakeBack = 16;
-// Choices taken back are marked so in `order` (by owner).
-Plan take_back(const PlanInput& in, Plan best, const std::vector<Candidate>& cands, const std::vector<size_t>& chosen,
-               std::vector<Choice>& order) {
-  std::vector<size_t> kept_choices(chosen);
-  const size_t first = chosen.size() > kTakeBack ? chosen.size() - kTakeBack : 0;
-  for (size_t k = chosen.size(); k-- > first;) {
-    std::vector<ir::ValueId> drop;
-    for (size_t c : kept_choices)
-      if (c != chosen[k]) drop.insert(drop.end(), cands[c].members.begin(), cands[c].members.end());
-    Plan p = finish(in, "mutwo", best.budget_bytes, std::move(drop));
-    if (!p.feasible || p.predicted.extra_ms >= best.predicted.extra_ms ||
-        p.predicted.peak_bytes < best.predicted.peak_bytes)
-      continue;
-    kept_choices.erase(std::find(kept_choices.begin(), kept_choices.end(), chosen[k]));
-    for (Choice& c : order)
-      if (c.owner == cands[chosen[k]].owner) c.outcome = Choice::Outcome::taken_back;
-    best = std::move(p);
+
+struct Greedy {
+  const PlanInput& in;
+  std::vector<Candidate> cands;
+  std::vector<ir::ValueId> swaps;  // storage owners that may be swapped
+  std::vector<Taken> chosen;
+  std::vector<Choice> order;  // every pick, undone ones included: the reasoning plan.json records
+
+  ir::ValueId owner(const Taken& t) const { return t.swap ? swaps[t.index] : cands[t.index].owner; }
+  Plan plan(int64_t budget, const std::vector<Taken>& picks) const {
+    std::vector<ir::ValueId> drop, swap;
+    for (const Taken& t : picks) {
+      if (t.swap) swap.push_back(swaps[t.index]);
+      else drop.insert(drop.end(), cands[t.index].members.begin(), cands[t.index].members.end());
+    }
+    return finish(in, "mutwo", budget, std::move(drop), std::move(swap));
   }
-  best.order = std::move(order);
-  return best;
-}
+
+  Plan take_back(Plan best) {
+    std::vector<Taken> kept = chosen;
+    const size_t first = chosen.size() > kTakeBack ? chosen.size() - kTakeBack : 0;
+    for (size_t k = chosen.size(); k-- > first;) {
+      std::vector<Taken> without;
+      for (const Taken& t : kept)
+        if (owner(t) != owner(chosen[k]) || t.swap != chosen[k].swap) without.push_back(t);
+      Plan p = plan(best.budget_bytes, without);
+      if (!p.feasible || p.predicted.extra_ms >= best.predicted.extra_ms ||
+          p.predicted.peak_bytes < best.predicted.peak_bytes)
+        continue;
+      kept = std::move(without);
+      for (Choice& c : order)
+        if (c.owner == owner(chosen[k])) c.outcome = Choice::Outcome::taken_back;
+      best = std::move(p);
+    }
+    best.order = std::move(order);
+    return best;
+  }
+};
 
 }  // namespace
 
 Plan plan_mutwo(const PlanInput& in, int64_t budget) {
-  std::vector<Candidate> cands = candidates(in);
-  std::vector<bool> taken(cands.size(), false);
+  Greedy gr{in, candidates(in), in.can_swap() ? swap_candidates(in) : std::vector<ir::ValueId>{}, {}, {}};
+  const std::vector<Candidate>& cands = gr.cands;
+  std::vector<bool> taken(cands.size(), false), swap_taken(gr.swaps.size(), false);
+  std::unordered_map<ir::ValueId, size_t> cand_of, swap_of;  // by storage owner
+  for (size_t i = 0; i < cands.size(); ++i) cand_of.emplace(cands[i].owner, i);
+  for (size_t i = 0; i < gr.swaps.size(); ++i) swap_of.emplace(gr.swaps[i], i);
   std::vector<bool> recomputed(in.graph.nodes().size(), false);  // nodes some chosen candidate recomputes
-  std::vector<ir::ValueId> drop;
-  std::vector<size_t> chosen;
-  std::vector<Choice> order;  // every pick, undone ones included: the reasoning plan.json records
   Closures closures(in);
+  CopyStreams copies(in);
+  std::vector<rewrite::Gap> gaps;
+  if (!gr.swaps.empty()) gaps = rewrite::swap_gaps(in.graph, analysis::analyze_liveness(in.graph));
+  int64_t host_bytes = 0;  // swapped so far: what the host holds at most
   uint32_t stamp = 0;
 
   Plan best = finish(in, "mutwo", budget, {});
   if (best.feasible) return best;
-  std::vector<bool> at_peak = best.predicted.idle_at_peak;
+  std::vector<bool> at_peak = best.predicted.idle_at_peak, swap_at_peak = best.predicted.swap_idle_at_peak;
   // Candidates made by one node (a split's query, key and value) share one
   // recompute subgraph: the first of them pays for all, so it is scored with
   // the bytes of its eligible siblings too, and they follow it for free.
   std::unordered_map<int32_t, std::vector<size_t>> siblings;  // by the node making them
   for (size_t i = 0; i < cands.size(); ++i) siblings[cands[i].made_by].push_back(i);
   std::vector<int32_t> sub;
-  for (size_t step = 0; step < cands.size(); ++step) {
-    // argmax of bytes freed per ms of recomputation not already paid for.
-    size_t pick = cands.size();
+  auto settled = [&](ir::ValueId owner) {  // recomputed or swapped already
+    auto c = cand_of.find(owner);
+    auto w = swap_of.find(owner);
+    return (c != cand_of.end() && taken[c->second]) || (w != swap_of.end() && swap_taken[w->second]);
+  };
+  for (size_t step = 0; step < cands.size() + gr.swaps.size(); ++step) {
+    // argmax of bytes freed per ms of recomputation not already paid for, or
+    // of copy time the compute cannot hide.
+    Taken pick{false, cands.size()};
     double best_ratio = -1;
     for (size_t i = 0; i < cands.size(); ++i) {
-      if (taken[i] || !at_peak[static_cast<size_t>(cands[i].owner)]) continue;
+      if (settled(cands[i].owner) || !at_peak[static_cast<size_t>(cands[i].owner)]) continue;
       sub.clear();
       closures.subgraph(cands[i], ++stamp, sub);
       double ms = closures.ms_outside(sub, recomputed);
       int64_t bytes = 0;
       for (size_t j : siblings[cands[i].made_by])
-        if (!taken[j] && at_peak[static_cast<size_t>(cands[j].owner)]) bytes += cands[j].bytes;
+        if (!settled(cands[j].owner) && at_peak[static_cast<size_t>(cands[j].owner)]) bytes += cands[j].bytes;
       double ratio = static_cast<double>(bytes) / std::max(ms, 1e-6);
       if (ratio > best_ratio) {
         best_ratio = ratio;
-        pick = i;
+        pick = {false, i};
       }
     }
-    if (pick == cands.size()) break;
-    taken[pick] = true;
-    chosen.push_back(pick);
-    order.push_back({cands[pick].owner, best_ratio, Choice::Outcome::dropped});
-    closures.drop(cands[pick]);
-    drop.insert(drop.end(), cands[pick].members.begin(), cands[pick].members.end());
-    // Re-simulate the real schedule, recomputation included (Algorithm G).
-    Plan p = finish(in, "mutwo", budget, drop);
+    for (size_t i = 0; i < gr.swaps.size(); ++i) {
+      const ir::ValueId o = gr.swaps[i];
+      const int64_t bytes = in.graph.type(o).bytes();
+      if (settled(o) || !swap_at_peak[static_cast<size_t>(o)] || host_bytes + bytes > in.host_limit_bytes) continue;
+      // A copy the compute hides entirely still occupies the bus: 1 us floor.
+      double ratio = static_cast<double>(bytes) / std::max(copies.cost(bytes, gaps[static_cast<size_t>(o)]), 1e-3);
+      if (ratio > best_ratio) {
+        best_ratio = ratio;
+        pick = {true, i};
+      }
+    }
+    if (!pick.swap && pick.index == cands.size()) break;
+    const ir::ValueId owner = gr.owner(pick);
+    (pick.swap ? swap_taken : taken)[pick.index] = true;
+    gr.chosen.push_back(pick);
+    gr.order.push_back({owner, best_ratio, Choice::Outcome::dropped, pick.swap});
+    if (!pick.swap) closures.drop(cands[pick.index]);
+    // Re-simulate the real schedule, recomputation and copies included (Algorithm G).
+    Plan p = gr.plan(budget, gr.chosen);
     if (p.predicted.peak_bytes > best.predicted.peak_bytes) {
-      // Its recomputation costs more memory where the peak now is than it
-      // frees: keep it (decided once; the sequence of choices stays the same
-      // for every budget, so a smaller budget still extends a larger one's plan).
-      closures.keep(cands[pick]);
-      drop.resize(drop.size() - cands[pick].members.size());
-      chosen.pop_back();
-      order.back().outcome = Choice::Outcome::raised_peak;
+      // It costs more memory where the peak now is than it frees: keep it
+      // (decided once; the sequence of choices stays the same for every
+      // budget, so a smaller budget still extends a larger one's plan).
+      if (!pick.swap) closures.keep(cands[pick.index]);
+      gr.chosen.pop_back();
+      gr.order.back().outcome = Choice::Outcome::raised_peak;
       continue;
     }
-    // Dropping this one may lengthen the subgraphs of those chosen before (Algorithm E).
-    std::fill(recomputed.begin(), recomputed.end(), false);
-    ++stamp;
-    for (size_t c : chosen) {
-      sub.clear();
-      closures.subgraph(cands[c], stamp, sub);
-      for (int32_t n : sub) recomputed[static_cast<size_t>(n)] = true;
+    if (pick.swap) {
+      host_bytes += in.graph.type(owner).bytes();
+      copies.take(in.graph.type(owner).bytes(), gaps[static_cast<size_t>(owner)]);
+    } else {
+      // Dropping this one may lengthen the subgraphs of those chosen before (Algorithm E).
+      std::fill(recomputed.begin(), recomputed.end(), false);
+      ++stamp;
+      for (const Taken& c : gr.chosen) {
+        if (c.swap) continue;
+        sub.clear();
+        closures.subgraph(cands[c.index], stamp, sub);
+        for (int32_t n : sub) recomputed[static_cast<size_t>(n)] = true;
+      }
     }
     at_peak = p.predicted.idle_at_peak;
+    swap_at_peak = p.predicted.swap_idle_at_peak;
     best = std::move(p);
-    if (best.feasible) return take_back(in, std::move(best), cands, chosen, order);
+    if (best.feasible) return gr.take_back(std::move(best));
   }
   best.note = fmt::format(
       "no plan fits {}: the lowest peak the greedy reached is {} (persistent state alone is {}); "
-      "try a larger budget or a smaller batch",
+      "try a larger budget or a smaller batch{}",
       format_bytes(budget), format_bytes(best.predicted.peak_bytes),
-      format_bytes(in.profile.persistent_bytes + in.start_extra_bytes));
-  best.order = std::move(order);
+      format_bytes(in.profile.persistent_bytes + in.start_extra_bytes),
+      gr.swaps.empty() && in.swap && in.host_limit_bytes > 0 && in.h2d_bytes_per_ms <= 0
+          ? " (this profile has no copy bandwidth, so nothing was swapped: profile again with this mutwo)"
+          : "");
+  best.order = std::move(gr.order);
   return best;
 }
 

@@ -14,6 +14,7 @@
 
 #include "ir/graph.h"
 #include "profile/profile.h"
+#include "rewrite/recompute.h"
 
 namespace mutwo::plan {
 
@@ -25,8 +26,17 @@ struct PlanInput {
   std::vector<int64_t> workspace;     // per node: measured bytes beyond its outputs
   int64_t start_extra_bytes = 0;      // the most the device held beyond the graph's own tensors at any
                                       // node (CUDA libraries' workspaces); counted in every prediction
+  // Swapping (issue 16). Copy speeds from the profile (0: unknown, no swap);
+  // on CUDA copies run on their own streams beside compute, on the CPU in line.
+  double h2d_bytes_per_ms = 0, d2h_bytes_per_ms = 0;
+  bool copies_overlap = false;
+  bool swap = true;              // planners may swap (--no-swap: recomputation only)
+  int64_t host_limit_bytes = 0;  // host memory the swapped copies may hold at once (--host-memory)
+  bool can_swap() const { return swap && h2d_bytes_per_ms > 0 && d2h_bytes_per_ms > 0 && host_limit_bytes > 0; }
 };
 PlanInput make_input(const profile::Profile& p);  // UserError if the profile's graph does not parse
+// Half the machine's physical memory: --host-memory's default.
+int64_t default_host_limit();
 
 // A set of activations to drop: one candidate is one storage, with every
 // activation that shares it (a view and its base are dropped together).
@@ -47,12 +57,26 @@ struct Simulation {
   double extra_ms = 0;  // measured time of the recomputed nodes
   int32_t recompute_nodes = 0;
   std::vector<int64_t> live_after;  // per rewritten node
+  // Swapping: time the copies add (on CUDA, the compute stream's waits for a
+  // copy back and the copy streams' tail after compute; on the CPU, every
+  // copy), the predicted step (the nodes' times, recomputation and swapping),
+  // the host memory the copies hold at once, and how many storages are swapped.
+  double swap_ms = 0;
+  double step_ms = 0;
+  int64_t host_peak_bytes = 0;
+  int32_t swapped = 0;
   // Per value (the input graph's ids): its storage is live at the peak node,
   // read last in the forward pass before it and next by the backward pass (or
   // a recomputation) after it, so dropping it frees its bytes at the peak.
   std::vector<bool> idle_at_peak;
+  // Per storage owner (the input graph's ids): live at the peak node and
+  // inside its swap gap there (rewrite::Gap: read last before the peak, next
+  // in a later part of the step after it), so swapping it frees its bytes at the peak.
+  std::vector<bool> swap_idle_at_peak;
 };
-Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop);
+// The plan's schedule: recomputation inserted for `drop`, then the storages in
+// `swap` swapped (their prefetch points from the nodes' times), simulated.
+Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, const std::vector<ir::ValueId>& swap = {});
 
 // linear_cross_entropy's chunk size (chunks.cpp), which every planner's plan
 // carries: run_planner picks, before the planner runs, for each
@@ -76,8 +100,10 @@ void apply_chunks(PlanInput& in, const std::vector<ChunkChoice>& chunks);
 struct Choice {
   enum class Outcome { dropped, raised_peak, taken_back };
   ir::ValueId owner = ir::kNoValue;  // the candidate's storage
-  double score = 0;                  // bytes freed per ms of recomputation not already paid, when chosen
+  double score = 0;                  // bytes freed per ms of recomputation not already paid (or of copy
+                                     // time not hidden, for a swap), when chosen
   Outcome outcome = Outcome::dropped;
+  bool swap = false;                 // swapped to host memory, not recomputed
 };
 const char* to_string(Choice::Outcome o);
 
@@ -85,6 +111,7 @@ struct Plan {
   std::string planner;
   int64_t budget_bytes = 0;
   std::vector<ir::ValueId> drop;  // activations to recompute
+  std::vector<ir::ValueId> swap;  // storages (owners) to swap to host memory
   std::vector<ChunkChoice> chunks;  // chunk_rows of the vocabulary loss's nodes, applied before `drop`
   Simulation predicted;
   bool feasible = false;
@@ -97,6 +124,9 @@ struct Plan {
 // `g` (the plan's profiled graph) with the plan's chunks applied: what the
 // recomputation rewrite takes with the plan's drops.
 ir::Graph chunked_graph(const ir::Graph& g, const Plan& p);
+// The step the plan runs: `in`'s graph chunked, recomputation inserted, then
+// swaps (prefetch points placed from `in`'s node times and copy speed).
+rewrite::Recomputed rewrite_plan(const PlanInput& in, const Plan& p);
 
 using PlannerFn = Plan (*)(const PlanInput& in, int64_t budget_bytes);
 
@@ -130,13 +160,17 @@ std::string floor_text(const Plan& lowest, const std::string& planner);
 
 // The greedy's lowest plan for `g` on an estimated profile (nothing runs):
 // what to recompute to profile a step whose unplanned form does not fit the
-// device. Its drops bring the peak as low as the greedy can, whatever the
-// times (dropping every candidate can be higher: recomputed chains are held
-// at once).
+// device. Its drops bring the peak as low as the greedy can by recomputation
+// alone, whatever the times (dropping every candidate can be higher:
+// recomputed chains are held at once).
 std::vector<ir::ValueId> lowest_drop(const ir::Graph& g, const std::string& device);
 
-// Fills a Plan from a drop list: simulates it and judges it against the budget.
-Plan finish(const PlanInput& in, std::string planner, int64_t budget_bytes, std::vector<ir::ValueId> drop);
+// Fills a Plan from a drop list (and a swap list): simulates it and judges it against the budget.
+Plan finish(const PlanInput& in, std::string planner, int64_t budget_bytes, std::vector<ir::ValueId> drop,
+            std::vector<ir::ValueId> swap = {});
+
+// Storage owners the planners may swap (rewrite::swappable in the unplanned step).
+std::vector<ir::ValueId> swap_candidates(const PlanInput& in);
 
 // The kept values a dropped activation is recomputed from under `drop`.
 std::vector<ir::ValueId> recompute_sources(const PlanInput& in, const std::vector<ir::ValueId>& drop, ir::ValueId v);
@@ -150,7 +184,7 @@ double recompute_ms(const PlanInput& in, const std::vector<ir::ValueId>& drop, i
 struct ActivationRecord {
   std::string name;
   int64_t bytes = 0;
-  std::string decision;  // "recompute" or "keep"
+  std::string decision;  // "recompute", "swap" (its storage goes to host memory) or "keep"
   std::string reason;    // picked, raised the peak, taken back, not picked, not needed: the step fits unplanned,
                          // chosen by PLANNER, kept by PLANNER, not recomputable
   int32_t rank = 0;      // 1-based position in the planner's order (shared by a storage's members); 0: none
@@ -164,7 +198,7 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
 
 // plan.json (versioned; every activation with its decision, reason, rank,
 // recompute time and ratio, and sources; the graph's fingerprint) and plan.csv.
-inline constexpr int kPlanVersion = 2;  // 2: graph_fingerprint
+inline constexpr int kPlanVersion = 3;  // 2: graph_fingerprint; 3: swapped (version 2 is read too)
 void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak, const std::string& path);
 void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path);
 
@@ -189,6 +223,7 @@ struct SavedPlan {
     std::string name;
     int64_t bytes = 0;
     bool recompute = false;
+    bool swap = false;  // its storage is swapped
   };
   std::string model;
   int64_t batch = 0;  // 0: a captured step's
@@ -199,6 +234,7 @@ struct SavedPlan {
   std::vector<Activation> activations;  // the step's, in its order
   // linear_cross_entropy's chunk per node, by the node's first output (plan.json's `chunks`).
   std::vector<std::pair<std::string, int64_t>> chunks;
+  std::vector<std::pair<std::string, int64_t>> swap;  // storages swapped to host memory: name, bytes
 };
 SavedPlan read_plan(const std::string& path);
 

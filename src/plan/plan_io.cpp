@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "ir/text.h"
+#include "analysis/liveness.h"
 #include "plan/plan.h"
 #include "rewrite/recompute.h"
 #include "support/error.h"
@@ -102,6 +103,8 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
   std::map<ir::ValueId, size_t> position;  // storage -> index in p.order
   for (size_t i = 0; i < p.order.size(); ++i) position.emplace(p.order[i].owner, i);
   const RecomputeWalk walk(in, p.drop);
+  const analysis::Liveness L = analysis::analyze_liveness(g);
+  const std::set<ir::ValueId> swapped(p.swap.begin(), p.swap.end());  // storage owners
   std::vector<ActivationRecord> out;
   for (const ir::Value& v : g.values()) {
     if (v.role != ir::Role::activation) continue;
@@ -109,16 +112,20 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
     a.name = v.name;
     a.bytes = v.type.bytes();
     const bool d = dropped.count(v.id) > 0;
-    a.decision = d ? "recompute" : "keep";
+    const ir::ValueId storage = L.storage[static_cast<size_t>(v.id)];
+    const bool w = swapped.count(storage) > 0;
+    a.decision = d ? "recompute" : w ? "swap" : "keep";
     auto owner = owner_of.find(v.id);
     a.candidate = owner != owner_of.end();
     if (a.candidate) a.recompute_ms = walk.ms(v.id);
-    auto pos = a.candidate ? position.find(owner->second) : position.end();
+    auto pos = position.find(storage);
     if (pos != position.end()) {
       const Choice& c = p.order[pos->second];
       a.rank = static_cast<int32_t>(pos->second) + 1;
       a.score = c.score;
       a.reason = to_string(c.outcome);
+    } else if (w) {
+      a.reason = fmt::format("swapped by {}", p.planner);
     } else if (!a.candidate) {
       a.reason = "not recomputable";
     } else if (p.planner == "mutwo" && p.order.empty() && p.feasible) {
@@ -154,6 +161,13 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
     acts.push_back(a);
   }
   const ir::Graph& g = in.graph;
+  json swapped = json::array();
+  int64_t swapped_bytes = 0;
+  for (ir::ValueId v : p.swap) {
+    const ir::Value& val = g.value(v);
+    swapped.push_back({{"name", val.name}, {"bytes", val.type.bytes()}, {"role", std::string(ir::to_string(val.role))}});
+    swapped_bytes += val.type.bytes();
+  }
   json chunks = json::array();
   for (const ChunkChoice& c : p.chunks) {
     const ir::Node& node = g.nodes()[static_cast<size_t>(c.node)];
@@ -173,10 +187,14 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
          {"recompute_nodes", p.predicted.recompute_nodes},
          {"dropped", p.drop.size()},
          {"dropped_bytes", dropped_bytes},
+         {"swapped_bytes", swapped_bytes},
+         {"predicted_swap_ms", p.predicted.swap_ms},
+         {"host_peak_bytes", p.predicted.host_peak_bytes},
          {"feasible", p.feasible},
          {"planning_ms", p.planning_ms},
          {"note", p.note},
          {"activations", acts},
+         {"swapped", swapped},
          {"chunks", chunks}};
   write_file(path, j.dump(1) + "\n");
 }
@@ -204,8 +222,9 @@ std::pair<SavedPlan, json> parse_plan(const std::string& path) {
   MUTWO_CHECK(json_tag_is(j, "format", "mutwo.plan"),
               "{}: not a mutwo plan (no \"format\": \"mutwo.plan\"; write one with mutwo plan or optimize)", path);
   const int version = json_field<int>(j, "version", path);
-  MUTWO_CHECK(version == kPlanVersion, "{}: plan format version {} is not supported (this mutwo reads version {}); plan again",
-              path, version, kPlanVersion);
+  MUTWO_CHECK(version == kPlanVersion || version == 2,
+              "{}: plan format version {} is not supported (this mutwo reads versions 2 and {}); plan again", path, version,
+              kPlanVersion);
   SavedPlan s;
   s.model = json_field<std::string>(j, "model", path);
   s.batch = json_size(j, "batch", path);
@@ -231,9 +250,10 @@ std::pair<SavedPlan, json> parse_plan(const std::string& path) {
     act.bytes = json_size(a, "bytes", where);
     MUTWO_CHECK(names.insert(act.name).second, "{}: '{}' is listed twice", where, act.name);
     const std::string decision = json_field<std::string>(a, "decision", where);
-    MUTWO_CHECK(decision == "keep" || decision == "recompute", "{}: decision '{}' is neither keep nor recompute", where,
-                decision);
+    MUTWO_CHECK(decision == "keep" || decision == "recompute" || (decision == "swap" && version >= 3),
+                "{}: decision '{}' is none of keep, recompute{}", where, decision, version >= 3 ? ", swap" : "");
     act.recompute = decision == "recompute";
+    act.swap = decision == "swap";
     // The planner's reasoning (mutwo report --plan reads it): informative, but of the kind plan writes.
     auto present = [&](const char* key) { return a.contains(key) && !a.at(key).is_null(); };
     if (present("rank"))
@@ -250,6 +270,27 @@ std::pair<SavedPlan, json> parse_plan(const std::string& path) {
       dropped_bytes += act.bytes;
     }
     s.activations.push_back(std::move(act));
+  }
+  if (version >= 3) {
+    for (const char* key : {"swapped_bytes", "host_peak_bytes"}) json_size(j, key, path);
+    json_ms(j, "predicted_swap_ms", path);
+    const json& swapped = json_field<json>(j, "swapped", path);
+    MUTWO_CHECK(swapped.is_array(), "{}: field 'swapped' must be a list", path);
+    std::set<std::string> seen;
+    int64_t swapped_bytes = 0;
+    for (size_t i = 0; i < swapped.size(); ++i) {
+      const std::string where = fmt::format("{} swapped[{}]", path, i);
+      const std::string name = json_field<std::string>(swapped[i], "name", where);
+      const int64_t bytes = json_size(swapped[i], "bytes", where);
+      json_field<std::string>(swapped[i], "role", where);
+      MUTWO_CHECK(seen.insert(name).second, "{}: '{}' is listed twice", where, name);
+      MUTWO_CHECK(swapped_bytes <= kMaxBytes - bytes, "{}: the swapped storages hold more than 1 PiB", where);
+      swapped_bytes += bytes;
+      s.swap.emplace_back(name, bytes);
+    }
+    MUTWO_CHECK(j.at("swapped_bytes").get<int64_t>() == swapped_bytes,
+                "{}: field 'swapped_bytes' is {}, but the swapped storages hold {}", path, j.at("swapped_bytes").dump(),
+                swapped_bytes);
   }
   if (j.contains("chunks")) {  // absent in plans written before the chunked loss
     const json& chunks = json_field<json>(j, "chunks", path);
@@ -293,12 +334,30 @@ Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
     if (v.role == ir::Role::activation) acts.push_back(&v);
   MUTWO_CHECK(acts.size() == s.activations.size(), "the plan lists {} activations, the step has {}", s.activations.size(),
               acts.size());
+  // The storages it swaps: each one the step has, of its size, and one the planners may swap.
+  std::vector<ir::ValueId> swap;
+  const std::vector<ir::ValueId> swappable = swap_candidates(in);
+  for (const auto& [name, bytes] : s.swap) {
+    const ir::ValueId v = g.find(name);
+    MUTWO_CHECK(v != ir::kNoValue && g.type(v).bytes() == bytes, "it swaps %{} of {} bytes, which the step does not have",
+                name, bytes);
+    MUTWO_CHECK(std::find(swappable.begin(), swappable.end(), v) != swappable.end(),
+                "it swaps %{}, which cannot be swapped (not idle across a part of the step, a view, or persistent)", name);
+    swap.push_back(v);
+  }
+  MUTWO_CHECK(swap.empty() || (in.h2d_bytes_per_ms > 0 && in.d2h_bytes_per_ms > 0),
+              "it swaps {} storages, but the profile has no copy bandwidth; profile again with this mutwo", swap.size());
+  const analysis::Liveness L = analysis::analyze_liveness(g);
+  const std::set<ir::ValueId> swapped(swap.begin(), swap.end());
   std::vector<ir::ValueId> drop;
   for (size_t i = 0; i < acts.size(); ++i) {
     const SavedPlan::Activation& a = s.activations[i];
     MUTWO_CHECK(a.name == acts[i]->name && a.bytes == acts[i]->type.bytes(),
                 "activations[{}]: the plan has %{} of {} bytes, the step %{} of {}", i, a.name, a.bytes, acts[i]->name,
                 acts[i]->type.bytes());
+    MUTWO_CHECK(a.swap == (swapped.count(L.storage[static_cast<size_t>(acts[i]->id)]) > 0),
+                "activations[{}]: %{} is {} swap, but its storage is {} the swapped list", i, a.name,
+                a.swap ? "marked" : "not marked", a.swap ? "not in" : "in");
     if (a.recompute) drop.push_back(acts[i]->id);
   }
   // Droppable means what the planners may drop: whole candidates (a view and
@@ -328,7 +387,7 @@ Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
   }
   PlanInput chunked = in;
   apply_chunks(chunked, chunks);
-  Plan p = finish(chunked, s.planner, s.budget_bytes, std::move(drop));
+  Plan p = finish(chunked, s.planner, s.budget_bytes, std::move(drop), std::move(swap));
   p.chunks = std::move(chunks);
   return p;
 }
@@ -353,8 +412,8 @@ PlanFile read_plan_file(const std::string& path) {
       r.name = a.at("name").get<std::string>();
       r.bytes = a.at("bytes").get<int64_t>();
       r.decision = a.at("decision").get<std::string>();
-      MUTWO_CHECK(r.decision == "recompute" || r.decision == "keep", "{}: activation {} has decision '{}' (recompute or keep)",
-                  path, r.name, r.decision);
+      MUTWO_CHECK(r.decision == "recompute" || r.decision == "keep" || r.decision == "swap",
+                  "{}: activation {} has decision '{}' (recompute, swap or keep)", path, r.name, r.decision);
       r.reason = a.value("reason", "");
       if (a.contains("rank") && !a["rank"].is_null()) r.rank = a["rank"].get<int32_t>();
       if (a.contains("score") && !a["score"].is_null()) r.score = a["score"].get<double>();

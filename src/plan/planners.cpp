@@ -132,7 +132,9 @@ std::string floor_text(const Plan& lowest, const std::string& planner) {
 }
 
 std::vector<ir::ValueId> lowest_drop(const ir::Graph& g, const std::string& device) {
-  return plan_mutwo(make_input(profile::estimate_profile(g, device)), 0).drop;
+  PlanInput in = make_input(profile::estimate_profile(g, device));
+  in.swap = false;  // the step profiled with these drops runs without swaps
+  return plan_mutwo(in, 0).drop;
 }
 
 }  // namespace mutwo::plan

@@ -1,5 +1,7 @@
 // The memory simulator (mu-TWO's Algorithm G for our executor): rewrite, then
 // liveness, then the measured workspace and times of the nodes.
+#include <unistd.h>
+
 #include <algorithm>
 #include <unordered_map>
 
@@ -9,9 +11,15 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 #include "rewrite/recompute.h"
+#include "rewrite/swap.h"
 #include "support/error.h"
 
 namespace mutwo::plan {
+
+int64_t default_host_limit() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / 2 : 0;
+}
 
 PlanInput make_input(const profile::Profile& p) {
   PlanInput in;
@@ -52,6 +60,10 @@ PlanInput make_input(const profile::Profile& p) {
                 "nodes[{}]: the roles of %{}'s inputs or outputs are not the graph's", n, r.name);
   }
   in.profile = p;
+  in.h2d_bytes_per_ms = p.h2d_gbps * 1e6;
+  in.d2h_bytes_per_ms = p.d2h_gbps * 1e6;
+  in.copies_overlap = p.device.rfind("cuda", 0) == 0;
+  in.host_limit_bytes = default_host_limit();
   for (const auto& n : p.nodes) {
     in.node_ms.push_back(n.ms);
     in.workspace.push_back(std::max<int64_t>(0, n.workspace_bytes));
@@ -93,27 +105,137 @@ std::vector<Candidate> candidates(const PlanInput& in) {
   return kept;
 }
 
-Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
-  rewrite::Recomputed r = rewrite::insert_recomputation(in.graph, drop);
+namespace {
+
+rewrite::Recomputed rewrite_step(const PlanInput& in, const ir::Graph& g, const std::vector<ir::ValueId>& drop,
+                                 const std::vector<ir::ValueId>& swap) {
+  rewrite::Recomputed r = rewrite::insert_recomputation(g, drop);
+  if (swap.empty()) return r;
+  rewrite::SwapTiming t;
+  t.node_ms.reserve(r.origin.size());
+  for (size_t n = 0; n < r.origin.size(); ++n) t.node_ms.push_back(in.node_ms[static_cast<size_t>(r.origin[n])] * r.share_of(n));
+  t.h2d_bytes_per_ms = in.copies_overlap ? in.h2d_bytes_per_ms : 0;  // in line, a copy cannot start early
+  return rewrite::insert_swaps(r, swap, t);
+}
+
+// The step's time with copies: compute runs the nodes back to back; on CUDA a
+// copy to the host starts once the compute before it is done and its stream
+// is free, a copy back once its copy out is done and its stream is free, and
+// swap_wait stalls compute until its copy has landed; on the CPU every copy
+// runs in line. A storage copied out stays on the device until its copy is
+// done (the caching allocator's record_stream): `held` says until which node.
+struct Timeline {
+  std::vector<double> start;  // per node: when compute reaches it
+  double step_ms = 0, swap_ms = 0;
+  std::vector<std::pair<size_t, size_t>> held;  // (swap_out node, first node starting after its copy is done)
+};
+
+Timeline time_step(const PlanInput& in, const rewrite::Recomputed& r) {
+  const auto& nodes = r.graph.nodes();
+  Timeline t;
+  t.start.resize(nodes.size());
+  std::unordered_map<ir::ValueId, double> landed;  // copy's result -> when it is complete
+  std::vector<std::pair<size_t, double>> outs;     // swap_out node, when its copy is done
+  double c = 0, out_free = 0, in_free = 0;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    const ir::Node& node = nodes[n];
+    t.start[n] = c;
+    if (r.origin[n] >= 0) {
+      c += in.node_ms[static_cast<size_t>(r.origin[n])] * r.share_of(n);
+      continue;
+    }
+    const double bytes = static_cast<double>(r.graph.type(node.inputs[0]).bytes());
+    if (node.op == "swap_out") {
+      const double ms = bytes / in.d2h_bytes_per_ms;
+      if (!in.copies_overlap) {
+        c += ms;
+        t.swap_ms += ms;
+      }
+      out_free = std::max(out_free, c) + (in.copies_overlap ? ms : 0);
+      landed[node.outputs[0]] = in.copies_overlap ? out_free : c;
+      outs.emplace_back(n, landed[node.outputs[0]]);
+    } else if (node.op == "swap_in") {
+      const double ms = bytes / in.h2d_bytes_per_ms;
+      const double ready = std::max({in.copies_overlap ? in_free : 0.0, c, landed.at(node.inputs[0])});
+      if (!in.copies_overlap) {
+        t.swap_ms += ready - c + ms;
+        c = ready + ms;
+      }
+      in_free = ready + ms;
+      landed[node.outputs[0]] = in_free;
+    } else if (node.op == "swap_wait") {
+      const double ready = landed.at(node.inputs[0]);
+      if (ready > c) {
+        t.swap_ms += ready - c;
+        c = ready;
+      }
+    }
+  }
+  t.step_ms = std::max({c, out_free, in_free});
+  t.swap_ms += t.step_ms - c;  // copies still running when compute is done
+  for (auto [n, done] : outs) {
+    size_t k = n + 1;
+    while (k < nodes.size() && t.start[k] < done) ++k;
+    t.held.emplace_back(n, k);
+  }
+  return t;
+}
+
+}  // namespace
+
+rewrite::Recomputed rewrite_plan(const PlanInput& in, const Plan& p) {
+  return rewrite_step(in, chunked_graph(in.graph, p), p.drop, p.swap);
+}
+
+std::vector<ir::ValueId> swap_candidates(const PlanInput& in) {
+  const analysis::Liveness L = analysis::analyze_liveness(in.graph);
+  const std::vector<rewrite::Gap> gaps = rewrite::swap_gaps(in.graph, L);
+  std::vector<ir::ValueId> out;
+  for (const ir::Value& v : in.graph.values())
+    if (rewrite::swappable(in.graph, L, gaps, v.id)) out.push_back(v.id);
+  return out;
+}
+
+Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, const std::vector<ir::ValueId>& swap) {
+  rewrite::Recomputed r = rewrite_step(in, in.graph, drop, swap);
   analysis::Liveness L = analysis::analyze_liveness(r.graph);
   Simulation s;
   s.recompute_nodes = r.clones;
+  s.swapped = r.swaps;
+  s.host_peak_bytes = L.host_peak_bytes;
   const size_t nn = r.graph.nodes().size();
+  const Timeline time = time_step(in, r);
+  s.step_ms = time.step_ms;
+  s.swap_ms = time.swap_ms;
+  // A storage copied out is held until its copy is done.
+  std::vector<int64_t> during = L.live_during, after = L.live_after;
+  for (auto [n, k] : time.held) {
+    const ir::ValueId x = L.storage[static_cast<size_t>(r.graph.nodes()[n].inputs[0])];
+    if (L.storage_end[static_cast<size_t>(x)] != static_cast<int32_t>(n)) continue;  // read later still: not freed here
+    const int64_t bytes = r.graph.type(x).bytes();
+    after[n] += bytes;
+    for (size_t m = n + 1; m < k; ++m) {
+      during[m] += bytes;
+      after[m] += bytes;
+    }
+  }
   s.live_after.resize(nn);
   s.peak_bytes = L.persistent_bytes + in.start_extra_bytes;
   for (size_t n = 0; n < nn; ++n) {
-    auto origin = static_cast<size_t>(r.origin[n]);
-    int64_t during = L.live_during[n] + in.workspace[origin] + in.start_extra_bytes;
-    s.live_after[n] = L.live_after[n] + in.start_extra_bytes;
-    if (during > s.peak_bytes || s.peak_node < 0) {
-      s.peak_bytes = std::max(s.peak_bytes, during);
+    const int32_t origin = r.origin[n];
+    int64_t now = during[n] + (origin >= 0 ? in.workspace[static_cast<size_t>(origin)] : 0) + in.start_extra_bytes;
+    s.live_after[n] = after[n] + in.start_extra_bytes;
+    if (now > s.peak_bytes || s.peak_node < 0) {
+      s.peak_bytes = std::max(s.peak_bytes, now);
       s.peak_node = static_cast<int32_t>(n);
     }
-    if (r.graph.nodes()[n].phase == ir::Phase::recompute) s.extra_ms += in.node_ms[origin];
+    if (r.graph.nodes()[n].phase == ir::Phase::recompute && origin >= 0) s.extra_ms += in.node_ms[static_cast<size_t>(origin)];
   }
+  s.extra_ms += s.swap_ms;
   // The peak's breakdown: storages live during the peak node, charged as the
   // profile charges them (analysis::charged_roles).
   s.idle_at_peak.assign(in.graph.num_values(), false);
+  s.swap_idle_at_peak.assign(in.graph.num_values(), false);
   if (s.peak_node >= 0) {
     auto k = s.peak_node;
     // Per storage: its last read in the forward pass and its first read by the
@@ -135,14 +257,30 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
       auto owner = static_cast<size_t>(L.storage[v]);
       s.idle_at_peak[v] = L.def[owner] >= 0 && L.def[owner] < k && last_fwd[owner] < k && first_bwd[owner] > k;
     }
+    const std::vector<rewrite::Gap> gaps = rewrite::swap_gaps(r.graph, L);
+    for (size_t v = 0; v < in.graph.num_values(); ++v) {
+      if (!L.owns_storage(static_cast<ir::ValueId>(v))) continue;
+      // Read at the peak by a multi-tensor optimizer node counts too: swapping
+      // it splits that node (rewrite::insert_swaps), and its part reads it later.
+      const bool splits = gaps[v].after == k && (rn[static_cast<size_t>(k)].op == "sgd_step" || rn[static_cast<size_t>(k)].op == "adam_step");
+      s.swap_idle_at_peak[v] = gaps[v].before < k && (gaps[v].after > k || splits) && L.def[v] >= 0 && !L.on_host[v];
+    }
+    std::vector<bool> held_at_peak(r.graph.num_values(), false);  // copied out, the copy not done at the peak
+    for (auto [n, until] : time.held) {
+      const auto x = static_cast<size_t>(L.storage[static_cast<size_t>(rn[n].inputs[0])]);
+      if (static_cast<int32_t>(n) < k && static_cast<int32_t>(until) > k && L.storage_end[x] == static_cast<int32_t>(n))
+        held_at_peak[x] = true;
+    }
     const std::vector<ir::Role> storage_role = analysis::charged_roles(r.graph, L);
     for (const ir::Value& v : r.graph.values()) {
       auto id = static_cast<size_t>(v.id);
-      if (!L.owns_storage(v.id)) continue;
+      if (!L.owns_storage(v.id) || L.on_host[id]) continue;
       bool live = L.def[id] < 0 ? ir::is_persistent(v.role) : (L.def[id] <= k && L.storage_end[id] >= k);
+      live |= held_at_peak[id];
       if (live) s.peak_by_role[static_cast<size_t>(storage_role[id])] += v.type.bytes();
     }
-    const int64_t workspace = in.workspace[static_cast<size_t>(r.origin[static_cast<size_t>(k)])];
+    const int32_t peak_origin = r.origin[static_cast<size_t>(k)];
+    const int64_t workspace = peak_origin >= 0 ? in.workspace[static_cast<size_t>(peak_origin)] : 0;
     s.peak_by_role[static_cast<size_t>(ir::Role::other)] += workspace + in.start_extra_bytes;
     // The peak node's working set: the storages it reads and writes, and its workspace.
     const ir::Node& peak = rn[static_cast<size_t>(k)];
@@ -159,12 +297,14 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop) {
   return s;
 }
 
-Plan finish(const PlanInput& in, std::string planner, int64_t budget, std::vector<ir::ValueId> drop) {
+Plan finish(const PlanInput& in, std::string planner, int64_t budget, std::vector<ir::ValueId> drop,
+            std::vector<ir::ValueId> swap) {
   Plan p;
   p.planner = std::move(planner);
   p.budget_bytes = budget;
   p.drop = std::move(drop);
-  p.predicted = simulate(in, p.drop);
+  p.swap = std::move(swap);
+  p.predicted = simulate(in, p.drop, p.swap);
   p.feasible = p.predicted.peak_bytes <= budget;
   return p;
 }

@@ -19,7 +19,7 @@ LiveByRole live_by_role(const ir::Graph& g) {
   Row live{};
   for (const ir::Value& v : g.values()) {
     auto id = static_cast<size_t>(v.id);
-    if (!L.owns_storage(v.id)) continue;
+    if (!L.owns_storage(v.id) || L.on_host[id]) continue;  // host copies take no device memory
     auto r = static_cast<size_t>(storage_role[id]);
     int64_t bytes = v.type.bytes();
     if (L.def[id] < 0) {

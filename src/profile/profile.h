@@ -69,6 +69,10 @@ struct Profile {
   // measured, as for an estimate). Under profile_step_under it is the
   // recomputing run's, not the unplanned step's.
   int64_t device_peak_bytes = 0;
+  // Copy bandwidth between host memory and the device, GB/s, measured when
+  // profiling (runtime::measure_copy_bandwidth; nominal in an estimate); 0:
+  // not known, and the planners do not swap.
+  double h2d_gbps = 0, d2h_gbps = 0;
   double step_ms = 0;      // median wall time of the whole step (that iteration's)
   double node_ms_sum = 0;  // sum of the nodes' median times
 

@@ -93,6 +93,8 @@ std::string to_json_text(const Profile& p) {
          {"peak_by_role_bytes", by_role},
          {"peak_workspace_bytes", p.peak_workspace_bytes},
          {"device_peak_bytes", p.device_peak_bytes},
+         {"h2d_gbps", p.h2d_gbps},
+         {"d2h_gbps", p.d2h_gbps},
          {"step_ms", p.step_ms},
          {"node_ms_sum", p.node_ms_sum},
          {"nodes", nodes},
@@ -120,6 +122,12 @@ Profile from_json_text(const std::string& text, const std::string& source) {
   p.peak_node = json_field<int32_t>(j, "peak_node", source);
   p.peak_workspace_bytes = json_size(j, "peak_workspace_bytes", source);
   if (j.contains("device_peak_bytes")) p.device_peak_bytes = json_size(j, "device_peak_bytes", source);
+  // Profiles from before swapping have no bandwidth: they plan without it.
+  for (auto [key, field] : {std::pair{"h2d_gbps", &p.h2d_gbps}, std::pair{"d2h_gbps", &p.d2h_gbps}}) {
+    if (!j.contains(key)) continue;
+    *field = json_non_negative<double>(j, key, source);
+    MUTWO_CHECK(*field <= 1e6, "{}: field '{}' is {} GB/s, more than any bus", source, key, *field);
+  }
   p.step_ms = json_ms(j, "step_ms", source);
   p.node_ms_sum = json_ms(j, "node_ms_sum", source);
   p.graph_text = json_field<std::string>(j, "graph", source);

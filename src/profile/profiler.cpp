@@ -92,6 +92,9 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
 
   runtime::release_cached_memory(device);  // measure as a fresh process would (sweep and max-batch profile many)
   runtime::Executor ex(g, {device, o.seed});
+  const runtime::CopyBandwidth bw = runtime::measure_copy_bandwidth(device);  // before the step holds anything
+  p.h2d_gbps = bw.h2d_gbps;
+  p.d2h_gbps = bw.d2h_gbps;
   if (o.initialize) o.initialize(ex);
   else ex.initialize();
   auto t_start = std::chrono::steady_clock::now();
@@ -174,6 +177,8 @@ Profile profile_step_under(const ir::Graph& g, const std::vector<ir::ValueId>& d
   p.iters = measured.iters;
   p.warmup = measured.warmup;
   p.device_peak_bytes = measured.device_peak_bytes;
+  p.h2d_gbps = measured.h2d_gbps;
+  p.d2h_gbps = measured.d2h_gbps;
   for (size_t n = 0; n < p.nodes.size(); ++n) {
     MUTWO_ASSERT(at[n] >= 0, "node {} does not run in the most-recomputation step", n);
     const auto k = static_cast<size_t>(at[n]);

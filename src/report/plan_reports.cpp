@@ -48,6 +48,8 @@ std::string optimize_table(const OptimizeSummary& s) {
   t += row("extra time", "", fits ? pct(s.planned.step_ms, s.baseline.step_ms) : "-");
   t += row("predicted extra time", "", fmt::format("{:.2f} ms", s.plan.predicted.extra_ms));
   t += row("activations dropped", "", fmt::format("{} ({})", s.plan.drop.size(), format_bytes(s.dropped_bytes)));
+  if (!s.plan.swap.empty())
+    t += row("swapped to host", "", fmt::format("{} ({} at once)", s.plan.swap.size(), format_bytes(s.plan.predicted.host_peak_bytes)));
   t += row("loss (last step)", fits ? fmt::format("{:.6f}", s.baseline.last_loss) : "-",
            fmt::format("{:.6f}", s.planned.last_loss));
   return t;

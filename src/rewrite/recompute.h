@@ -28,8 +28,15 @@ namespace mutwo::rewrite {
 
 struct Recomputed {
   ir::Graph graph;
-  std::vector<int32_t> origin;  // per node of `graph`: the rank of the node it is (or clones) in the input
+  std::vector<int32_t> origin;  // per node of `graph`: the rank of the node it is (or clones) in the input;
+                                // -1 for a swap node (swap.h)
   int32_t clones = 0;           // recompute nodes inserted
+  int32_t swaps = 0;            // storages swapped (swap.h)
+  // Per node: the share of its origin's time it takes; empty: every node all
+  // of it. A multi-tensor optimizer node split for swapped gradients (swap.h)
+  // takes its parameters' share of the bytes.
+  std::vector<double> share;
+  double share_of(size_t n) const { return share.empty() ? 1.0 : share[n]; }
 };
 
 Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop);

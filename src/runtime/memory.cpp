@@ -7,11 +7,14 @@
 #include <torch/version.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
+#include <cstring>
 #include <new>
 #include <string>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #ifdef MUTWO_WITH_CUDA
 #include <ATen/cuda/CUDAContextLight.h>
@@ -267,6 +270,40 @@ int64_t outside_allocator_bytes(const c10::Device& device) {
 #endif
   (void)device;
   return 0;
+}
+
+CopyBandwidth measure_copy_bandwidth(const c10::Device& device) {
+  using Clock = std::chrono::steady_clock;
+  auto best_of_three = [](auto copy, int64_t bytes) {  // the copy engine's speed, not a hiccup; after a warm-up
+    copy();
+    double best = 0;
+    for (int i = 0; i < 3; ++i) {
+      auto t0 = Clock::now();
+      copy();
+      double s = std::chrono::duration<double>(Clock::now() - t0).count();
+      best = std::max(best, static_cast<double>(bytes) / std::max(s, 1e-9) / 1e9);
+    }
+    return best;
+  };
+  CopyBandwidth b;
+  if (device.is_cpu()) {
+    // memcpy between buffers outside the CPU allocator: what swap_out and
+    // swap_in do there, and nothing under a --device-memory cap.
+    constexpr size_t kBytes = 16 << 20;
+    std::vector<char> from(kBytes, 1), to(kBytes);
+    b.h2d_gbps = b.d2h_gbps = best_of_three([&] { std::memcpy(to.data(), from.data(), kBytes); }, kBytes);
+    return b;
+  }
+  constexpr int64_t kBytes = 64 << 20;
+  auto bytes = at::TensorOptions().dtype(at::kByte);
+  {
+    at::Tensor h = at::empty({kBytes}, bytes.pinned_memory(true)).fill_(1);
+    at::Tensor d = at::empty({kBytes}, bytes.device(device));
+    b.h2d_gbps = best_of_three([&] { d.copy_(h, /*non_blocking=*/true); synchronize(device); }, kBytes);
+    b.d2h_gbps = best_of_three([&] { h.copy_(d, /*non_blocking=*/true); synchronize(device); }, kBytes);
+  }
+  release_cached_memory(device);  // the step's memory is measured from here: leave nothing cached
+  return b;
 }
 
 }  // namespace mutwo::runtime

@@ -80,4 +80,12 @@ bool is_out_of_memory(const std::exception& e);
 // Whether this build and machine can run on CUDA, with a reason if not.
 bool cuda_available(std::string* why_not = nullptr);
 
+// Copy bandwidth between host memory and `device`, GB/s (1e9 bytes a second),
+// each way, timed over a 64 MiB copy after a warm-up: pinned host memory and
+// asynchronous copies on CUDA (what swap_out and swap_in do), memcpy on the CPU.
+struct CopyBandwidth {
+  double h2d_gbps = 0, d2h_gbps = 0;
+};
+CopyBandwidth measure_copy_bandwidth(const c10::Device& device);
+
 }  // namespace mutwo::runtime

@@ -96,7 +96,7 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
   }
 
   // Phase 3: the rewrite, run by the executor part by part.
-  planned_ = rewrite::insert_recomputation(plan::chunked_graph(input_.graph, plan_), plan_.drop).graph;
+  planned_ = plan::rewrite_plan(input_, plan_).graph;
   const auto& nodes = planned_.nodes();
   forward_end_ = nodes.size();
   for (size_t n = 0; n < nodes.size(); ++n)

@@ -1,0 +1,136 @@
+// Kernels of the swap ops (rows in src/ops/swap.cpp). On CUDA the copies run
+// on two side streams, one per direction, so the compute stream does not wait
+// for them: swap_out waits for the compute stream's work so far, copies into
+// pinned host memory and marks the device tensor used by its stream (the
+// caching allocator reuses the block only after the copy); swap_in waits for
+// that copy, allocates on the compute stream and copies back; swap_wait makes
+// the compute stream wait for the copy back. Events travel between the three
+// by the address of the tensor they guard. On the CPU the copies are plain
+// and synchronous, into host memory the CPU allocator's counting does not see
+// (it measures the "device", which the host copy has left).
+#include <cstdlib>
+#include <unordered_map>
+
+#ifdef MUTWO_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+#include "kernels/kernel.h"
+#include "kernels/kernels.h"
+#include "support/error.h"
+
+namespace mutwo::kernels {
+
+namespace {
+
+// The strides a copy of `t` keeps: its own where they are dense, else contiguous.
+std::vector<int64_t> copy_strides(const at::Tensor& t) {
+  return t.is_non_overlapping_and_dense() ? t.strides().vec() : at::empty(t.sizes(), at::kMeta).strides().vec();
+}
+
+// Host memory outside the CPU allocator (so outside its counting).
+at::Tensor untracked_host_empty(const at::Tensor& like, const std::vector<int64_t>& strides) {
+  int64_t extent = like.numel() > 0 ? 1 : 0;
+  for (int64_t d = 0; d < like.dim(); ++d)
+    if (like.numel() > 0) extent += (like.size(d) - 1) * strides[static_cast<size_t>(d)];
+  void* p = std::malloc(static_cast<size_t>(std::max<int64_t>(1, extent * static_cast<int64_t>(like.element_size()))));
+  MUTWO_CHECK(p, "swap_out: out of host memory for {} bytes; lower --host-memory", extent * like.element_size());
+  return at::from_blob(p, like.sizes(), strides, [](void* q) { std::free(q); }, at::TensorOptions().dtype(like.scalar_type()));
+}
+
+#ifdef MUTWO_WITH_CUDA
+struct Streams {
+  c10::cuda::CUDAStream out, in;  // device to host, host to device
+};
+Streams& streams(c10::DeviceIndex d) {
+  static std::unordered_map<c10::DeviceIndex, Streams> by_device;
+  auto it = by_device.find(d);
+  if (it == by_device.end())
+    it = by_device.emplace(d, Streams{c10::cuda::getStreamFromPool(false, d), c10::cuda::getStreamFromPool(false, d)}).first;
+  return it->second;
+}
+// A copy in flight, by the address of the tensor it fills.
+std::unordered_map<const void*, at::cuda::CUDAEvent>& pending() {
+  static std::unordered_map<const void*, at::cuda::CUDAEvent> events;
+  return events;
+}
+#endif
+
+void swap_out_kernel(KernelCall& k) {
+  const at::Tensor& x = k.input(0);
+  const std::vector<int64_t> strides = copy_strides(x);
+#ifdef MUTWO_WITH_CUDA
+  if (x.is_cuda()) {
+    at::Tensor h = at::empty_strided(x.sizes(), strides, x.options().device(at::kCPU).pinned_memory(true));
+    const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(x.get_device());
+    const c10::cuda::CUDAStream side = streams(x.get_device()).out;
+    at::cuda::CUDAEvent made;
+    made.record(compute);
+    made.block(side);
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      h.copy_(x, /*non_blocking=*/true);
+    }
+    x.record_stream(side);  // the block returns to the allocator once the copy is done
+    at::cuda::CUDAEvent copied;
+    copied.record(side);
+    pending()[h.data_ptr()] = std::move(copied);
+    k.output(0) = h;
+    return;
+  }
+#endif
+  at::Tensor h = untracked_host_empty(x, strides);
+  h.copy_(x);
+  k.output(0) = h;
+}
+
+void swap_in_kernel(KernelCall& k) {
+  const at::Tensor& h = k.input(0);
+  at::Tensor x = at::empty_strided(h.sizes(), h.strides(), k.options.dtype(h.scalar_type()));
+#ifdef MUTWO_WITH_CUDA
+  if (x.is_cuda()) {
+    const c10::cuda::CUDAStream side = streams(x.get_device()).in;
+    auto it = pending().find(h.data_ptr());
+    MUTWO_ASSERT(it != pending().end(), "swap_in: no swap_out copied %{}", k.node.inputs[0]);
+    it->second.block(side);
+    pending().erase(it);
+    // x was allocated on the compute stream, which waits (swap_wait) before any use: no record_stream needed.
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      x.copy_(h, /*non_blocking=*/true);
+    }
+    at::cuda::CUDAEvent copied;
+    copied.record(side);
+    pending()[x.data_ptr()] = std::move(copied);
+    k.output(0) = x;
+    return;
+  }
+#endif
+  x.copy_(h);
+  k.output(0) = x;
+}
+
+void swap_wait_kernel(KernelCall& k) {
+  const at::Tensor& x = k.input(0);
+#ifdef MUTWO_WITH_CUDA
+  if (x.is_cuda()) {
+    auto it = pending().find(x.data_ptr());
+    MUTWO_ASSERT(it != pending().end(), "swap_wait: no swap_in is copying %{}", k.node.inputs[0]);
+    it->second.block(c10::cuda::getCurrentCUDAStream(x.get_device()));
+    pending().erase(it);
+  }
+#endif
+  k.output(0) = x;
+}
+
+}  // namespace
+
+void add_swap_kernels(KernelRows& t) {
+  t.push_back({"swap_out", {swap_out_kernel}});
+  t.push_back({"swap_in", {swap_in_kernel}});
+  t.push_back({"swap_wait", {swap_wait_kernel}});
+}
+
+}  // namespace mutwo::kernels

@@ -1,0 +1,30 @@
+// Swap ops: a storage copied to host memory and back (issue 16). The swap
+// rewrite (src/rewrite/swap.cpp) emits them; the kernels
+// (src/kernels/swap.cpp) run the copies on side streams on CUDA.
+//
+//   %x.host  = swap_out(%x)         after the last read before the gap; output in host memory (kHost)
+//   %x.back  = swap_in(%x.host)     at the prefetch point: a device tensor, being copied into
+//   %x.ready = swap_wait(%x.back)   before the first read after the gap: a view of %x.back,
+//                                   after which the copy has landed
+//
+// Any type, of any dtype; the output is the input's type. Never differentiated.
+#include "ops/op.h"
+
+namespace mutwo::ops {
+
+namespace {
+
+Types same_type(const InferArgs& a) { return {a.input(0)}; }
+
+// A copy moves its bytes once, across the bus: no arithmetic.
+double no_flops(const FlopArgs&) { return 0; }
+
+}  // namespace
+
+void add_swap_ops(std::vector<OpDef>& t) {
+  t.push_back({"swap_out", kHost, 1, 1, same_type, nullptr, no_flops});
+  t.push_back({"swap_in", 0, 1, 1, same_type, nullptr, no_flops});
+  t.push_back({"swap_wait", kView, 1, 1, same_type, nullptr, no_flops});
+}
+
+}  // namespace mutwo::ops
