@@ -4,7 +4,8 @@
 // pinned host memory and marks the device tensor used by its stream (the
 // caching allocator reuses the block only after the copy); swap_in waits for
 // that copy, allocates on the compute stream and copies back; swap_wait makes
-// the compute stream wait for the copy back. Events travel between the three
+// the compute stream wait for the copy back (a copy back starts once the
+// compute stream reaches its swap_in, whose block it may be reusing). Events travel between the three
 // by the address of the tensor they guard. On the CPU the copies are plain
 // and synchronous, into host memory the CPU allocator's counting does not see
 // (it measures the "device", which the host copy has left).
@@ -96,7 +97,13 @@ void swap_in_kernel(KernelCall& k) {
     MUTWO_ASSERT(it != pending().end(), "swap_in: no swap_out copied %{}", k.node.inputs[0]);
     it->second.block(side);
     pending().erase(it);
-    // x was allocated on the compute stream, which waits (swap_wait) before any use: no record_stream needed.
+    // x was allocated on the compute stream, whose queued kernels may still
+    // use the block (the allocator reuses blocks in stream order): the copy
+    // starts after them. The compute stream waits (swap_wait) before any use of
+    // x, so no record_stream is needed.
+    at::cuda::CUDAEvent allocated;
+    allocated.record(c10::cuda::getCurrentCUDAStream(x.get_device()));
+    allocated.block(side);
     {
       c10::cuda::CUDAStreamGuard guard(side);
       x.copy_(h, /*non_blocking=*/true);

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "plan/plan.h"
 #include "analysis/liveness.h"
@@ -197,10 +198,10 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
   std::unordered_map<int32_t, std::vector<size_t>> siblings;  // by the node making them
   for (size_t i = 0; i < cands.size(); ++i) siblings[cands[i].made_by].push_back(i);
   std::vector<int32_t> sub;
-  auto settled = [&](ir::ValueId owner) {  // recomputed or swapped already
+  std::unordered_set<ir::ValueId> swapped;  // storages the plan swaps
+  auto settled = [&](ir::ValueId owner) {  // recomputed (or tried), or swapped
     auto c = cand_of.find(owner);
-    auto w = swap_of.find(owner);
-    return (c != cand_of.end() && taken[c->second]) || (w != swap_of.end() && swap_taken[w->second]);
+    return (c != cand_of.end() && taken[c->second]) || swapped.count(owner) > 0;
   };
   for (size_t step = 0; step < cands.size() + gr.swaps.size(); ++step) {
     // argmax of bytes freed per ms of recomputation not already paid for, or
@@ -224,7 +225,8 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
     for (size_t i = 0; i < gr.swaps.size(); ++i) {
       const ir::ValueId o = gr.swaps[i];
       const int64_t bytes = in.graph.type(o).bytes();
-      if (settled(o) || !swap_at_peak[static_cast<size_t>(o)] || host_bytes + bytes > in.host_limit_bytes) continue;
+      if (swap_taken[i] || settled(o) || !swap_at_peak[static_cast<size_t>(o)] || host_bytes + bytes > in.host_limit_bytes)
+        continue;
       // A copy the compute hides entirely still occupies the bus: 1 us floor.
       double ratio = static_cast<double>(bytes) / std::max(copies.cost(bytes, gaps[static_cast<size_t>(o)]), 1e-3);
       if (ratio > best_ratio) {
@@ -240,16 +242,26 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
     if (!pick.swap) closures.drop(cands[pick.index]);
     // Re-simulate the real schedule, recomputation and copies included (Algorithm G).
     Plan p = gr.plan(budget, gr.chosen);
+    // A swap must lower the peak: its bytes are gone from the peak only when
+    // the copy out is done before it and the copy back starts after it, which
+    // the cost estimate does not see. One that does not is undone, and the
+    // storage stays open to recomputation.
+    if (pick.swap && p.predicted.peak_bytes >= best.predicted.peak_bytes) {
+      gr.chosen.pop_back();
+      gr.order.back().outcome = Choice::Outcome::raised_peak;
+      continue;
+    }
     if (p.predicted.peak_bytes > best.predicted.peak_bytes) {
       // It costs more memory where the peak now is than it frees: keep it
       // (decided once; the sequence of choices stays the same for every
       // budget, so a smaller budget still extends a larger one's plan).
-      if (!pick.swap) closures.keep(cands[pick.index]);
+      closures.keep(cands[pick.index]);
       gr.chosen.pop_back();
       gr.order.back().outcome = Choice::Outcome::raised_peak;
       continue;
     }
     if (pick.swap) {
+      swapped.insert(owner);
       host_bytes += in.graph.type(owner).bytes();
       copies.take(in.graph.type(owner).bytes(), gaps[static_cast<size_t>(owner)]);
     } else {

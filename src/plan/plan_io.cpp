@@ -101,7 +101,7 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
   for (const Candidate& c : candidates(in))
     for (ir::ValueId m : c.members) owner_of[m] = c.owner;
   std::map<ir::ValueId, size_t> position;  // storage -> index in p.order
-  for (size_t i = 0; i < p.order.size(); ++i) position.emplace(p.order[i].owner, i);
+  for (size_t i = 0; i < p.order.size(); ++i) position[p.order[i].owner] = i;  // its last pick: a swap undone, then recomputed
   const RecomputeWalk walk(in, p.drop);
   const analysis::Liveness L = analysis::analyze_liveness(g);
   const std::set<ir::ValueId> swapped(p.swap.begin(), p.swap.end());  // storage owners
