@@ -43,5 +43,6 @@ void add_conv_kernels(KernelRows& t);
 void add_attention_kernels(KernelRows& t);
 void add_layout_kernels(KernelRows& t);
 void add_aten_kernels(KernelRows& t);  // aten.cpp: the generic op through the c10 dispatcher
+void add_comm_kernels(KernelRows& t);  // comm.cpp: data-parallel buckets and collectives (collectives.h)
 
 }  // namespace mutwo::kernels
