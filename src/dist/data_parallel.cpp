@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <unordered_set>
+#include <utility>
 
 #include "ops/attrs.h"
 #include "ops/builder.h"
@@ -27,6 +28,7 @@ struct Bucket {
   std::vector<size_t> members;  // optimizer list positions, in the order their gradients are made
   int32_t ready = -1;           // the node after which the start node goes
   ValueId flat = ir::kNoValue;  // the start node's output (new graph)
+  ValueId shard = ir::kNoValue;  // sharded: the reduce-scatter's wait output, the rank's mean gradients
 };
 
 std::string bucket_name(size_t k) { return fmt::format("bucket{}", k); }
@@ -120,6 +122,19 @@ ir::Graph data_parallel(const ir::Graph& step, const DataParallelOptions& o) {
     return out;
   };
 
+  // Sharded: the wait that ends bucket k's reduce-scatter. It comes when the
+  // next bucket starts (one bucket in flight beside the backward pass), so
+  // each full bucket is freed early and only the rank's slices stay (ZeRO-2).
+  auto wait_shard = [&](size_t k) {
+    Bucket& bk = buckets[k];
+    if (bk.shard != ir::kNoValue) return;
+    std::string scope = std::exchange(b.scope, bucket_name(k));
+    bk.shard = b.op("reduce_scatter_wait", {bk.flat}, {{"bucket", static_cast<int64_t>(k)}, {"world", o.world}},
+                    bucket_name(k) + ".grad_shard");
+    g.value(bk.shard).role = ir::Role::gradient;
+    b.scope = std::move(scope);
+  };
+
   for (size_t n = 0; n < nodes.size(); ++n) {
     if (static_cast<int32_t>(n) != opt) {
       ir::Node copy = nodes[n];
@@ -153,9 +168,8 @@ ir::Graph data_parallel(const ir::Graph& step, const DataParallelOptions& o) {
           }
           continue;
         }
-        ValueId gshard = b.op("reduce_scatter_wait", {bk.flat}, {{"bucket", static_cast<int64_t>(k)}, {"world", o.world}},
-                              bucket_name(k) + ".grad_shard");
-        g.value(gshard).role = ir::Role::gradient;
+        wait_shard(k);
+        const ValueId gshard = bk.shard;
         // The rank's parameters, flattened: optimizer state, as ZeRO counts its copy of them.
         const int64_t numel = g.type(gshard).numel();
         ValueId pshard = b.input(g.unique_name(bucket_name(k) + ".param_shard"),
@@ -195,6 +209,7 @@ ir::Graph data_parallel(const ir::Graph& step, const DataParallelOptions& o) {
       buckets[k].flat = b.op(o.shard_optimizer ? "reduce_scatter_start" : "allreduce_start", members(buckets[k], grad),
                              {{"bucket", static_cast<int64_t>(k)}, {"world", o.world}}, bucket_name(k));
       g.value(buckets[k].flat).role = ir::Role::gradient;
+      if (o.shard_optimizer && k > 0) wait_shard(k - 1);
     }
   }
   g.outputs = remap(step.outputs);

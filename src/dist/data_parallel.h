@@ -28,7 +28,8 @@ struct DataParallelOptions {
 // - unsharded: `allreduce_start` ... `allreduce_wait` (the mean gradients as
 //   views of the bucket) and the optimizer step as before;
 // - sharded: `reduce_scatter_start` ... `reduce_scatter_wait` (the rank's
-//   slice of the bucket's mean), `flat_shard` (the rank's slice of the
+//   slice of the bucket's mean; the wait comes right after the next bucket's
+//   start, so at most two full buckets are live, as ZeRO-2 wants), `flat_shard` (the rank's slice of the
 //   flattened parameters copied into a persistent value, optimizer state as
 //   ZeRO counts it), the optimizer step on the slices with optimizer state
 //   only for the slice (the per-parameter state values are gone), then
