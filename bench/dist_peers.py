@@ -15,7 +15,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from peers import build  # noqa: E402
+from peers import build, sgd_step, timed_steps  # noqa: E402
 
 
 def blocks(model):
@@ -59,24 +59,12 @@ def main():
         model = torch.nn.parallel.DistributedDataParallel(m, device_ids=[local])
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
 
-    def step():
-        loss = loss_fn(model, *inputs)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
+    step = sgd_step(loss_fn, model, inputs, opt)
     step(); step()
     torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(a.steps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); loss = step(); e.record(); torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
+    times, loss = timed_steps(step, a.steps)
     peak = torch.tensor([torch.cuda.max_memory_allocated()], device=dev)
     dist.all_reduce(peak, op=dist.ReduceOp.MAX)
-    times.sort()
     if rank == 0:
         print(json.dumps(dict(model=a.model, batch=a.batch, world_size=world, system="pytorch", variant=a.variant,
                               peak_bytes=int(peak.item()), step_ms=times[len(times) // 2], loss=float(loss.detach()),
