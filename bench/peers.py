@@ -133,6 +133,28 @@ def trace(step, label):
     print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25, max_name_column_width=48), flush=True)
 
 
+def sgd_step(fn, model, inputs, opt):
+    """One training step: loss, backward, optimizer step, gradients dropped."""
+    def step():
+        loss = fn(model, *inputs)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+    return step
+
+
+def timed_steps(step, steps):
+    """Peak statistics reset, then `steps` CUDA-event-timed steps: their sorted times (ms) and the last loss."""
+    torch.cuda.reset_peak_memory_stats()
+    times = []
+    for _ in range(steps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(); loss = step(); e.record(); torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    return sorted(times), loss
+
+
 def measure(name, batch, variant, steps, show_trace=False):
     torch.manual_seed(0)
     m, inputs, loss_fn, ckpt = build(name, batch)
@@ -157,24 +179,12 @@ def measure(name, batch, variant, steps, show_trace=False):
         fc.activation_memory_budget = float(variant.split(":")[1]) if ":" in variant else 1.0
         fn = torch.compile(loss_fn)
 
-    def step():
-        loss = fn(m, *inputs)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        return loss
-
+    step = sgd_step(fn, m, inputs, opt)
     step(); step()
     torch.cuda.synchronize()
     if show_trace:
         trace(step, f"{name} batch {batch} {variant}")
-    torch.cuda.reset_peak_memory_stats()
-    times = []
-    for _ in range(steps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); loss = step(); e.record(); torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    times.sort()
+    times, loss = timed_steps(step, steps)
     return dict(model=name, batch=batch, system="pytorch", variant=variant,
                 peak_bytes=torch.cuda.max_memory_allocated(), step_ms=times[len(times) // 2],
                 loss=float(loss.detach()), card=torch.cuda.get_device_name(), torch=torch.__version__,

@@ -5,6 +5,7 @@ set -euo pipefail
 packages=(
   cmake ninja-build g++ pkg-config
   libtorch-dev            # ATen kernels (libtorch 1.13, CPU)
+  libgloo-dev             # c10d's ProcessGroupGloo headers: several ranks on the CPU (README "Several GPUs")
   libcli11-dev nlohmann-json3-dev libfmt-dev
   libgtest-dev googletest
   python3-torch python3-torchvision  # tests/resnet_oracle.py: torchvision's ResNets as the oracle

@@ -19,7 +19,7 @@ if [ -f "$build/build.ninja" ]; then
 fi
 
 cd "$src/src"
-core=(support ir ops analysis autodiff models stepfile rewrite plan report
+core=(support ir ops analysis autodiff dist models stepfile rewrite plan report
       profile/profile.h profile/profile_io.cpp profile/describe.cpp)
 includes=$(grep -rnE '^\s*#\s*include\s*[<"](ATen|c10|torch)/' "${core[@]}" || true)
 [ -z "$includes" ] || fail "the ATen-free core includes libtorch headers: $includes"

@@ -10,6 +10,8 @@
 #include "stepfile/step_file.h"
 
 #include "autodiff/autodiff.h"
+#include "cli/ranks.h"
+#include "dist/data_parallel.h"
 #include "runtime/memory.h"
 #include "support/error.h"
 #include "support/files.h"
@@ -39,7 +41,7 @@ const CLI::Validator kNonNegative = CLI::Validator(
 
 namespace {
 
-const std::vector<std::string> kDumpablePasses = {"autodiff", "reinplace", "recompute", "swap"};
+const std::vector<std::string> kDumpablePasses = {"autodiff", "reinplace", "data-parallel", "recompute", "swap"};
 
 struct IrDump {
   std::string passes;  // as given: "all", or a comma-separated list
@@ -120,7 +122,7 @@ void dump_ir_after(std::string_view pass, const ir::Graph& g) {
 
 void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
     app.add_option("--dump-ir-after", ir_dump().passes,
-                   "print the graph after these passes on stderr, as IR text: autodiff, reinplace, recompute, swap "
+                   "print the graph after these passes on stderr, as IR text: autodiff, reinplace, data-parallel, recompute, swap "
                    "(comma-separated), or all")
         ->check(kPassList);
     std::string names;
@@ -161,6 +163,13 @@ void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
                                    "BERT: mlm (the masked-LM head and its cross-entropy, default) or none (the encoder "
                                    "alone, loss = sum of the last hidden state)")
                         ->check(CLI::IsMember({"mlm", "none"})));
+    app.add_flag("--shard-optimizer", shard_optimizer,
+                 "on several ranks (torchrun): reduce-scatter the gradients, keep optimizer state for this rank's "
+                 "slice of the parameters only, all-gather the parameters (ZeRO stages 1 and 2)");
+    app.add_option("--bucket-size", bucket_size,
+                   "on several ranks: gradients per all-reduce (or reduce-scatter) bucket, launched as soon as the "
+                   "backward pass made them")
+        ->capture_default_str();
     if (with_graph) {
       CLI::Option* g = app.add_option("--graph", graph,
                      "train this step instead of --model: a captured step (step.json, from python -m mutwo.capture) "
@@ -209,9 +218,25 @@ ir::Graph StepOptions::build() const {
                                     : autodiff::Optimizer::adamw;
     oc.lr = lr;
     if (oc.kind == autodiff::Optimizer::adamw) oc.weight_decay = 0.01;
-    if (!graph.empty()) return load_graph(graph, oc);
-    models::Model m = models::build_model(model_options());
-    return autodiff::build_training_step(std::move(m.graph), m.loss, oc, dump_ir_after);
+    const int64_t bucket = parse_bytes(bucket_size);
+    MUTWO_CHECK(bucket > 0, "--bucket-size must be positive, got {}", bucket_size);
+    ir::Graph g;
+    if (!graph.empty()) {
+      g = load_graph(graph, oc);
+    } else {
+      models::Model m = models::build_model(model_options());
+      g = autodiff::build_training_step(std::move(m.graph), m.loss, oc, dump_ir_after);
+    }
+    if (world_size() == 1) {
+      MUTWO_CHECK(!shard_optimizer, "--shard-optimizer needs several ranks: launch under torchrun --nproc-per-node N "
+                                    "--no-python mutwo ...");
+      return g;
+    }
+    for (const ir::Node& n : g.nodes())
+      if (ops::has(n, ops::kCollective)) return g;  // already one rank's step (optimize's rewritten.ir)
+    g = dist::data_parallel(g, {world_size(), bucket, shard_optimizer});
+    dump_ir_after("data-parallel", g);
+    return g;
   }
 
 c10::Device parse_device(const std::string& s) {

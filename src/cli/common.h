@@ -35,11 +35,17 @@ struct StepOptions {
   std::optional<int64_t> pad;       // BERT: padded positions at the end of each sequence
   std::optional<std::string> head;  // BERT: "mlm" or "none"
   std::string graph;  // a captured step (step.json) or IR text (rewritten.ir) instead of --model
+  // Several ranks (torchrun; cli/ranks.h): the step is one rank's (dist::data_parallel).
+  bool shard_optimizer = false;      // --shard-optimizer: ZeRO stages 1 and 2
+  std::string bucket_size = "25MiB";  // --bucket-size: gradients per all-reduce or reduce-scatter
 
   // with_graph: offer --graph (not where the command varies the batch).
   void add_to(CLI::App& app, bool with_batch = true, bool with_graph = true);
   models::ModelOptions model_options() const;
-  ir::Graph build() const;  // forward + autodiff + optimizer, verified; or the --graph file
+  // forward + autodiff + optimizer, verified; or the --graph file. On several
+  // ranks, one rank's step (dist::data_parallel; a --graph that already has
+  // collectives is taken as it is).
+  ir::Graph build() const;
   std::string name(const ir::Graph& built) const;  // --model, or the captured model's name (built's)
   int64_t batch_or_none() const { return graph.empty() ? batch : 0; }  // 0: set by the captured step
   std::string what() const;  // "mlp batch 64" or "step.json"

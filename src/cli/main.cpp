@@ -21,6 +21,7 @@
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/pipeline.h"
+#include "cli/ranks.h"
 #include "ir/text.h"
 #include "models/model.h"
 #include "runtime/executor.h"
@@ -79,8 +80,11 @@ struct RunCommand {
     const std::string what = step.what();
     fmt::print("mutwo run: {} on {}, {} nodes, {} steps\n", what, dev.str(),
                g.nodes().size(), steps);
+    MUTWO_CHECK(save.empty() || !step.shard_optimizer,
+                "--save with --shard-optimizer: each rank holds only its slice of the optimizer state; leave out one of them");
     for (int64_t s = 0; s < steps; ++s) {
       runtime::StepResult r = ex.step();
+      r.outputs = rank_mean(r.outputs);  // on several ranks: the loss of the whole batch, every rank's rows
       losses.push_back(r.outputs.at(0));
       times.push_back(r.ms);
       peak = std::max(peak, r.peak_bytes);
@@ -88,7 +92,7 @@ struct RunCommand {
       fmt::print("step {:>4}  loss {:.6f}  {:.2f} ms  peak {}\n", s + 1, r.outputs[0], r.ms, format_bytes(r.peak_bytes));
       std::fflush(stdout);
     }
-    if (!save.empty()) {
+    if (!save.empty() && rank() == 0) {  // the ranks hold the same parameters and state
       std::vector<std::pair<std::string, at::Tensor>> state;
       for (const ir::Value& v : g.values())
         if (v.role == ir::Role::parameter || v.role == ir::Role::buffer || v.role == ir::Role::optimizer_state)
@@ -110,6 +114,8 @@ struct RunCommand {
              {"device_peak_bytes", reserved + runtime::outside_allocator_bytes(dev)},
              {"predicted_peak_bytes", L.peak_bytes},
              {"persistent_bytes", L.persistent_bytes}, {"nodes", g.nodes().size()}};
+      add_rank_json(j);
+      if (world_size() > 1) j["shard_optimizer"] = step.shard_optimizer;
       std::cout << j.dump() << std::endl;
     }
     return 0;
@@ -222,18 +228,32 @@ int main_impl(int argc, char** argv) {
   // gave it (a class label out of range in its tensors, an argument its op
   // does not take) is the file's fault: exit 2 naming it. For a zoo model an
   // ATen error stays ours (exit 1).
+  if (std::optional<runtime::Launch> launch = launch_from_env()) {
+    std::string* device = app.got_subcommand("run")        ? &run.device
+                          : app.got_subcommand("profile")  ? &profile.device
+                          : app.got_subcommand("optimize") ? &optimize.device
+                                                           : nullptr;
+    MUTWO_CHECK(device, "mutwo {} runs in one process, but WORLD_SIZE is {}: under torchrun, launch run, profile or optimize",
+                app.get_subcommands().front()->get_name(), launch->world_size);
+    join_ranks(*launch, *device);
+    profile.out = rank_dir(profile.out);
+    optimize.out = rank_dir(optimize.out);
+  }
   const std::string* graph_file = app.got_subcommand("run")        ? &run.step.graph
                                   : app.got_subcommand("profile")  ? &profile.step.graph
                                   : app.got_subcommand("optimize") ? &optimize.step.graph
                                                                    : nullptr;
   try {
-    if (app.got_subcommand("run")) return run.run();
+    // The commands that run on several ranks: each leaves the group once every rank finished.
+    if (app.got_subcommand("run") || app.got_subcommand("profile") || app.got_subcommand("optimize")) {
+      int rc = app.got_subcommand("run") ? run.run() : app.got_subcommand("profile") ? profile.run() : optimize.run();
+      leave_ranks();
+      return rc;
+    }
     if (app.got_subcommand("show")) return show.run();
     if (app.got_subcommand("info")) return info.run();
-    if (app.got_subcommand("profile")) return profile.run();
     if (app.got_subcommand("plan")) return plan.run();
     if (app.got_subcommand("report")) return report.run();
-    if (app.got_subcommand("optimize")) return optimize.run();
     if (app.got_subcommand("sweep")) return sweep.run();
     if (app.got_subcommand("max-batch")) return max_batch.run();
     if (app.got_subcommand("train")) return train.run();
@@ -250,7 +270,24 @@ int main_impl(int argc, char** argv) {
 }  // namespace
 }  // namespace mutwo::cli
 
-int main(int argc, char** argv) {
+namespace {
+// On several ranks a failed rank leaves at once: the group's teardown would
+// wait for ranks that are not coming (torchrun stops the others).
+int leave(int code) {
+  if (code != 0 && mutwo::cli::ranks()) {
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(code);
+  }
+  return code;
+}
+int main_or_exit(int argc, char** argv);
+}  // namespace
+
+int main(int argc, char** argv) { return leave(main_or_exit(argc, argv)); }
+
+namespace {
+int main_or_exit(int argc, char** argv) {
 #if defined(MUTWO_WITH_CUDA) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
   // CUDA's caching allocator grows segments in place rather than cutting
   // blocks out of fixed ones, so what it reserves follows what is allocated
@@ -282,3 +319,4 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+}  // namespace

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/ranks.h"
 #include "cli/pipeline.h"
 #include "ir/text.h"
 #include "profile/profiler.h"
@@ -156,6 +157,7 @@ int OptimizeCommand::run() const {
              {"leftover_bytes", baseline_fits ? json(mb.leftover_bytes) : json()},
              {"step_ms", baseline_fits ? json(mb.step_ms) : json()},
              {"predicted_peak_bytes", p.unplanned_peak},
+             {"losses", mb.losses},
              {"fits", baseline_fits}}},
            {"planned",
             {{"peak_bytes", mp.peak_bytes},
@@ -165,6 +167,7 @@ int OptimizeCommand::run() const {
              {"step_ms", mp.step_ms},
              {"predicted_peak_bytes", p.plan.predicted.peak_bytes},
              {"predicted_extra_ms", p.plan.predicted.extra_ms},
+             {"losses", mp.losses},
              {"dropped", p.plan.drop.size()},
              {"dropped_bytes", dropped_bytes},
              {"swapped", p.plan.swap.size()},
@@ -176,6 +179,8 @@ int OptimizeCommand::run() const {
            {"check", check_result},
            {"check_reference", reference_name},
            {"out_dir", out}};
+    add_rank_json(j);
+    if (world_size() > 1) j["shard_optimizer"] = step.shard_optimizer;
     std::cout << j.dump() << std::endl;
   }
   if (check && check_result == "failed") {

@@ -1,5 +1,6 @@
 // The pipeline shared by optimize, sweep and max-batch (see pipeline.h).
 #include "cli/pipeline.h"
+#include "cli/ranks.h"
 
 #include <ATen/ATen.h>
 
@@ -32,7 +33,7 @@ Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, i
     m.peak_bytes = std::max(m.peak_bytes, r.peak_bytes);
     m.reserved_peak_bytes = std::max(m.reserved_peak_bytes, r.reserved_peak_bytes);
     times.push_back(r.ms);
-    m.losses.push_back(r.outputs.at(0));
+    m.losses.push_back(rank_mean(r.outputs).at(0));  // on several ranks: the whole batch's loss
   }
   m.step_ms = median(times);
   m.device_peak_bytes = m.reserved_peak_bytes + runtime::outside_allocator_bytes(device);
@@ -74,6 +75,28 @@ Planned profile_for_plan(const ir::Graph& g, const c10::Device& device, uint64_t
     ir::Graph most;
     prof = profile::profile_step_under(g, plan::lowest_drop(g, o.device), o, &most);
     p.profiled_under = std::move(most);
+  }
+  if (ranks()) {
+    // Every rank plans from the same numbers, so every rank makes the same plan
+    // (the planners are deterministic): node times are the mean over the
+    // ranks; measured bytes (workspaces, and what the collectives' own buffers
+    // add, Gloo's on the CPU) the largest.
+    std::vector<double> ms, bytes;
+    for (const profile::NodeRecord& n : prof->nodes) {
+      ms.push_back(n.ms);
+      for (int64_t b : {n.workspace_bytes, n.live_before, n.live_after, n.peak_during}) bytes.push_back(static_cast<double>(b));
+    }
+    ms = ranks()->mean(std::move(ms));
+    bytes = ranks()->max(std::move(bytes));
+    for (size_t i = 0; i < prof->nodes.size(); ++i) {
+      profile::NodeRecord& n = prof->nodes[i];
+      n.ms = ms[i];
+      auto at = [&](size_t k) { return static_cast<int64_t>(bytes[4 * i + k]); };
+      n.workspace_bytes = at(0);
+      n.live_before = at(1);
+      n.live_after = at(2);
+      n.peak_during = at(3);
+    }
   }
   p.input = plan::make_input(*prof);
   apply_swap_flags(p.input);

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/ranks.h"
+#include "ops/op.h"
 #include "profile/profiler.h"
 #include "report/report.h"
 #include "runtime/memory.h"
@@ -20,6 +22,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+
+// Time in the collective nodes (src/ops/comm.cpp): their launches, and the
+// waits for what the backward pass did not cover; what overlapped is not in it.
+double communication_ms(const profile::Profile& p) {
+  double ms = 0;
+  for (const auto& n : p.nodes)
+    if (const ops::OpDef* d = ops::find_op(n.op); d && d->has(ops::kCollective)) ms += n.ms;
+  return ms;
+}
 
 double share(int64_t part, int64_t whole) {
   return whole ? 100.0 * static_cast<double>(part) / static_cast<double>(whole) : 0.0;
@@ -44,6 +55,9 @@ void print_summary(const profile::Profile& p, const std::string& dir) {
   int n_act = 0;
   for (const auto& v : p.values) n_act += v.role == ir::Role::activation;
   fmt::print("{} activations; written to {}\n", n_act, dir);
+  if (world_size() > 1)
+    fmt::print("rank {} of {}: {:.2f} ms in collectives (launches, and waits the backward pass did not cover)\n",
+               rank(), world_size(), communication_ms(p));
 }
 
 json summary_json(const profile::Profile& p, const std::string& dir) {
@@ -59,6 +73,9 @@ json summary_json(const profile::Profile& p, const std::string& dir) {
           {"step_ms", p.step_ms},
           {"node_ms_sum", p.node_ms_sum},
           {"nodes", p.nodes.size()},
+          {"communication_ms", communication_ms(p)},
+          {"rank", rank()},
+          {"world_size", world_size()},
           {"out_dir", dir}};
 }
 

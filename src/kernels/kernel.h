@@ -9,6 +9,8 @@
 
 namespace mutwo::kernels {
 
+class Collectives;  // collectives.h: the other ranks, for the data-parallel kernels
+
 struct KernelCall {
   const ir::Node& node;
   const at::Tensor* const* in;  // one per node input; an undefined tensor for an absent optional
@@ -17,6 +19,7 @@ struct KernelCall {
   int64_t step = 1;             // 1-based optimizer step (bias correction, first momentum step)
   at::Generator generator;      // the executor's, for random ops
   const void* state = nullptr;  // what the op's Kernel::prepare built for this node, if it has one
+  Collectives* comm = nullptr;  // the process group (data-parallel steps only)
 
   const at::Tensor& input(size_t i) const { return *in[i]; }
   at::Tensor& output(size_t i) const { return *out[i]; }

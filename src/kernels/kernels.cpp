@@ -24,6 +24,7 @@ struct Table {
     add_layout_kernels(rows);
     add_aten_kernels(rows);
     add_swap_kernels(rows);
+    add_comm_kernels(rows);
     for (size_t i = 0; i < rows.size(); ++i) {
       MUTWO_ASSERT(rows[i].kernel.run, "the kernel of op {} is null", rows[i].op);
       MUTWO_ASSERT(ops::find_op(rows[i].op), "kernel {} has no row in the op table", rows[i].op);

@@ -44,5 +44,6 @@ void add_attention_kernels(KernelRows& t);
 void add_layout_kernels(KernelRows& t);
 void add_aten_kernels(KernelRows& t);  // aten.cpp: the generic op through the c10 dispatcher
 void add_swap_kernels(KernelRows& t);  // swap.cpp: copies to host memory and back, on side streams on CUDA
+void add_comm_kernels(KernelRows& t);  // comm.cpp: data-parallel buckets and collectives (collectives.h)
 
 }  // namespace mutwo::kernels

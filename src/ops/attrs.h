@@ -48,4 +48,12 @@ int64_t padding_idx(const ir::Node& n);
 double ln_eps(const ir::Node& n);
 std::array<bool, 3> ln_mask(const ir::Node& n);
 
+// comm.cpp: a data-parallel node's {world} (at least 1); a bucket's tensor
+// shapes, {shapes} = each tensor's rank then its dimensions; a bucket's element
+// count padded to a multiple of the world size (what a sharded bucket holds).
+int64_t world_of(const ir::Node& n);
+std::vector<ir::Shape> bucket_shapes(const ir::Node& n);
+std::vector<int64_t> encode_shapes(const std::vector<ir::Shape>& shapes);
+int64_t padded_numel(int64_t numel, int64_t world);
+
 }  // namespace mutwo::ops

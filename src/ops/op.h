@@ -27,6 +27,7 @@ enum Tag : uint32_t {
   kStepCount = 1u << 6,  // its arithmetic depends on the step number (Adam's bias correction): a captured CUDA graph cannot replay it
   kOverwrite = 1u << 7,  // with kView: output 0 is written over input 0, whose storage no later node may read
   kHost = 1u << 8,       // output 0 lives in host memory (swap_out): no device bytes
+  kCollective = 1u << 9,  // talks to the other ranks (comm.cpp): never recomputed, run in graph order on every rank
 };
 
 class Builder;
@@ -120,9 +121,10 @@ const std::vector<OpDef>& all_ops();
 uint32_t tags(const ir::Node& n);
 inline bool has(const ir::Node& n, Tag t) { return (tags(n) & t) != 0; }
 // The one rule for what recomputation may repeat: neither random ops (a second
-// draw differs) nor in-place ones (a second write moves state). Their outputs
-// are kept when needed in the backward pass.
-inline bool recomputable(const ir::Node& n) { return (tags(n) & (kRandom | kInplace)) == 0; }
+// draw differs) nor in-place ones (a second write moves state) nor collectives
+// (every rank would have to repeat them). Their outputs are kept when needed in
+// the backward pass.
+inline bool recomputable(const ir::Node& n) { return (tags(n) & (kRandom | kInplace | kCollective)) == 0; }
 
 // Checks arity and infers output types for a node as it stands in a graph.
 ir::OpCheck check(const ir::Graph& g, const ir::Node& n);
@@ -149,5 +151,6 @@ void add_attention_ops(std::vector<OpDef>& t);  // attention.cpp: embedding, lay
 void add_layout_ops(std::vector<OpDef>& t);     // layout.cpp: permute, contiguous, split, cat, token helpers
 void add_aten_ops(std::vector<OpDef>& t);       // aten.cpp: the generic op, any ATen schema through the dispatcher
 void add_swap_ops(std::vector<OpDef>& t);       // swap.cpp: swap_out, swap_in, swap_wait (host memory)
+void add_comm_ops(std::vector<OpDef>& t);       // comm.cpp: data-parallel buckets, shards and collectives
 
 }  // namespace mutwo::ops

@@ -24,6 +24,7 @@ struct Table {
     add_layout_ops(rows);
     add_aten_ops(rows);
     add_swap_ops(rows);
+    add_comm_ops(rows);
     for (size_t i = 0; i < rows.size(); ++i) {
       MUTWO_ASSERT(rows[i].infer, "op {} lacks shape inference", rows[i].name);
       MUTWO_ASSERT(index.emplace(rows[i].name, i).second, "op {} is in the table twice", rows[i].name);

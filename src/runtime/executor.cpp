@@ -21,6 +21,7 @@
 #include "kernels/kernels.h"
 #include "ops/op.h"
 #include "runtime/memory.h"
+#include "runtime/process_group.h"
 #include "stepfile/step_file.h"
 #include "support/error.h"
 
@@ -55,6 +56,7 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
     MUTWO_CHECK(cuda_available(&why), "--device cuda: {}", why);
   }
   if (options_.device.is_cpu()) track_cpu_memory();
+  if (!options_.collectives) options_.collectives = process_group();
   slots_.resize(graph_.num_values());
   program_.reserve(graph_.nodes().size());
   for (size_t n = 0; n < graph_.nodes().size(); ++n) {
@@ -202,7 +204,8 @@ void Executor::run_range(size_t begin, size_t end) {
   for (size_t n = begin; n < end; ++n) {
     Instr& ins = program_[n];
     if (observer_) observer_->before(n);
-    kernels::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_, ins.state.get()};
+    kernels::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_, ins.state.get(),
+                          options_.collectives};
     ins.kernel(k);
     check_aliasing(ins);
     for (at::Tensor* t : ins.release) t->reset();

@@ -14,6 +14,10 @@
 #include "analysis/liveness.h"
 #include "ir/graph.h"
 
+namespace mutwo::kernels {
+class Collectives;
+}
+
 namespace mutwo::runtime {
 
 struct ExecutorOptions {
@@ -28,6 +32,9 @@ struct ExecutorOptions {
   // Random ops draw from ATen's default generator, as eager PyTorch does
   // (mutwo.torch, in the user's process), not from one seeded with `seed`.
   bool default_generator = false;
+  // The other ranks, for a data-parallel step's collectives (src/dist);
+  // null: the process's group (runtime::process_group(), null in one process).
+  kernels::Collectives* collectives = nullptr;
 };
 
 struct StepResult {
