@@ -18,11 +18,13 @@
 namespace mutwo {
 namespace {
 
-// The MLP's step, every node 1 ms, copies at `bytes_per_ms` each way.
-plan::PlanInput mlp_input(double bytes_per_ms, bool overlap) {
+// The MLP's step, every node 1 ms, copies at `bytes_per_ms` each way. At
+// batch 2048 activations outweigh the parameters and the step peaks in the
+// backward pass; at 64 it peaks at the optimizer node.
+plan::PlanInput mlp_input(double bytes_per_ms, bool overlap, int64_t batch = 2048) {
   models::ModelOptions o;
   o.name = "mlp";
-  o.batch = 2048;  // activations outweigh the parameters: the step peaks in the backward pass
+  o.batch = batch;
   models::Model m = models::build_model(o);
   plan::PlanInput in = testing::input_of(autodiff::build_training_step(std::move(m.graph), m.loss, {}));
   std::fill(in.node_ms.begin(), in.node_ms.end(), 1.0);
@@ -119,6 +121,32 @@ TEST(SwapGreedy, SwapsWhereCopiesHideAndHonoursItsLimits) {
   in.host_limit_bytes = int64_t{1} << 40;
   in.h2d_bytes_per_ms = 0;
   EXPECT_TRUE(plan::plan_mutwo(in, 0).swap.empty());
+}
+
+// Where persistent state and gradients make the floor (the MLP at batch 64
+// peaks at its optimizer node), the greedy swaps gradients and momentum: the
+// optimizer node is split and the state kept in host memory between steps.
+TEST(SwapGreedy, GoesBelowThePersistentFloorWithGradientsAndState) {
+  plan::PlanInput in = mlp_input(1e9, /*overlap=*/true, 64);
+  in.swap = false;
+  const plan::Plan recompute_only = plan::plan_mutwo(in, 0);
+  in.swap = true;
+  const plan::Plan hybrid = plan::plan_mutwo(in, 0);
+  EXPECT_LT(hybrid.predicted.peak_bytes, recompute_only.predicted.peak_bytes);
+  std::set<ir::Role> roles;
+  for (ir::ValueId v : hybrid.swap) roles.insert(in.graph.value(v).role);
+  EXPECT_TRUE(roles.count(ir::Role::optimizer_state)) << "momentum swapped";
+  const rewrite::Recomputed r = plan::rewrite_plan(in, hybrid);
+  const analysis::Liveness L = analysis::analyze_liveness(r.graph);
+  EXPECT_LT(L.persistent_bytes, analysis::analyze_liveness(in.graph).persistent_bytes) << "state kept in host memory";
+  EXPECT_GT(L.host_persistent_bytes, 0);
+  int optimizer_nodes = 0, writes_back = 0;
+  for (const ir::Node& n : r.graph.nodes()) {
+    optimizer_nodes += n.op == "sgd_step";
+    writes_back += n.op == "swap_into";
+  }
+  EXPECT_GT(optimizer_nodes, 1) << "the multi-tensor optimizer node is split";
+  EXPECT_GT(writes_back, 0);
 }
 
 }  // namespace

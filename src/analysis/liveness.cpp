@@ -25,8 +25,8 @@ std::vector<ir::Role> charged_roles(const ir::Graph& g, const Liveness& L) {
   // storage copied out (a gradient).
   for (const ir::Node& n : g.nodes()) {
     if (n.op != "swap_in") continue;
-    const int32_t out = L.def[static_cast<size_t>(n.inputs[0])];
-    const ir::ValueId copied = g.nodes()[static_cast<size_t>(out)].inputs[0];
+    const int32_t out = L.def[static_cast<size_t>(n.inputs[0])];  // -1: state kept in host memory
+    const ir::ValueId copied = out < 0 ? n.inputs[0] : g.nodes()[static_cast<size_t>(out)].inputs[0];
     role[static_cast<size_t>(n.outputs[0])] = ir::is_backward(n.phase) || ir::is_forward(n.phase)
                                                    ? ir::Role::activation
                                                    : role[static_cast<size_t>(L.storage[static_cast<size_t>(copied)])];
@@ -88,6 +88,22 @@ Liveness analyze_liveness(const ir::Graph& g) {
   L.on_host.assign(nv, false);
   for (const ir::Node& node : nodes)
     if (ops::has(node, ops::kHost)) L.on_host[static_cast<size_t>(node.outputs[0])] = true;
+  // Persistent state kept in host memory between steps: read by nothing but
+  // swap_in (copied to the device) and swap_into (written back).
+  {
+    std::vector<int8_t> host_only(nv, -1);  // -1 unread, 1 only by those, 0 by another node
+    for (const ir::Node& node : nodes)
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        const ir::ValueId v = node.inputs[i];
+        if (v == ir::kNoValue) continue;
+        const bool copy = node.op == "swap_in" || (node.op == "swap_into" && i == 1);
+        int8_t& h = host_only[static_cast<size_t>(v)];
+        h = copy && h != 0 ? 1 : 0;
+      }
+    for (const ir::Value& val : g.values())
+      if (ir::is_persistent(val.role) && L.def[static_cast<size_t>(val.id)] < 0 && host_only[static_cast<size_t>(val.id)] == 1)
+        L.on_host[static_cast<size_t>(val.id)] = true;
+  }
 
   // Walk the schedule: a storage is allocated by the node defining its owner
   // and freed after storage_end.
@@ -96,7 +112,8 @@ Liveness analyze_liveness(const ir::Graph& g) {
     if (L.storage[v] != static_cast<ir::ValueId>(v)) continue;
     int64_t bytes = g.type(static_cast<ir::ValueId>(v)).bytes();
     if (L.on_host[v]) {
-      if (L.storage_end[v] != kForever) host_freed_after[static_cast<size_t>(L.storage_end[v])] += bytes;
+      if (L.def[v] < 0) L.host_persistent_bytes += bytes;
+      else if (L.storage_end[v] != kForever) host_freed_after[static_cast<size_t>(L.storage_end[v])] += bytes;
       continue;
     }
     if (L.def[v] < 0) {
@@ -110,8 +127,9 @@ Liveness analyze_liveness(const ir::Graph& g) {
   L.live_before.resize(nodes.size());
   L.live_during.resize(nodes.size());
   L.live_after.resize(nodes.size());
-  int64_t live = L.persistent_bytes, host = 0;
+  int64_t live = L.persistent_bytes, host = L.host_persistent_bytes;
   L.peak_bytes = live;
+  L.host_peak_bytes = host;
   for (size_t n = 0; n < nodes.size(); ++n) {
     L.live_before[n] = live;
     for (ir::ValueId v : nodes[n].outputs)

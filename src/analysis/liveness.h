@@ -8,7 +8,8 @@
 // values (inputs, parameters, optimizer state, buffers) are never freed; graph
 // outputs are held until the end of the step. A storage made by an op tagged
 // kHost (swap_out) lives in host memory: it is counted apart (host_*), never
-// in the device's live bytes.
+// in the device's live bytes; so is persistent state that only swap_in and
+// swap_into read (optimizer state kept in host memory between steps).
 #pragma once
 
 #include <climits>
@@ -38,6 +39,7 @@ struct Liveness {
   // Host memory (swap_out's copies): per storage owner, whether it lives
   // there; and the most bytes held there at once.
   std::vector<bool> on_host;
+  int64_t host_persistent_bytes = 0;  // persistent state kept there (within host_peak_bytes)
   int64_t host_peak_bytes = 0;
 
   bool owns_storage(ir::ValueId v) const { return storage[static_cast<size_t>(v)] == v; }

@@ -23,6 +23,10 @@ int phase_rank(Phase p) {
 
 void verify(const Graph& g, const OpChecker& check) {
   const auto& nodes = g.nodes();
+  std::vector<bool> device_copy(g.num_values(), false);  // swap_wait's outputs
+  for (const Node& m : nodes)
+    if (m.op == "swap_wait" && m.outputs.size() == 1 && m.outputs[0] >= 0 && static_cast<size_t>(m.outputs[0]) < g.num_values())
+      device_copy[static_cast<size_t>(m.outputs[0])] = true;
   std::vector<int32_t> producer(g.num_values(), -1);
   auto where = [&](size_t n) { return fmt::format("verifier: node {} `{}`", n, print_node(g, nodes[n])); };
 
@@ -74,7 +78,8 @@ void verify(const Graph& g, const OpChecker& check) {
     for (int idx : expect.mutated_inputs) {
       if (static_cast<size_t>(idx) >= node.inputs.size() || node.inputs[static_cast<size_t>(idx)] == kNoValue) continue;
       ValueId v = node.inputs[static_cast<size_t>(idx)];
-      MUTWO_CHECK(is_persistent(g.value(v).role) && g.value(v).role != Role::input,
+      // Or the device copy of state kept in host memory between steps (swap_wait's output, rewrite/swap.h).
+      MUTWO_CHECK((is_persistent(g.value(v).role) && g.value(v).role != Role::input) || device_copy[static_cast<size_t>(v)],
                   "{}: op {} writes into %{}, which is not a parameter, optimizer state or buffer", where(n), node.op,
                   g.value(v).name);
     }

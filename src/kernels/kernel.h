@@ -25,6 +25,11 @@ struct KernelCall {
   at::Tensor& output(size_t i) const { return *out[i]; }
 };
 
+// A copy of `t` in host memory as the swap kernels keep it (swap.cpp): pinned
+// where CUDA is present, else outside the CPU allocator's counting. For state
+// kept in host memory between steps (the executor's initial values).
+at::Tensor host_tensor(const at::Tensor& t);
+
 inline at::ScalarType to_aten(ir::DType t) {
   switch (t) {
     case ir::DType::f32: return at::kFloat;

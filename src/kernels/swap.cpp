@@ -93,10 +93,12 @@ void swap_in_kernel(KernelCall& k) {
 #ifdef MUTWO_WITH_CUDA
   if (x.is_cuda()) {
     const c10::cuda::CUDAStream side = streams(x.get_device()).in;
-    auto it = pending().find(h.data_ptr());
-    MUTWO_ASSERT(it != pending().end(), "swap_in: no swap_out copied %{}", k.node.inputs[0]);
-    it->second.block(side);
-    pending().erase(it);
+    // The copy that filled h: this step's swap_out, or last step's swap_into
+    // (none before the first step: state kept in host memory starts there).
+    if (auto it = pending().find(h.data_ptr()); it != pending().end()) {
+      it->second.block(side);
+      pending().erase(it);
+    }
     // x was allocated on the compute stream, whose queued kernels may still
     // use the block (the allocator reuses blocks in stream order): the copy
     // starts after them. The compute stream waits (swap_wait) before any use of
@@ -132,12 +134,49 @@ void swap_wait_kernel(KernelCall& k) {
   k.output(0) = x;
 }
 
+// swap_into(src, dst): dst (host) := src (device), like swap_out but into a
+// tensor that persists.
+void swap_into_kernel(KernelCall& k) {
+  const at::Tensor& src = k.input(0);
+  at::Tensor dst = k.input(1);  // shares its storage: written in place
+#ifdef MUTWO_WITH_CUDA
+  if (src.is_cuda()) {
+    const c10::cuda::CUDAStream side = streams(src.get_device()).out;
+    at::cuda::CUDAEvent updated;
+    updated.record(c10::cuda::getCurrentCUDAStream(src.get_device()));
+    updated.block(side);
+    {
+      c10::cuda::CUDAStreamGuard guard(side);
+      dst.copy_(src, /*non_blocking=*/true);
+    }
+    src.record_stream(side);
+    at::cuda::CUDAEvent copied;
+    copied.record(side);
+    pending()[dst.data_ptr()] = std::move(copied);
+    return;
+  }
+#endif
+  dst.copy_(src);
+}
+
 }  // namespace
+
+at::Tensor host_tensor(const at::Tensor& t) {
+  const std::vector<int64_t> strides = copy_strides(t);
+  at::Tensor h;
+#ifdef MUTWO_WITH_CUDA
+  if (at::hasCUDA()) h = at::empty_strided(t.sizes(), strides, t.options().device(at::kCPU).pinned_memory(true));
+#endif
+  if (!h.defined()) h = untracked_host_empty(t, strides);
+  h.copy_(t);
+  return h;
+}
 
 void add_swap_kernels(KernelRows& t) {
   t.push_back({"swap_out", {swap_out_kernel}});
   t.push_back({"swap_in", {swap_in_kernel}});
   t.push_back({"swap_wait", {swap_wait_kernel}});
+  t.push_back({"swap_into", {swap_into_kernel}});
 }
 
 }  // namespace mutwo::kernels

@@ -91,12 +91,15 @@ class CopyStreams {
     const double in_ms = static_cast<double>(bytes) / in_.h2d_bytes_per_ms;
     if (!in_.copies_overlap) return out_ms + in_ms;
     const auto a = static_cast<size_t>(gap.before + 1), b = static_cast<size_t>(gap.after);
-    return std::max(0.0, out_ms - (out_sum_[b] - out_sum_[a])) + std::max(0.0, in_ms - (in_sum_[b] - in_sum_[a]));
+    // Optimizer state (gap from the step's start) is written back after its
+    // update, at the step's end: nothing hides that copy.
+    const double out_hidden = gap.before < 0 ? 0 : out_sum_[b] - out_sum_[a];
+    return std::max(0.0, out_ms - out_hidden) + std::max(0.0, in_ms - (in_sum_[b] - in_sum_[a]));
   }
   void take(int64_t bytes, const rewrite::Gap& gap) {
     double out_ms = static_cast<double>(bytes) / in_.d2h_bytes_per_ms;
     double in_ms = static_cast<double>(bytes) / in_.h2d_bytes_per_ms;
-    for (int32_t n = gap.before + 1; n < gap.after && out_ms > 0; ++n) {
+    for (int32_t n = gap.before + 1; gap.before >= 0 && n < gap.after && out_ms > 0; ++n) {
       const double used = std::min(out_ms, out_free_[static_cast<size_t>(n)]);
       out_free_[static_cast<size_t>(n)] -= used;
       out_ms -= used;

@@ -121,7 +121,8 @@ rewrite::Recomputed rewrite_step(const PlanInput& in, const ir::Graph& g, const 
 // The step's time with copies: compute runs the nodes back to back; on CUDA a
 // copy to the host starts once the compute before it is done and its stream
 // is free, a copy back once its copy out is done and its stream is free, and
-// swap_wait stalls compute until its copy has landed; on the CPU every copy
+// swap_wait stalls compute until its copy has landed (swap_into, writing
+// optimizer state back, is a copy to the host too); on the CPU every copy
 // runs in line. A storage copied out stays on the device until its copy is
 // done (the caching allocator's record_stream): `held` says until which node.
 struct Timeline {
@@ -145,18 +146,20 @@ Timeline time_step(const PlanInput& in, const rewrite::Recomputed& r) {
       continue;
     }
     const double bytes = static_cast<double>(r.graph.type(node.inputs[0]).bytes());
-    if (node.op == "swap_out") {
+    if (node.op == "swap_out" || node.op == "swap_into") {
       const double ms = bytes / in.d2h_bytes_per_ms;
       if (!in.copies_overlap) {
         c += ms;
         t.swap_ms += ms;
       }
       out_free = std::max(out_free, c) + (in.copies_overlap ? ms : 0);
-      landed[node.outputs[0]] = in.copies_overlap ? out_free : c;
-      outs.emplace_back(n, landed[node.outputs[0]]);
+      const double done = in.copies_overlap ? out_free : c;
+      if (!node.outputs.empty()) landed[node.outputs[0]] = done;
+      outs.emplace_back(n, done);
     } else if (node.op == "swap_in") {
       const double ms = bytes / in.h2d_bytes_per_ms;
-      const double ready = std::max({in.copies_overlap ? in_free : 0.0, c, landed.at(node.inputs[0])});
+      auto filled = landed.find(node.inputs[0]);  // none: state kept in host memory since the last step
+      const double ready = std::max({in.copies_overlap ? in_free : 0.0, c, filled == landed.end() ? 0.0 : filled->second});
       if (!in.copies_overlap) {
         t.swap_ms += ready - c + ms;
         c = ready + ms;
@@ -263,7 +266,8 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, c
       // Read at the peak by a multi-tensor optimizer node counts too: swapping
       // it splits that node (rewrite::insert_swaps), and its part reads it later.
       const bool splits = gaps[v].after == k && (rn[static_cast<size_t>(k)].op == "sgd_step" || rn[static_cast<size_t>(k)].op == "adam_step");
-      s.swap_idle_at_peak[v] = gaps[v].before < k && (gaps[v].after > k || splits) && L.def[v] >= 0 && !L.on_host[v];
+      const bool state = L.def[v] < 0 && gaps[v].after >= 0 && r.graph.values()[v].role == ir::Role::optimizer_state;
+      s.swap_idle_at_peak[v] = (L.def[v] >= 0 || state) && gaps[v].before < k && (gaps[v].after > k || splits) && !L.on_host[v];
     }
     std::vector<bool> held_at_peak(r.graph.num_values(), false);  // copied out, the copy not done at the peak
     for (auto [n, until] : time.held) {

@@ -39,8 +39,11 @@ Recomputed split_optimizer(const Recomputed& r, const std::vector<ir::ValueId>& 
                          : node.op == "adam_step" ? ops::adam_lists(node.attrs).size() : 0;
     const size_t count = lists ? node.inputs.size() / lists : 0;
     std::vector<size_t> stay, moved;  // parameter positions
-    for (size_t i = 0; i < count; ++i)
-      (swapped[static_cast<size_t>(L.storage[static_cast<size_t>(node.inputs[count + i])])] ? moved : stay).push_back(i);
+    for (size_t i = 0; i < count; ++i) {
+      bool any = false;  // its gradient or a state of it is swapped
+      for (size_t l = 1; l < lists; ++l) any |= swapped[static_cast<size_t>(L.storage[static_cast<size_t>(node.inputs[l * count + i])])];
+      (any ? moved : stay).push_back(i);
+    }
     if (moved.empty()) {
       keep(n, node, 1.0);
       continue;
@@ -60,12 +63,21 @@ Recomputed split_optimizer(const Recomputed& r, const std::vector<ir::ValueId>& 
       keep(n, std::move(piece), total > 0 ? bytes / total : 0.0);
     };
     if (!stay.empty()) part(stay);
+    // Buckets of kOptimizerBucket, or an eighth of what is swapped where that is less.
+    int64_t moved_bytes = 0;
+    for (size_t i : moved)
+      for (size_t l = 1; l < lists; ++l)
+        if (swapped[static_cast<size_t>(L.storage[static_cast<size_t>(node.inputs[l * count + i])])])
+          moved_bytes += g.type(node.inputs[l * count + i]).bytes();
+    const int64_t bucket_limit = std::min(kOptimizerBucket, (moved_bytes + 7) / 8);
     std::vector<size_t> bucket;
     int64_t bucket_bytes = 0;
     for (size_t i : moved) {
       bucket.push_back(i);
-      bucket_bytes += g.type(node.inputs[count + i]).bytes();
-      if (bucket_bytes >= kOptimizerBucket) {
+      for (size_t l = 1; l < lists; ++l)
+      if (swapped[static_cast<size_t>(L.storage[static_cast<size_t>(node.inputs[l * count + i])])])
+        bucket_bytes += g.type(node.inputs[l * count + i]).bytes();
+      if (bucket_bytes >= bucket_limit) {
         part(bucket);
         bucket.clear();
         bucket_bytes = 0;
@@ -99,12 +111,27 @@ std::vector<Gap> swap_gaps(const ir::Graph& g, const analysis::Liveness& L) {
       else gaps[o].after = static_cast<int32_t>(n);
     }
   }
+  // Optimizer state: idle from one step's update to the next's, across the
+  // step's end; its gap runs from the step's start to its first read.
+  for (size_t n = nodes.size(); n-- > 0;)
+    for (ir::ValueId v : nodes[n].inputs)
+      if (v != ir::kNoValue && L.def[static_cast<size_t>(v)] < 0 && g.value(v).role == ir::Role::optimizer_state)
+        gaps[static_cast<size_t>(v)] = {-1, static_cast<int32_t>(n), false};
   return gaps;
 }
 
+bool is_multi_tensor_optimizer(const ir::Node& n) { return n.op == "sgd_step" || n.op == "adam_step"; }
+
 bool swappable(const ir::Graph& g, const analysis::Liveness& L, const std::vector<Gap>& gaps, ir::ValueId owner) {
   auto o = static_cast<size_t>(owner);
-  if (!L.owns_storage(owner) || L.def[o] < 0 || L.on_host[o] || ir::is_persistent(g.value(owner).role)) return false;
+  if (!L.owns_storage(owner) || L.on_host[o]) return false;
+  if (L.def[o] < 0) {  // persistent: optimizer state that only optimizer nodes read
+    if (g.value(owner).role != ir::Role::optimizer_state || gaps[o].after < 0) return false;
+    for (const ir::Node& n : g.nodes())
+      if (!is_multi_tensor_optimizer(n) && std::find(n.inputs.begin(), n.inputs.end(), owner) != n.inputs.end()) return false;
+    return true;
+  }
+  if (ir::is_persistent(g.value(owner).role)) return false;
   if (L.storage_end[o] == analysis::kForever) return false;  // a graph output, held to the end
   return gaps[o].after >= 0 && !gaps[o].overwritten;
 }
@@ -157,9 +184,14 @@ Recomputed insert_swaps(const Recomputed& unsplit, const std::vector<ir::ValueId
     auto p = static_cast<int32_t>(std::upper_bound(start.begin(), start.begin() + s.gap.after + 1, begin) - start.begin()) - 1;
     s.prefetch = std::clamp(p, s.gap.before + 1, s.gap.after);
   }
-  std::vector<std::vector<size_t>> out_after(nodes.size()), in_before(nodes.size());
+  std::vector<std::vector<size_t>> out_after(nodes.size()), in_before(nodes.size()), into_after(nodes.size());
   for (size_t i = 0; i < swaps.size(); ++i) {
-    out_after[static_cast<size_t>(swaps[i].gap.before)].push_back(i);
+    if (swaps[i].gap.before < 0) {  // state kept in host memory: written back after its update
+      swaps[i].host = swaps[i].owner;
+      into_after[static_cast<size_t>(swaps[i].gap.after)].push_back(i);
+    } else {
+      out_after[static_cast<size_t>(swaps[i].gap.before)].push_back(i);
+    }
     in_before[static_cast<size_t>(swaps[i].prefetch)].push_back(i);
   }
 
@@ -236,6 +268,11 @@ Recomputed insert_swaps(const Recomputed& unsplit, const std::vector<ir::ValueId
       const ir::Value& ov = g.value(s.owner);
       s.host = out.graph.add_value(out.graph.unique_name(ov.name + ".host"), ov.type, ir::Role::other);
       emit("swap_out", s.owner, s.host, phase, scope);
+    }
+    for (size_t i : into_after[n]) {
+      out.graph.append(ir::Node{"swap_into", {swaps[i].ready, swaps[i].owner}, {}, {}, phase, scope});
+      out.origin.push_back(-1);
+      out.share.push_back(0);
     }
   }
   return out;

@@ -7,7 +7,11 @@
 // part (forward and loss nodes), the backward part (backward and recompute
 // nodes), the optimizer. An activation's gap is the forward-to-backward one;
 // a parameter gradient's, from its making in the backward pass to the
-// optimizer node that reads it.
+// optimizer node that reads it. Optimizer state (momentum, Adam's moments) is
+// idle from one step's update to the next's: kept in host memory between
+// steps, it is copied to the device ahead of its update (`swap_in` of the
+// persistent value itself) and written back after it (`swap_into`), as
+// ZeRO-Offload keeps optimizer state on the host.
 //
 // Contract:
 //   before: a verified training-step graph, recomputation already inserted
@@ -17,14 +21,16 @@
 //             %x.host  = swap_out(%x)        right after the gap's first end
 //             %x.back  = swap_in(%x.host)    at the prefetch point
 //             %x.ready = swap_wait(%x.back)  before the first read after the gap
+//           (for optimizer state: no swap_out; `swap_into(%m.ready, %m)`
+//           right after the node that updates it)
 //           and every read after the gap reads %x.ready (a view of %x that a
 //           later read names is made again from it: its view node cloned).
 //           The new values' role is `other` (a role says where a value is
 //           made: ir::verify); analysis::charged_roles charges %x.back to %x's.
 //   A multi-tensor optimizer node (sgd_step, adam_step) that reads swapped
 //   gradients is split first: one node for the parameters whose gradients
-//   stay, then one per bucket of swapped gradients (about kOptimizerBucket
-//   bytes, in the order the backward pass made them), so the device holds one
+//   stay, then one per bucket of swapped gradients and state (about
+//   kOptimizerBucket bytes, or an eighth of what is swapped where less; in the order the backward pass made them), so the device holds one
 //   bucket of them at a time. The arithmetic per parameter is unchanged.
 //   The prefetch point: as late as the copy back still lands before the first
 //   read after the gap, given the nodes' times, the host-to-device bandwidth
@@ -51,7 +57,8 @@ std::vector<Gap> swap_gaps(const ir::Graph& g, const analysis::Liveness& L);
 
 // A storage the rewrite can swap: made by a node (not persistent, not a host
 // copy, not a graph output), with a gap, and never written over in place
-// (kOverwrite: a view made again from the copy would hold other bytes).
+// (kOverwrite: a view made again from the copy would hold other bytes); or
+// optimizer state that only multi-tensor optimizer nodes read.
 bool swappable(const ir::Graph& g, const analysis::Liveness& L, const std::vector<Gap>& gaps, ir::ValueId owner);
 
 inline constexpr int64_t kOptimizerBucket = int64_t{64} << 20;

@@ -172,7 +172,9 @@ void Executor::initialize(const std::map<std::string, at::Tensor>& given) {
     }
     at::Tensor t = v.init.kind == ir::Init::data ? read_initial(v, index, file, graph_.data_file)
                                                  : make_initial(v.type, v.init, gen);
-    slots_[static_cast<size_t>(v.id)] = options_.device.is_cpu() ? t : t.to(options_.device);
+    slots_[static_cast<size_t>(v.id)] = liveness_.on_host[static_cast<size_t>(v.id)] ? kernels::host_tensor(t)
+                                         : options_.device.is_cpu()                      ? t
+                                                                                         : t.to(options_.device);
   }
   step_ = 0;
 }
@@ -183,7 +185,8 @@ void Executor::bind(ir::ValueId v, const at::Tensor& t) {
               "%{}: given a tensor of {} {}, the graph declares {}", val.name,
               t.defined() ? std::string(c10::toString(t.scalar_type())) : "undefined",
               t.defined() ? ir::shape_string(t.sizes().vec()) : "", ir::to_string(val.type));
-  value(v) = t.device() == options_.device ? t : t.to(options_.device);
+  if (liveness_.on_host[static_cast<size_t>(v)]) value(v) = kernels::host_tensor(t.cpu());  // kept in host memory (swap_into)
+  else value(v) = t.device() == options_.device ? t : t.to(options_.device);
 }
 
 at::Tensor& Executor::value(ir::ValueId v) {
