@@ -143,6 +143,7 @@ struct Greedy {
   std::vector<ir::ValueId> swaps;  // storage owners that may be swapped
   std::vector<Taken> chosen;
   std::vector<Choice> order;  // every pick, undone ones included: the reasoning plan.json records
+  bool update_early = false;  // decided first: parameters updated as soon as the backward pass is done with them
 
   ir::ValueId owner(const Taken& t) const { return t.swap ? swaps[t.index] : cands[t.index].owner; }
   Plan plan(int64_t budget, const std::vector<Taken>& picks) const {
@@ -151,7 +152,7 @@ struct Greedy {
       if (t.swap) swap.push_back(swaps[t.index]);
       else drop.insert(drop.end(), cands[t.index].members.begin(), cands[t.index].members.end());
     }
-    return finish(in, "mutwo", budget, std::move(drop), std::move(swap));
+    return finish(in, "mutwo", budget, std::move(drop), std::move(swap), update_early);
   }
 
   Plan take_back(Plan best) {
@@ -194,6 +195,15 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
 
   Plan best = finish(in, "mutwo", budget, {});
   if (best.feasible) return best;
+  // Updating each parameter as soon as the backward pass is done with it frees
+  // its gradient there, at no cost in arithmetic: taken first, unless it raises
+  // the peak (the unplanned peak is rarely where gradients are; the lower
+  // peaks that recomputation and swapping reach often are).
+  if (Plan early = finish(in, "mutwo", budget, {}, {}, true); early.predicted.peak_bytes <= best.predicted.peak_bytes) {
+    gr.update_early = true;
+    best = std::move(early);
+    if (best.feasible) return best;
+  }
   std::vector<bool> at_peak = best.predicted.idle_at_peak, swap_at_peak = best.predicted.swap_idle_at_peak;
   // Candidates made by one node (a split's query, key and value) share one
   // recompute subgraph: the first of them pays for all, so it is scored with

@@ -76,7 +76,10 @@ struct Simulation {
 };
 // The plan's schedule: recomputation inserted for `drop`, then the storages in
 // `swap` swapped (their prefetch points from the nodes' times), simulated.
-Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, const std::vector<ir::ValueId>& swap = {});
+// With `update_early`, each parameter's update moved into the backward pass
+// first (rewrite/update_early.h), before the swaps.
+Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, const std::vector<ir::ValueId>& swap = {},
+                    bool update_early = false);
 
 // linear_cross_entropy's chunk size (chunks.cpp), which every planner's plan
 // carries: run_planner picks, before the planner runs, for each
@@ -112,6 +115,7 @@ struct Plan {
   int64_t budget_bytes = 0;
   std::vector<ir::ValueId> drop;  // activations to recompute
   std::vector<ir::ValueId> swap;  // storages (owners) to swap to host memory
+  bool update_early = false;      // parameters updated in the backward pass, as soon as ready (rewrite/update_early.h)
   std::vector<ChunkChoice> chunks;  // chunk_rows of the vocabulary loss's nodes, applied before `drop`
   Simulation predicted;
   bool feasible = false;
@@ -167,7 +171,7 @@ std::vector<ir::ValueId> lowest_drop(const ir::Graph& g, const std::string& devi
 
 // Fills a Plan from a drop list (and a swap list): simulates it and judges it against the budget.
 Plan finish(const PlanInput& in, std::string planner, int64_t budget_bytes, std::vector<ir::ValueId> drop,
-            std::vector<ir::ValueId> swap = {});
+            std::vector<ir::ValueId> swap = {}, bool update_early = false);
 
 // Storage owners the planners may swap (rewrite::swappable in the unplanned step).
 std::vector<ir::ValueId> swap_candidates(const PlanInput& in);
@@ -235,6 +239,7 @@ struct SavedPlan {
   // linear_cross_entropy's chunk per node, by the node's first output (plan.json's `chunks`).
   std::vector<std::pair<std::string, int64_t>> chunks;
   std::vector<std::pair<std::string, int64_t>> swap;  // storages swapped to host memory: name, bytes
+  bool update_early = false;
 };
 SavedPlan read_plan(const std::string& path);
 

@@ -190,6 +190,7 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
          {"swapped_bytes", swapped_bytes},
          {"predicted_swap_ms", p.predicted.swap_ms},
          {"host_peak_bytes", p.predicted.host_peak_bytes},
+         {"update_early", p.update_early},
          {"feasible", p.feasible},
          {"planning_ms", p.planning_ms},
          {"note", p.note},
@@ -272,6 +273,7 @@ std::pair<SavedPlan, json> parse_plan(const std::string& path) {
     s.activations.push_back(std::move(act));
   }
   if (version >= 3) {
+    if (j.contains("update_early")) s.update_early = json_field<bool>(j, "update_early", path);
     for (const char* key : {"swapped_bytes", "host_peak_bytes"}) json_size(j, key, path);
     json_ms(j, "predicted_swap_ms", path);
     const json& swapped = json_field<json>(j, "swapped", path);
@@ -387,7 +389,7 @@ Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
   }
   PlanInput chunked = in;
   apply_chunks(chunked, chunks);
-  Plan p = finish(chunked, s.planner, s.budget_bytes, std::move(drop), std::move(swap));
+  Plan p = finish(chunked, s.planner, s.budget_bytes, std::move(drop), std::move(swap), s.update_early);
   p.chunks = std::move(chunks);
   return p;
 }

@@ -12,6 +12,7 @@
 #include "plan/plan.h"
 #include "rewrite/recompute.h"
 #include "rewrite/swap.h"
+#include "rewrite/update_early.h"
 #include "support/error.h"
 
 namespace mutwo::plan {
@@ -108,8 +109,9 @@ std::vector<Candidate> candidates(const PlanInput& in) {
 namespace {
 
 rewrite::Recomputed rewrite_step(const PlanInput& in, const ir::Graph& g, const std::vector<ir::ValueId>& drop,
-                                 const std::vector<ir::ValueId>& swap) {
+                                 const std::vector<ir::ValueId>& swap, bool update_early) {
   rewrite::Recomputed r = rewrite::insert_recomputation(g, drop);
+  if (update_early) r = rewrite::update_early(r);
   if (swap.empty()) return r;
   rewrite::SwapTiming t;
   t.node_ms.reserve(r.origin.size());
@@ -187,7 +189,7 @@ Timeline time_step(const PlanInput& in, const rewrite::Recomputed& r) {
 }  // namespace
 
 rewrite::Recomputed rewrite_plan(const PlanInput& in, const Plan& p) {
-  return rewrite_step(in, chunked_graph(in.graph, p), p.drop, p.swap);
+  return rewrite_step(in, chunked_graph(in.graph, p), p.drop, p.swap, p.update_early);
 }
 
 std::vector<ir::ValueId> swap_candidates(const PlanInput& in) {
@@ -199,8 +201,9 @@ std::vector<ir::ValueId> swap_candidates(const PlanInput& in) {
   return out;
 }
 
-Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, const std::vector<ir::ValueId>& swap) {
-  rewrite::Recomputed r = rewrite_step(in, in.graph, drop, swap);
+Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, const std::vector<ir::ValueId>& swap,
+                    bool update_early) {
+  rewrite::Recomputed r = rewrite_step(in, in.graph, drop, swap, update_early);
   analysis::Liveness L = analysis::analyze_liveness(r.graph);
   Simulation s;
   s.recompute_nodes = r.clones;
@@ -232,7 +235,8 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, c
       s.peak_bytes = std::max(s.peak_bytes, now);
       s.peak_node = static_cast<int32_t>(n);
     }
-    if (r.graph.nodes()[n].phase == ir::Phase::recompute && origin >= 0) s.extra_ms += in.node_ms[static_cast<size_t>(origin)];
+    if (r.graph.nodes()[n].phase == ir::Phase::recompute && origin >= 0)
+      s.extra_ms += in.node_ms[static_cast<size_t>(origin)] * r.share_of(n);
   }
   s.extra_ms += s.swap_ms;
   // The peak's breakdown: storages live during the peak node, charged as the
@@ -302,13 +306,14 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, c
 }
 
 Plan finish(const PlanInput& in, std::string planner, int64_t budget, std::vector<ir::ValueId> drop,
-            std::vector<ir::ValueId> swap) {
+            std::vector<ir::ValueId> swap, bool update_early) {
   Plan p;
   p.planner = std::move(planner);
   p.budget_bytes = budget;
   p.drop = std::move(drop);
   p.swap = std::move(swap);
-  p.predicted = simulate(in, p.drop, p.swap);
+  p.update_early = update_early;
+  p.predicted = simulate(in, p.drop, p.swap, p.update_early);
   p.feasible = p.predicted.peak_bytes <= budget;
   return p;
 }
