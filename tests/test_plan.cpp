@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <set>
+#include <tuple>
 
 #include "analysis/liveness.h"
 #include "autodiff/autodiff.h"
@@ -151,11 +152,17 @@ TEST(Rewrite, SwappedStepIsBitwiseEqualAndMatchesTheSimulatedPeak) {
     for (ir::ValueId v : swap_all)
       if (!dropped.count(v)) swap_rest.push_back(v);
     const Trace base = execute(in.graph, 3);  // three steps: momentum written back and read again
-    for (const auto& [d, w] : {std::pair{std::vector<ir::ValueId>{}, swap_all}, std::pair{drop, swap_rest}}) {
-      plan::Plan p = plan::finish(in, "test", 0, d, w);
+    // The three together with every update moved early (rewrite/update_early.h).
+    for (const auto& [d, w, early] : {std::tuple{std::vector<ir::ValueId>{}, swap_all, false}, std::tuple{drop, swap_rest, false},
+                                      std::tuple{drop, swap_rest, true}}) {
+      // Early, a gradient is used as soon as it is made: nothing to swap.
+      std::vector<ir::ValueId> swap;
+      for (ir::ValueId v : w)
+        if (!early || in.graph.value(v).role != ir::Role::gradient) swap.push_back(v);
+      plan::Plan p = plan::finish(in, "test", 0, d, swap, early);
       rewrite::Recomputed r = plan::rewrite_plan(in, p);
       EXPECT_NO_THROW(ops::verify(r.graph));
-      EXPECT_EQ(r.swaps, static_cast<int32_t>(w.size()));
+      EXPECT_EQ(r.swaps, static_cast<int32_t>(swap.size()));
       const Trace planned = execute(r.graph, 3);
       EXPECT_EQ(base.losses, planned.losses);
       ASSERT_EQ(base.params.size(), planned.params.size());
@@ -164,6 +171,11 @@ TEST(Rewrite, SwappedStepIsBitwiseEqualAndMatchesTheSimulatedPeak) {
       // in host memory, outside both).
       EXPECT_EQ(p.predicted.peak_bytes - analysis::analyze_liveness(r.graph).persistent_bytes, planned.peak);
       EXPECT_LT(p.predicted.peak_bytes, plan::simulate(in, d).peak_bytes) << "swapping lowers the peak";
+      if (early) {
+        int moved = 0;
+        for (const ir::Node& n : r.graph.nodes()) moved += n.op == "sgd_step" && n.phase == ir::Phase::backward;
+        EXPECT_GT(moved, 0) << "updates moved into the backward pass";
+      }
       EXPECT_GT(p.predicted.host_peak_bytes, 0);
       EXPECT_GT(p.predicted.swap_ms, 0) << "on the CPU every copy costs its time";
     }

@@ -345,6 +345,8 @@ Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
                 name, bytes);
     MUTWO_CHECK(std::find(swappable.begin(), swappable.end(), v) != swappable.end(),
                 "it swaps %{}, which cannot be swapped (not idle across a part of the step, a view, or persistent)", name);
+    MUTWO_CHECK(!s.update_early || g.value(v).role != ir::Role::gradient,
+                "it swaps the gradient %{} but updates early, which uses each gradient as soon as it is made", name);
     swap.push_back(v);
   }
   MUTWO_CHECK(swap.empty() || (in.h2d_bytes_per_ms > 0 && in.d2h_bytes_per_ms > 0),
