@@ -24,7 +24,7 @@ m=$PWD/build-cuda/src/cli/mutwo
 card=$(python3 -c 'import torch; print(torch.cuda.get_device_name())'); date=$(date +%F)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 echo "built in ${SECONDS}s; $card x $nproc"
-trun() { python3 -m torch.distributed.run --standalone --nproc-per-node "$@"; }
+trun=(python3 -m torch.distributed.run --standalone --nproc-per-node)  # an array: `timeout` runs no shell function
 
 row() {  # row JSON_LINE EXTRA_JSON: adds card, date and the extra keys; appends to results
   python3 -c 'import json, sys; r = json.loads(sys.argv[1]); r.update(json.loads(sys.argv[2])); r.update(card=sys.argv[3], date=sys.argv[4]); print(json.dumps(r))' \
@@ -41,13 +41,13 @@ for model in $models; do
       [ "$n" = 1 ] && [ -n "$shard" ] && continue
       t0=$SECONDS
       echo "== mutwo $model batch $b x $n GPUs ${shard:-all-reduce} (${SECONDS}s)"
-      j=$(timeout -k 5 "${RUN_TIMEOUT:-300}" trun "$n" --no-python "$m" run --model "$model" --batch "$b" --device cuda \
+      j=$(timeout -k 5 "${RUN_TIMEOUT:-300}" "${trun[@]}" "$n" --no-python "$m" run --model "$model" --batch "$b" --device cuda \
           --steps "$steps" $shard --json | last_json)
       [ -n "$j" ] && row "$j" "{\"system\": \"mutwo\", \"variant\": \"run${shard:+ sharded}\", \"nproc\": $n, \"seconds\": $((SECONDS - t0))}" \
         || echo "mutwo run $model x $n $shard failed or timed out"
       for budget in $budgets; do
         t0=$SECONDS
-        j=$(timeout -k 5 "${OPT_TIMEOUT:-400}" trun "$n" --no-python "$m" optimize --model "$model" --batch "$b" --device cuda \
+        j=$(timeout -k 5 "${OPT_TIMEOUT:-400}" "${trun[@]}" "$n" --no-python "$m" optimize --model "$model" --batch "$b" --device cuda \
             --budget "$budget" --steps "$steps" --check --quiet $shard --out "$out/${model}_${n}_${budget%\%}${shard:+_zero}" --json | last_json)
         [ -n "$j" ] && row "$j" "{\"system\": \"mutwo\", \"variant\": \"optimize $budget${shard:+ sharded}\", \"nproc\": $n, \"seconds\": $((SECONDS - t0))}" \
           || echo "mutwo optimize $model x $n $budget $shard failed or timed out"
@@ -57,7 +57,7 @@ for model in $models; do
   for v in ddp ddp_ckpt fsdp_ckpt; do
     for n in 1 "$nproc"; do
       echo "== pytorch $model $v x $n (${SECONDS}s)"
-      j=$(timeout -k 5 "${PEER_TIMEOUT:-300}" trun "$n" bench/dist_peers.py --model "$model" --batch "$b" --variant "$v" \
+      j=$(timeout -k 5 "${PEER_TIMEOUT:-300}" "${trun[@]}" "$n" bench/dist_peers.py --model "$model" --batch "$b" --variant "$v" \
           --steps "$steps" | last_json)
       [ -n "$j" ] && row "$j" "{\"nproc\": $n}" || echo "peer $model $v x $n failed or timed out"
     done
