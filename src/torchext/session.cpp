@@ -234,6 +234,8 @@ std::string Session::info_json() const {
          {"dropped", dropped},
          {"dropped_bytes", dropped_bytes},
          {"recompute_nodes", plan_.predicted.recompute_nodes},
+         {"swapped", plan_.swap.size()},
+         {"host_peak_bytes", plan_.predicted.host_peak_bytes},
          {"nodes", planned_.nodes().size()},
          {"forward_nodes", forward_end_},
          {"steps", steps_},

@@ -68,7 +68,7 @@ def test_optimize_fits_and_matches_bitwise(captured, tmp_path, name: str, optimi
                                     "--steps", "1", "--json"], capture_output=True, text=True, cwd="/")
             assert rerun.returncode == 0, rerun.stderr
         if budget == "60%" and name in ("llama", "vit"):
-            assert planned["dropped"] > 0, f"{name}: nothing dropped at 60%: {r.stdout}"
+            assert planned["dropped"] + planned["swapped"] > 0, f"{name}: nothing dropped or swapped at 60%: {r.stdout}"
 
 
 @pytest.mark.parametrize("name", EAGER)
