@@ -349,8 +349,8 @@ done
 rm -rf "$sp_dir"
 
 # Below the recompute floor (issue 16): bert-tiny at batch 16 fits 60% and
-# checks bit for bit; a budget under the recompute-only floor (--no-swap: exit 3)
-# fits by swapping, passes the bitwise check, and its plan.json, applied by
+# checks bit for bit; a budget under the recompute-only floor (--no-swap: exit 3,
+# and the CPU's default, no host memory apart) fits by swapping (--host-memory), passes the bitwise check, and its plan.json, applied by
 # optimize --plan, gives the same rewritten step; a plan swapping what the step
 # lacks is refused naming it.
 sw_dir=$(mktemp -d)
@@ -362,7 +362,12 @@ floor=$("$mutwo" plan --profile "$sw_dir/p/profile.json" --budget 1MiB --no-swap
         | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["predicted_peak_bytes"])')
 below=$((floor * 97 / 100))
 code=0; "$mutwo" optimize --model bert-tiny --batch 16 --budget "$below" --no-swap --steps 1 --quiet --out "$sw_dir/r" >/dev/null 2>&1 || code=$?
-last=$("$mutwo" optimize --model bert-tiny --batch 16 --budget "$below" --check --steps 1 --quiet --out "$sw_dir/a" --json | tail -n 1)
+# On the CPU swapping is off by default (its tensors are in host memory
+# already): off at this budget, then on with --host-memory.
+code_default=0; "$mutwo" optimize --model bert-tiny --batch 16 --budget "$below" --steps 1 --quiet --out "$sw_dir/d" >/dev/null 2>&1 || code_default=$?
+[ "$code_default" -eq 3 ] && echo "ok: no swapping on the CPU without --host-memory" \
+  || { echo "FAIL: the CPU swapped without --host-memory (exit $code_default)"; fails=$((fails+1)); }
+last=$("$mutwo" optimize --model bert-tiny --batch 16 --budget "$below" --host-memory 1GiB --check --steps 1 --quiet --out "$sw_dir/a" --json | tail -n 1)
 python3 -c 'import json,sys; r=json.loads(sys.argv[1]); p=r["planned"]
 sys.exit(not (int(sys.argv[2]) == 3 and r["fits"] and r["feasible"] and r["check"] == "passed" and p["swapped"] > 0
               and p["peak_bytes"] == p["predicted_peak_bytes"] <= r["budget_bytes"]))' "$last" "$code" \

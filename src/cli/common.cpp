@@ -88,7 +88,8 @@ SwapFlags& swap_flags() {
 void add_swap_flags(CLI::App& app) {
   app.add_flag("--no-swap", swap_flags().no_swap, "plan with recomputation only: never swap to host memory");
   app.add_option("--host-memory", swap_flags().host_memory,
-                 "host memory the swapped copies may hold at once: 8GiB, 500MiB (default: half the machine's)");
+                 "host memory the swapped copies may hold at once: 8GiB, 500MiB (default: half the machine's on CUDA; "
+                 "none on the CPU, whose tensors are in host memory already)");
 }
 
 int64_t swapped_bytes(const ir::Graph& g, const plan::Plan& p) {

@@ -31,11 +31,12 @@ struct PlanInput {
   double h2d_bytes_per_ms = 0, d2h_bytes_per_ms = 0;
   bool copies_overlap = false;
   bool swap = true;              // planners may swap (--no-swap: recomputation only)
-  int64_t host_limit_bytes = 0;  // host memory the swapped copies may hold at once (--host-memory)
+  int64_t host_limit_bytes = 0;  // host memory the swapped copies may hold at once (--host-memory; by default
+                                 // half the machine's on CUDA, none on the CPU)
   bool can_swap() const { return swap && h2d_bytes_per_ms > 0 && d2h_bytes_per_ms > 0 && host_limit_bytes > 0; }
 };
 PlanInput make_input(const profile::Profile& p);  // UserError if the profile's graph does not parse
-// Half the machine's physical memory: --host-memory's default.
+// Half the machine's physical memory: --host-memory's default on CUDA.
 int64_t default_host_limit();
 
 // A set of activations to drop: one candidate is one storage, with every

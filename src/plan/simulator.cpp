@@ -64,7 +64,10 @@ PlanInput make_input(const profile::Profile& p) {
   in.h2d_bytes_per_ms = p.h2d_gbps * 1e6;
   in.d2h_bytes_per_ms = p.d2h_gbps * 1e6;
   in.copies_overlap = p.device.rfind("cuda", 0) == 0;
-  in.host_limit_bytes = default_host_limit();
+  // On the CPU the "device" is host memory already: a swap there frees
+  // nothing real, so it is off unless --host-memory says how much memory
+  // counts as apart (the CPU tests of the swap machinery do).
+  in.host_limit_bytes = in.copies_overlap ? default_host_limit() : 0;
   for (const auto& n : p.nodes) {
     in.node_ms.push_back(n.ms);
     in.workspace.push_back(std::max<int64_t>(0, n.workspace_bytes));
