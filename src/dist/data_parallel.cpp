@@ -42,13 +42,13 @@ ir::Graph data_parallel(const ir::Graph& step, const DataParallelOptions& o) {
   // The optimizer node and its lists.
   int32_t opt = -1;
   for (size_t n = 0; n < nodes.size(); ++n)
-    if (nodes[n].op == "sgd_step" || nodes[n].op == "adam_step") {
+    if (!ops::optimizer_lists(nodes[n]).empty()) {
       MUTWO_CHECK(opt < 0, "data-parallel: the step has two optimizer nodes ({} and {}); one is expected", opt, n);
       opt = static_cast<int32_t>(n);
     }
   MUTWO_CHECK(opt >= 0, "data-parallel: the step has no optimizer node (sgd_step or adam_step), so no gradients to share");
   const ir::Node& optimizer = nodes[static_cast<size_t>(opt)];
-  const ops::OptimLists lists = optimizer.op == "sgd_step" ? ops::sgd_lists(optimizer.attrs) : ops::adam_lists(optimizer.attrs);
+  const ops::OptimLists lists = ops::optimizer_lists(optimizer);
   const size_t P = optimizer.inputs.size() / lists.size();
   auto param = [&](size_t i) { return optimizer.inputs[i]; };
   auto grad = [&](size_t i) { return optimizer.inputs[P + i]; };

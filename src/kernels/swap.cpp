@@ -59,31 +59,42 @@ std::unordered_map<const void*, at::cuda::CUDAEvent>& pending() {
 }
 #endif
 
-void swap_out_kernel(KernelCall& k) {
-  const at::Tensor& x = k.input(0);
-  const std::vector<int64_t> strides = copy_strides(x);
+// Host memory shaped like `like` (its strides where dense): pinned for copies
+// from a CUDA device, else outside the CPU allocator's counting.
+at::Tensor host_empty(const at::Tensor& like, bool pinned) {
+  const std::vector<int64_t> strides = copy_strides(like);
+  if (pinned) return at::empty_strided(like.sizes(), strides, like.options().device(at::kCPU).pinned_memory(true));
+  return untracked_host_empty(like, strides);
+}
+
+// dst (host) := src. On CUDA on the copy-out stream, after the compute
+// stream's work so far; src is marked used by that stream (its block returns
+// to the allocator once the copy is done) and the copy is pending on dst.
+void copy_out(const at::Tensor& src, at::Tensor& dst) {
 #ifdef MUTWO_WITH_CUDA
-  if (x.is_cuda()) {
-    at::Tensor h = at::empty_strided(x.sizes(), strides, x.options().device(at::kCPU).pinned_memory(true));
-    const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(x.get_device());
-    const c10::cuda::CUDAStream side = streams(x.get_device()).out;
+  if (src.is_cuda()) {
+    const c10::cuda::CUDAStream side = streams(src.get_device()).out;
     at::cuda::CUDAEvent made;
-    made.record(compute);
+    made.record(c10::cuda::getCurrentCUDAStream(src.get_device()));
     made.block(side);
     {
       c10::cuda::CUDAStreamGuard guard(side);
-      h.copy_(x, /*non_blocking=*/true);
+      dst.copy_(src, /*non_blocking=*/true);
     }
-    x.record_stream(side);  // the block returns to the allocator once the copy is done
+    src.record_stream(side);
     at::cuda::CUDAEvent copied;
     copied.record(side);
-    pending()[h.data_ptr()] = std::move(copied);
-    k.output(0) = h;
+    pending()[dst.data_ptr()] = std::move(copied);
     return;
   }
 #endif
-  at::Tensor h = untracked_host_empty(x, strides);
-  h.copy_(x);
+  dst.copy_(src);
+}
+
+void swap_out_kernel(KernelCall& k) {
+  const at::Tensor& x = k.input(0);
+  at::Tensor h = host_empty(x, x.is_cuda());
+  copy_out(x, h);
   k.output(0) = h;
 }
 
@@ -137,37 +148,14 @@ void swap_wait_kernel(KernelCall& k) {
 // swap_into(src, dst): dst (host) := src (device), like swap_out but into a
 // tensor that persists.
 void swap_into_kernel(KernelCall& k) {
-  const at::Tensor& src = k.input(0);
   at::Tensor dst = k.input(1);  // shares its storage: written in place
-#ifdef MUTWO_WITH_CUDA
-  if (src.is_cuda()) {
-    const c10::cuda::CUDAStream side = streams(src.get_device()).out;
-    at::cuda::CUDAEvent updated;
-    updated.record(c10::cuda::getCurrentCUDAStream(src.get_device()));
-    updated.block(side);
-    {
-      c10::cuda::CUDAStreamGuard guard(side);
-      dst.copy_(src, /*non_blocking=*/true);
-    }
-    src.record_stream(side);
-    at::cuda::CUDAEvent copied;
-    copied.record(side);
-    pending()[dst.data_ptr()] = std::move(copied);
-    return;
-  }
-#endif
-  dst.copy_(src);
+  copy_out(k.input(0), dst);
 }
 
 }  // namespace
 
 at::Tensor host_tensor(const at::Tensor& t) {
-  const std::vector<int64_t> strides = copy_strides(t);
-  at::Tensor h;
-#ifdef MUTWO_WITH_CUDA
-  if (at::hasCUDA()) h = at::empty_strided(t.sizes(), strides, t.options().device(at::kCPU).pinned_memory(true));
-#endif
-  if (!h.defined()) h = untracked_host_empty(t, strides);
+  at::Tensor h = host_empty(t, at::hasCUDA());
   h.copy_(t);
   return h;
 }

@@ -32,6 +32,16 @@ int64_t vocab_chunk_rows(const ir::Node& n, int64_t rows, int64_t vocab, int64_t
 using OptimLists = std::vector<std::string_view>;
 OptimLists sgd_lists(const ir::Attrs& a);   // the momentum buffers only with momentum != 0
 OptimLists adam_lists(const ir::Attrs& a);
+// A node's lists if it is a multi-tensor optimizer step (sgd_step, adam_step),
+// else none: the one test of "an optimizer node" the passes share.
+OptimLists optimizer_lists(const ir::Node& n);
+// The optimizer node `n` over the parameters at `params` alone (positions in
+// its lists, in the order given): every list cut to those entries, the rest of
+// the node as it is. The arithmetic per parameter is the same.
+ir::Node optimizer_part(const ir::Node& n, const std::vector<size_t>& params);
+// Those parameters' share of `n`'s parameter bytes (of its time, as the
+// rewrites that split it charge it).
+double optimizer_share(const ir::Graph& g, const ir::Node& n, const std::vector<size_t>& params);
 
 // conv.cpp: a spatial attribute of two entries (stride, padding, dilation,
 // kernel); `dflt` when absent. Throws UserError for a bad length or a value below `min`.

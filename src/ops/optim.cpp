@@ -22,6 +22,29 @@ OptimLists sgd_lists(const ir::Attrs& a) {
 }
 OptimLists adam_lists(const ir::Attrs&) { return {"parameters", "gradients", "first moments", "second moments"}; }
 
+OptimLists optimizer_lists(const ir::Node& n) {
+  if (n.op == "sgd_step") return sgd_lists(n.attrs);
+  if (n.op == "adam_step") return adam_lists(n.attrs);
+  return {};
+}
+
+ir::Node optimizer_part(const ir::Node& n, const std::vector<size_t>& params) {
+  const size_t lists = optimizer_lists(n).size(), count = n.inputs.size() / lists;
+  ir::Node part = n;
+  part.inputs.clear();
+  for (size_t l = 0; l < lists; ++l)
+    for (size_t i : params) part.inputs.push_back(n.inputs[l * count + i]);
+  return part;
+}
+
+double optimizer_share(const ir::Graph& g, const ir::Node& n, const std::vector<size_t>& params) {
+  const size_t count = n.inputs.size() / optimizer_lists(n).size();
+  double part = 0, total = 0;
+  for (size_t i = 0; i < count; ++i) total += static_cast<double>(g.type(n.inputs[i]).bytes());
+  for (size_t i : params) part += static_cast<double>(g.type(n.inputs[i]).bytes());
+  return total > 0 ? part / total : 0.0;
+}
+
 namespace {
 
 using ir::TensorType;

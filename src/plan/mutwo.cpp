@@ -176,27 +176,6 @@ struct Greedy {
   }
 };
 
-}  // namespace
-
-namespace {
-Plan greedy(const PlanInput& in, int64_t budget);
-}  // namespace
-
-// The greedy with swapping, and where it finds no plan, the greedy with
-// recomputation only too: cheap swaps taken early can leave the peak where
-// only recomputation would have lowered it further (GPT-2 small at batch 8 on
-// an H100: 4.8 GB against 4.4), so the lower of the two is returned.
-Plan plan_mutwo(const PlanInput& in, int64_t budget) {
-  Plan hybrid = greedy(in, budget);
-  if (hybrid.feasible || !in.can_swap()) return hybrid;
-  PlanInput recompute_only = in;
-  recompute_only.swap = false;
-  Plan other = greedy(recompute_only, budget);
-  return other.feasible || other.predicted.peak_bytes < hybrid.predicted.peak_bytes ? other : hybrid;
-}
-
-namespace {
-
 Plan greedy(const PlanInput& in, int64_t budget) {
   Greedy gr{in, candidates(in), in.can_swap() ? swap_candidates(in) : std::vector<ir::ValueId>{}, {}, {}};
   const std::vector<Candidate>& cands = gr.cands;
@@ -325,5 +304,18 @@ Plan greedy(const PlanInput& in, int64_t budget) {
 }
 
 }  // namespace
+
+// The greedy with swapping, and where it finds no plan, the greedy with
+// recomputation only too: cheap swaps taken early can leave the peak where
+// only recomputation would have lowered it further (GPT-2 small at batch 8 on
+// an H100: 4.8 GB against 4.4), so the lower of the two is returned.
+Plan plan_mutwo(const PlanInput& in, int64_t budget) {
+  Plan hybrid = greedy(in, budget);
+  if (hybrid.feasible || !in.can_swap()) return hybrid;
+  PlanInput recompute_only = in;
+  recompute_only.swap = false;
+  Plan other = greedy(recompute_only, budget);
+  return other.feasible || other.predicted.peak_bytes < hybrid.predicted.peak_bytes ? other : hybrid;
+}
 
 }  // namespace mutwo::plan

@@ -8,6 +8,7 @@
 #include "analysis/liveness.h"
 #include "ir/text.h"
 #include "profile/profile.h"
+#include "ops/attrs.h"
 #include "ops/op.h"
 #include "plan/plan.h"
 #include "rewrite/recompute.h"
@@ -216,14 +217,22 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, c
   const Timeline time = time_step(in, r);
   s.step_ms = time.step_ms;
   s.swap_ms = time.swap_ms;
-  // A storage copied out is held until its copy is done.
+  // A storage copied out is held until its copy is done: from its copy's node
+  // (where liveness frees it, unless read later still) to the first node
+  // starting after the copy.
+  struct Held {
+    size_t storage, from, until;
+  };
+  std::vector<Held> held;
+  for (auto [n, until] : time.held) {
+    const auto x = static_cast<size_t>(L.storage[static_cast<size_t>(r.graph.nodes()[n].inputs[0])]);
+    if (L.storage_end[x] == static_cast<int32_t>(n)) held.push_back({x, n, until});
+  }
   std::vector<int64_t> during = L.live_during, after = L.live_after;
-  for (auto [n, k] : time.held) {
-    const ir::ValueId x = L.storage[static_cast<size_t>(r.graph.nodes()[n].inputs[0])];
-    if (L.storage_end[static_cast<size_t>(x)] != static_cast<int32_t>(n)) continue;  // read later still: not freed here
-    const int64_t bytes = r.graph.type(x).bytes();
-    after[n] += bytes;
-    for (size_t m = n + 1; m < k; ++m) {
+  for (const Held& h : held) {
+    const int64_t bytes = r.graph.values()[h.storage].type.bytes();
+    after[h.from] += bytes;
+    for (size_t m = h.from + 1; m < h.until; ++m) {
       during[m] += bytes;
       after[m] += bytes;
     }
@@ -272,16 +281,13 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, c
       if (!L.owns_storage(static_cast<ir::ValueId>(v))) continue;
       // Read at the peak by a multi-tensor optimizer node counts too: swapping
       // it splits that node (rewrite::insert_swaps), and its part reads it later.
-      const bool splits = gaps[v].after == k && (rn[static_cast<size_t>(k)].op == "sgd_step" || rn[static_cast<size_t>(k)].op == "adam_step");
+      const bool splits = gaps[v].after == k && !ops::optimizer_lists(rn[static_cast<size_t>(k)]).empty();
       const bool state = L.def[v] < 0 && gaps[v].after >= 0 && r.graph.values()[v].role == ir::Role::optimizer_state;
       s.swap_idle_at_peak[v] = (L.def[v] >= 0 || state) && gaps[v].before < k && (gaps[v].after > k || splits) && !L.on_host[v];
     }
     std::vector<bool> held_at_peak(r.graph.num_values(), false);  // copied out, the copy not done at the peak
-    for (auto [n, until] : time.held) {
-      const auto x = static_cast<size_t>(L.storage[static_cast<size_t>(rn[n].inputs[0])]);
-      if (static_cast<int32_t>(n) < k && static_cast<int32_t>(until) > k && L.storage_end[x] == static_cast<int32_t>(n))
-        held_at_peak[x] = true;
-    }
+    for (const Held& h : held)
+      if (static_cast<int32_t>(h.from) < k && static_cast<int32_t>(h.until) > k) held_at_peak[h.storage] = true;
     const std::vector<ir::Role> storage_role = analysis::charged_roles(r.graph, L);
     for (const ir::Value& v : r.graph.values()) {
       auto id = static_cast<size_t>(v.id);

@@ -15,8 +15,8 @@ namespace {
 
 int part_of(ir::Phase p) { return ir::is_forward(p) ? 0 : ir::is_backward(p) ? 1 : 2; }
 
-// The multi-tensor optimizer nodes of `r` that read swapped gradients, split
-// (see swap.h); `from` gets, per node of the result, its node in `r`.
+// The multi-tensor optimizer nodes of `r` that read swapped gradients or
+// state, split (see swap.h); `from` gets, per node of the result, its node in `r`.
 Recomputed split_optimizer(const Recomputed& r, const std::vector<ir::ValueId>& swap, const analysis::Liveness& L,
                            std::vector<size_t>& from) {
   const ir::Graph& g = r.graph;
@@ -35,48 +35,39 @@ Recomputed split_optimizer(const Recomputed& r, const std::vector<ir::ValueId>& 
   };
   for (size_t n = 0; n < g.nodes().size(); ++n) {
     const ir::Node& node = g.nodes()[n];
-    const size_t lists = node.op == "sgd_step" ? ops::sgd_lists(node.attrs).size()
-                         : node.op == "adam_step" ? ops::adam_lists(node.attrs).size() : 0;
+    const size_t lists = ops::optimizer_lists(node).size();
     const size_t count = lists ? node.inputs.size() / lists : 0;
+    // Per parameter: the bytes of its gradient and state that are swapped.
+    std::vector<int64_t> swapped_bytes(count, 0);
     std::vector<size_t> stay, moved;  // parameter positions
     for (size_t i = 0; i < count; ++i) {
-      bool any = false;  // its gradient or a state of it is swapped
-      for (size_t l = 1; l < lists; ++l) any |= swapped[static_cast<size_t>(L.storage[static_cast<size_t>(node.inputs[l * count + i])])];
-      (any ? moved : stay).push_back(i);
+      for (size_t l = 1; l < lists; ++l) {
+        const ir::ValueId v = node.inputs[l * count + i];
+        if (swapped[static_cast<size_t>(L.storage[static_cast<size_t>(v)])]) swapped_bytes[i] += g.type(v).bytes();
+      }
+      (swapped_bytes[i] > 0 ? moved : stay).push_back(i);
     }
     if (moved.empty()) {
       keep(n, node, 1.0);
       continue;
     }
+    auto part = [&](const std::vector<size_t>& params) {
+      keep(n, ops::optimizer_part(node, params), ops::optimizer_share(g, node, params));
+    };
+    if (!stay.empty()) part(stay);
+    // Buckets in the order the gradients were made, of kOptimizerBucket, or an
+    // eighth of what is swapped where that is less.
     std::stable_sort(moved.begin(), moved.end(), [&](size_t a, size_t b) {
       return L.def[static_cast<size_t>(node.inputs[count + a])] < L.def[static_cast<size_t>(node.inputs[count + b])];
     });
-    double total = 0;
-    for (size_t i = 0; i < count; ++i) total += static_cast<double>(g.type(node.inputs[i]).bytes());
-    auto part = [&](const std::vector<size_t>& entries) {
-      ir::Node piece = node;
-      piece.inputs.clear();
-      double bytes = 0;
-      for (size_t l = 0; l < lists; ++l)
-        for (size_t i : entries) piece.inputs.push_back(node.inputs[l * count + i]);
-      for (size_t i : entries) bytes += static_cast<double>(g.type(node.inputs[i]).bytes());
-      keep(n, std::move(piece), total > 0 ? bytes / total : 0.0);
-    };
-    if (!stay.empty()) part(stay);
-    // Buckets of kOptimizerBucket, or an eighth of what is swapped where that is less.
     int64_t moved_bytes = 0;
-    for (size_t i : moved)
-      for (size_t l = 1; l < lists; ++l)
-        if (swapped[static_cast<size_t>(L.storage[static_cast<size_t>(node.inputs[l * count + i])])])
-          moved_bytes += g.type(node.inputs[l * count + i]).bytes();
+    for (size_t i : moved) moved_bytes += swapped_bytes[i];
     const int64_t bucket_limit = std::min(kOptimizerBucket, (moved_bytes + 7) / 8);
     std::vector<size_t> bucket;
     int64_t bucket_bytes = 0;
     for (size_t i : moved) {
       bucket.push_back(i);
-      for (size_t l = 1; l < lists; ++l)
-      if (swapped[static_cast<size_t>(L.storage[static_cast<size_t>(node.inputs[l * count + i])])])
-        bucket_bytes += g.type(node.inputs[l * count + i]).bytes();
+      bucket_bytes += swapped_bytes[i];
       if (bucket_bytes >= bucket_limit) {
         part(bucket);
         bucket.clear();
@@ -120,15 +111,13 @@ std::vector<Gap> swap_gaps(const ir::Graph& g, const analysis::Liveness& L) {
   return gaps;
 }
 
-bool is_multi_tensor_optimizer(const ir::Node& n) { return n.op == "sgd_step" || n.op == "adam_step"; }
-
 bool swappable(const ir::Graph& g, const analysis::Liveness& L, const std::vector<Gap>& gaps, ir::ValueId owner) {
   auto o = static_cast<size_t>(owner);
   if (!L.owns_storage(owner) || L.on_host[o]) return false;
   if (L.def[o] < 0) {  // persistent: optimizer state that only optimizer nodes read
     if (g.value(owner).role != ir::Role::optimizer_state || gaps[o].after < 0) return false;
     for (const ir::Node& n : g.nodes())
-      if (!is_multi_tensor_optimizer(n) && std::find(n.inputs.begin(), n.inputs.end(), owner) != n.inputs.end()) return false;
+      if (ops::optimizer_lists(n).empty() && std::find(n.inputs.begin(), n.inputs.end(), owner) != n.inputs.end()) return false;
     return true;
   }
   if (ir::is_persistent(g.value(owner).role)) return false;

@@ -23,20 +23,18 @@ Recomputed update_early(const Recomputed& r) {
   };
   std::vector<std::vector<Piece>> after(nodes.size());
   std::vector<bool> moved(nodes.size(), false);
-  auto multi_tensor = [](const ir::Node& n) { return n.op == "sgd_step" || n.op == "adam_step"; };
   // The last node other than an optimizer node touching each value (reading or making it).
   std::vector<int32_t> last_touch(g.num_values(), -1);
   for (size_t n = 0; n < nodes.size(); ++n) {
-    if (multi_tensor(nodes[n])) continue;
+    if (!ops::optimizer_lists(nodes[n]).empty()) continue;
     for (const auto* list : {&nodes[n].inputs, &nodes[n].outputs})
       for (ir::ValueId v : *list)
         if (v != ir::kNoValue) last_touch[static_cast<size_t>(v)] = static_cast<int32_t>(n);
   }
   for (size_t n = 0; n < nodes.size(); ++n) {
     const ir::Node& node = nodes[n];
-    const size_t lists = node.op == "sgd_step" ? ops::sgd_lists(node.attrs).size()
-                         : node.op == "adam_step" ? ops::adam_lists(node.attrs).size() : 0;
-    if (!multi_tensor(node) || lists == 0 || node.inputs.empty()) continue;
+    const size_t lists = ops::optimizer_lists(node).size();
+    if (lists == 0 || node.inputs.empty()) continue;
     const size_t count = node.inputs.size() / lists;
     // When each parameter is ready: after the last other node touching any of its entries.
     std::vector<int32_t> ready(count, -1);
@@ -45,16 +43,11 @@ Recomputed update_early(const Recomputed& r) {
     std::vector<size_t> order(count);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ready[a] < ready[b]; });
-    double total = 0;
-    for (size_t i = 0; i < count; ++i) total += static_cast<double>(g.type(node.inputs[i]).bytes());
     std::vector<size_t> bucket;
     int64_t bytes = 0;
     auto flush = [&] {
       if (bucket.empty()) return;
-      ir::Node piece = node;
-      piece.inputs.clear();
-      for (size_t l = 0; l < lists; ++l)
-        for (size_t i : bucket) piece.inputs.push_back(node.inputs[l * count + i]);
+      ir::Node piece = ops::optimizer_part(node, bucket);
       int32_t at = -1;
       for (size_t i : bucket) at = std::max(at, ready[i]);
       MUTWO_ASSERT(at >= 0 && static_cast<size_t>(at) < n, "optimizer entry ready after its node");
@@ -63,7 +56,7 @@ Recomputed update_early(const Recomputed& r) {
       piece.scope = "optimizer";
       // After the backward part: stays where the optimizer was.
       const size_t place = in_backward ? static_cast<size_t>(at) : n;
-      after[place].push_back({std::move(piece), n, total > 0 ? static_cast<double>(bytes) / total : 0.0});
+      after[place].push_back({std::move(piece), n, ops::optimizer_share(g, node, bucket)});
       bucket.clear();
       bytes = 0;
     };
