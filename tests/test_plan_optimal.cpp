@@ -228,6 +228,119 @@ TEST(Optimal, SaysHowToEnableItWhenBuiltWithoutCbc) {
   }
 }
 
+// Swapping in the MILP (issue 16). Copies at `bytes_per_ms` each way, in line
+// (the CPU: the simulator's copy time is their whole time, which the model
+// counts exactly) or on CUDA's copy streams, the host unlimited.
+plan::PlanInput with_copies(plan::PlanInput in, double bytes_per_ms, bool overlap) {
+  in.h2d_bytes_per_ms = in.d2h_bytes_per_ms = bytes_per_ms;
+  in.copies_overlap = overlap;
+  in.host_limit_bytes = int64_t{1} << 40;
+  return in;
+}
+
+plan::PlanInput without_swaps(plan::PlanInput in) {
+  in.swap = false;
+  return in;
+}
+
+// Copies in line: the model's time is the simulator's, so the optimum over
+// drops and swaps never costs more than the greedy's hybrid plan, takes swaps
+// somewhere, and reaches below the lowest peak recomputation alone reaches.
+TEST(Optimal, SwapsWhereTheyPayAndBelowTheRecomputeFloor) {
+  SKIP_WITHOUT_CBC();
+  int with_swaps = 0, below_floor = 0;
+  for (const plan::PlanInput& base : small_graphs())
+    for (double speed : {3e6, 3e7}) {  // bytes per ms: a 6 KiB activation costs about 2 or 0.2 us each way
+      const plan::PlanInput in = with_copies(base, speed, false);
+      const std::string what = fmt::format("{}, {:g} bytes/ms in line", in.graph.name, speed);
+      const int64_t top = unplanned(in), low = plan::plan_mutwo(in, 0).predicted.peak_bytes;
+      for (int step = 0; step <= 4; ++step) {
+        const int64_t budget = low + (top - low) * step / 4;
+        plan::Plan o = plan::plan_optimal(in, budget);
+        plan::Plan g = plan::plan_mutwo(in, budget);
+        SCOPED_TRACE(fmt::format("{} at budget {}: {}", what, budget, o.note));
+        EXPECT_EQ(o.feasible, o.predicted.peak_bytes <= budget);
+        if (!g.feasible) continue;
+        EXPECT_TRUE(o.feasible) << "the greedy fits, so the optimum must";
+        EXPECT_LE(o.predicted.extra_ms, g.predicted.extra_ms + 1e-9);
+        EXPECT_TRUE(budget >= top || has(o.note, "proven optimal")) << o.note;
+        EXPECT_FALSE(has(o.note, "greedy's plan")) << "copies in line: the model's time is exact";
+        with_swaps += !o.swap.empty();
+      }
+      const int64_t floor = plan::plan_optimal(without_swaps(in), 0).predicted.peak_bytes;
+      plan::Plan below = plan::plan_optimal(in, floor - 1);
+      SCOPED_TRACE(fmt::format("{}: recomputation's lowest peak {}; {}", what, floor, below.note));
+      if (below.feasible) {
+        EXPECT_FALSE(below.swap.empty());
+        ++below_floor;
+      }
+    }
+  EXPECT_GT(with_swaps, 0) << "no optimal plan swapped: the test no longer exercises the swap columns";
+  EXPECT_GE(below_floor, 4) << "swapping should reach below recomputation's floor on most of these graphs";
+}
+
+// The memory model stays a relaxation with swaps: plans of random drops and
+// swaps, with and without early updates, fit the model at their simulated
+// peak, with copies in line and on CUDA's copy streams (queued).
+TEST(Optimal, MemoryModelWithSwapsIsARelaxation) {
+  SKIP_WITHOUT_CBC();
+  for (const plan::PlanInput& base : small_graphs())
+  for (bool overlap : {false, true}) {
+    const plan::PlanInput in = with_copies(base, 3e6, overlap);
+    const std::vector<plan::Candidate> cands = plan::candidates(in);
+    const std::vector<ir::ValueId> swappable = plan::swap_candidates(in);
+    ASSERT_FALSE(swappable.empty()) << in.graph.name;
+    uint32_t r = 11;
+    for (int trial = 0; trial < 8; ++trial) {
+      std::vector<ir::ValueId> drop, swap;
+      for (ir::ValueId o : swappable) {
+        r = r * 1664525u + 1013904223u;
+        if ((r >> 28) % 3 == 0) swap.push_back(o);
+      }
+      for (const plan::Candidate& c : cands) {
+        r = r * 1664525u + 1013904223u;
+        if ((r >> 28) % 2 && std::find(swap.begin(), swap.end(), c.owner) == swap.end())
+          drop.insert(drop.end(), c.members.begin(), c.members.end());
+      }
+      for (bool early : {false, true}) {
+        if (early)  // gradients are swappable only where their update waits for the optimizer
+          swap.erase(std::remove_if(swap.begin(), swap.end(), [&](ir::ValueId v) { return in.graph.value(v).role == ir::Role::gradient; }),
+                     swap.end());
+        const int64_t peak = plan::finish(in, "test", 0, drop, swap, early).predicted.peak_bytes;
+        SCOPED_TRACE(fmt::format("{}: trial {}, {} dropped, {} swapped, early updates {}, copy streams {}", in.graph.name,
+                                 trial, drop.size(), swap.size(), early, overlap));
+        EXPECT_TRUE(plan::optimal_model_fits(in, peak, drop, swap, early));
+      }
+    }
+  }
+}
+
+// On CUDA's copy streams the model's copy time is an estimate: the plan still
+// fits wherever the greedy's does, and the planner says when it shows the
+// greedy's plan because that one simulates faster.
+TEST(Optimal, WithCopyStreamsFitsWhereTheGreedyDoes) {
+  SKIP_WITHOUT_CBC();
+  int own = 0;
+  for (const plan::PlanInput& base : small_graphs()) {
+    const plan::PlanInput in = with_copies(base, 3e6, true);
+    const int64_t top = unplanned(in), low = plan::plan_mutwo(in, 0).predicted.peak_bytes;
+    for (int step = 0; step <= 3; ++step) {
+      const int64_t budget = low + (top - low) * step / 4;
+      plan::Plan o = plan::plan_optimal(in, budget);
+      plan::Plan g = plan::plan_mutwo(in, budget);
+      SCOPED_TRACE(fmt::format("{} at budget {}: {}", in.graph.name, budget, o.note));
+      EXPECT_EQ(o.planner, "optimal");
+      EXPECT_EQ(o.feasible, o.predicted.peak_bytes <= budget);
+      if (!g.feasible) continue;
+      EXPECT_TRUE(o.feasible);
+      const bool shows_greedy = has(o.note, "shown: the greedy's plan");
+      if (!shows_greedy) EXPECT_LE(o.predicted.extra_ms, g.predicted.extra_ms + 1e-9) << "else it would show the greedy's";
+      own += !shows_greedy;
+    }
+  }
+  EXPECT_GT(own, 0) << "the MILP's own plan was never the faster one";
+}
+
 // Not a unit test: the greedy-versus-optimal table (target T6) on the MLP and
 // the small transformers, at budgets from the unplanned peak down to just
 // under the greedy's lowest; run with --gtest_also_run_disabled_tests.

@@ -45,7 +45,7 @@ void require_solver() {
       "configure with -DMUTWO_WITH_CBC=ON, or use --planner mutwo");
 }
 
-Solution solve(const Lp&, double, const std::vector<double>*) {
+Solution solve(const Lp&, double, const std::vector<double>*, bool) {
   require_solver();
   return {};
 }
@@ -67,7 +67,7 @@ bool solver_built() { return true; }
 
 void require_solver() {}
 
-Solution solve(const Lp& lp, double seconds, const std::vector<double>* start) {
+Solution solve(const Lp& lp, double seconds, const std::vector<double>* start, bool preprocess) {
   const int nc = lp.columns(), nr = static_cast<int>(lp.rows.size());
   std::vector<CoinBigIndex> starts{0};
   std::vector<int> cols, lens;
@@ -93,9 +93,15 @@ Solution solve(const Lp& lp, double seconds, const std::vector<double>* start) {
   }
   CbcMain0(model);
   const std::string secs = fmt::format("{:.3f}", std::max(kLeastSeconds, seconds));
-  const char* argv[] = {"mutwo", "-log", "0", "-timeMode", "elapsed", "-seconds", secs.c_str(), "-solve", "-quit"};
+  // Preprocessing off where asked: CBC 2.10's preprocessing can leave a
+  // program of under three rows, on which OsiClpSolverInterface::crunch
+  // asserts and aborts the process (coin-or/Cbc#684, coin-or/Clp#288); a
+  // program with its integer columns fixed (milp::fixed) is the usual case.
+  std::vector<const char*> argv = {"mutwo", "-log", "0", "-timeMode", "elapsed", "-seconds", secs.c_str()};
+  if (!preprocess) argv.insert(argv.end(), {"-preprocess", "off"});
+  argv.insert(argv.end(), {"-solve", "-quit"});
   const auto t0 = std::chrono::steady_clock::now();
-  CbcMain1(static_cast<int>(std::size(argv)), argv, model);
+  CbcMain1(static_cast<int>(argv.size()), argv.data(), model);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   // A finished search is a proof (an infeasible relaxation under the incumbent's
   // cutoff included), except when time ran out: CBC stopped inside

@@ -74,7 +74,9 @@ void require_solver();
 
 // CBC's standard driver (preprocessing, cuts, heuristics) for at most
 // `seconds` of wall clock, from the assignment `start` when given. Without
-// CBC: UserError saying how to build with it.
-Solution solve(const Lp& lp, double seconds, const std::vector<double>* start);
+// CBC: UserError saying how to build with it. `preprocess` false for a
+// program whose decisions are fixed (a plan checked against the model):
+// preprocessing shrinks it to a few rows, where CBC 2.10 can abort (milp.cpp).
+Solution solve(const Lp& lp, double seconds, const std::vector<double>* start, bool preprocess = true);
 
 }  // namespace mutwo::plan::milp

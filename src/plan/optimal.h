@@ -1,5 +1,5 @@
 // The optimal planner's options: Checkmate's MILP (Jain et al., MLSys 2020)
-// restricted to mu-TWO's drop decisions (optimal_model.h; optimal_model.cpp
+// restricted to mu-TWO's drop and swap decisions (optimal_model.h; optimal_model.cpp
 // says what the model captures), solved with COIN-OR CBC (milp.h) by the
 // search in optimal.cpp. plan.h declares the plain two-argument form.
 #pragma once
@@ -20,9 +20,12 @@ struct OptimalOptions {
 // plan_optimal(in, budget) is this with the default options.
 Plan plan_optimal(const PlanInput& in, int64_t budget_bytes, const OptimalOptions& options);
 
-// For tests: whether the MILP's memory model lets `drop` fit the budget. The
-// model is a relaxation: it must accept every drop list that fits in simulation.
-bool optimal_model_fits(const PlanInput& in, int64_t budget_bytes, const std::vector<ir::ValueId>& drop);
+// For tests: whether the MILP's memory model lets the plan (`drop`, `swap`,
+// `update_early`) fit the budget. The model is a relaxation: it must accept
+// every plan that fits in simulation (with swaps, up to the prefetch points'
+// blindness to recomputation's time: optimal_model.cpp).
+bool optimal_model_fits(const PlanInput& in, int64_t budget_bytes, const std::vector<ir::ValueId>& drop,
+                        const std::vector<ir::ValueId>& swap = {}, bool update_early = false);
 
 // False when mutwo was configured with -DMUTWO_WITH_CBC=OFF (plan_optimal then throws UserError).
 bool optimal_planner_built();

@@ -29,11 +29,35 @@
 // inputs of the one running. The model therefore never counts more bytes than
 // the simulator, for any drop set: it is a relaxation, and the greedy's plan
 // (fitting in simulation) is feasible in it, so the optimum is never worse
-// than the greedy's. Not modelled: recomputing a value twice, freeing a clone
-// before its last read, swapping, and reordering the schedule (Checkmate's
-// full space): the planner answers mu-TWO's question, not Checkmate's. Size is
-// O(stages x recomputable nodes): graphs above OptimalOptions::max_columns are
-// refused.
+// than the greedy's.
+//
+// Swapping (issue 16; where PlanInput::can_swap): swap[k] binary per storage
+// rewrite::swappable accepts, at most one of drop and swap per storage, the
+// swapped bytes within the host limit. A swapped storage is gone from the
+// device from the first node starting after its copy out is done to the
+// swap_in the rewrite places for its first read after the gap
+// (rewrite::prefetch_point); optimizer state also from its write-back to the
+// step's end. A clone reading a swapped storage inside its gap ends the
+// saving at that clone's prefetch point (a column per such stage, at most the
+// one before it). Copies run in line (the CPU): the windows and the copy time
+// (all of it, in the objective) are the simulator's. Copies on CUDA's streams
+// (CopyQueues): each stream a queue in the rewrite's order, times shifted by
+// the recomputation before each node (Shift), a window's uncertain ends tied
+// to the queue by binary columns, and one stall column (the objective's copy
+// time) at least what the queues force. Relaxed where the rewrite is not
+// followed: copies for the optimizer each alone on the stream and due at its
+// end (the rewrite splits it into buckets), a clone's prefetch point without
+// the queue, and every wait counted before every copy out: on the memory side
+// the model stays a relaxation (tests/test_plan_optimal.cpp checks random
+// plans against the simulator). Its copy time is an estimate (the queues
+// ignore the waits they cause downstream), so for plans with swaps on CUDA,
+// CBC's proof is about the model, and optimal.cpp compares the answer with
+// the greedy's in simulation.
+//
+// Not modelled: recomputing a value twice, freeing a clone before its last
+// read, and reordering the schedule (Checkmate's full space): the planner
+// answers mu-TWO's question, not Checkmate's. Size is O(stages x recomputable
+// nodes): graphs above OptimalOptions::max_columns are refused.
 #include "plan/optimal_model.h"
 
 #include <algorithm>
@@ -41,8 +65,12 @@
 #include <tuple>
 
 #include "analysis/liveness.h"
+#include "ops/attrs.h"
 #include "ops/op.h"
+#include "plan/optimal_swaps.h"
 #include "rewrite/recompute.h"
+#include "rewrite/swap.h"
+#include "rewrite/update_early.h"
 #include "support/error.h"
 
 namespace mutwo::plan {
@@ -57,9 +85,6 @@ constexpr int kTemp = -2;  // never kept (a forward temporary): recomputed whene
 // Each read-later record has four columns per stage: read at this stage or
 // later (before, and at, the node), alive at the node, alive across the stage's clones.
 constexpr int kReadLaterColumns = 4;
-// The objective counts microseconds: CBC's cutoff increment is absolute, so
-// costs in milliseconds would make it stop at a coarse gap.
-constexpr double kCostPerMs = 1e3;
 // Refused before the memory rows are built: the model grows about this many
 // columns per recompute column (A[s,q]), a guess checked again at the end.
 constexpr int64_t kColumnsPerRecomputeColumn = 4;
@@ -81,6 +106,21 @@ std::optional<Lin> conjunction(const Lin& trigger, Lits lits) {
 
 }  // namespace
 
+PlanInput model_input(const PlanInput& in, bool update_early) {
+  if (!update_early) return in;
+  rewrite::Recomputed r = rewrite::update_early(rewrite::insert_recomputation(in.graph, {}));
+  PlanInput out = in;
+  out.graph = std::move(r.graph);
+  out.node_ms.clear();
+  out.workspace.clear();
+  for (size_t n = 0; n < r.origin.size(); ++n) {
+    const auto o = static_cast<size_t>(r.origin[n]);
+    out.node_ms.push_back(in.node_ms[o] * r.share_of(n));
+    out.workspace.push_back(in.workspace[o]);
+  }
+  return out;
+}
+
 OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double bytes_per_unit,
                                  const OptimalOptions& options, size_t max_clones_behind) {
   const ir::Graph& g = in.graph;
@@ -99,6 +139,24 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
   for (size_t c = 0; c < m.cands.size(); ++c) {
     m.drop_col.push_back(lp.col(0, 1, true));
     for (ir::ValueId v : m.cands[c].members) kind[size_t(v)] = static_cast<int>(c);
+  }
+  // Swap candidates: their columns follow the drop columns, so cuts on both carry over.
+  std::vector<double> start(nn + 1, 0);  // when each node starts, nodes back to back
+  for (size_t n = 0; n < nn; ++n) start[n + 1] = start[n] + std::max(0.0, in.node_ms[n]);
+  std::vector<int> swap_index(nv, -1);
+  std::vector<SwapWindow> windows;
+  std::vector<rewrite::Gap> gaps;
+  if (in.can_swap()) {
+    gaps = rewrite::swap_gaps(g, L);
+    for (ir::ValueId o : swap_candidates(in)) {
+      const rewrite::Gap& gap = gaps[size_t(o)];
+      SwapWindow w = swap_window(in, start, gap, g.type(o).bytes(), !ops::optimizer_lists(nodes[size_t(gap.after)]).empty());
+      if (w.freed >= w.back && w.freed_again >= int32_t(nn)) continue;  // its copies leave no node without it
+      swap_index[size_t(o)] = static_cast<int>(m.swaps.size());
+      m.swaps.push_back(o);
+      m.swap_col.push_back(lp.col(0, 1, true));
+      windows.push_back(w);
+    }
   }
   // Every other value is kept or recomputed whatever the plan, by the rewrite's rule.
   const std::vector<bool> kept = rewrite::kept_at_backward(g, uses, {});
@@ -194,6 +252,11 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
     int reader;     // the recomputed node, -1 for a backward node
   };
   std::vector<Event> events;
+  struct SwapRead {
+    int swap, s;
+    Lin cond;
+  };
+  std::vector<SwapRead> swap_reads;
   auto walk = [&](ir::ValueId a, int s, const Lin& trig, int reader) {
     Lits lits;
     for (ir::ValueId v = a; v != ir::kNoValue;) {
@@ -202,11 +265,14 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
       ir::ValueId owner = L.storage[size_t(v)];
       int k = kind[size_t(v)];
       if (k != kTemp) {  // kept (maybe): served by the original storage
+        Lits kl = lits;
+        if (k >= 0) kl.emplace_back(m.drop_col[size_t(k)], true);
         if (reader >= 0 && L.def[size_t(owner)] >= 0 && L.storage_end[size_t(owner)] < m.stage_node[size_t(s)]) {
-          Lits kl = lits;
-          if (k >= 0) kl.emplace_back(m.drop_col[size_t(k)], true);
           if (auto c = conjunction(trig, kl)) events.push_back({s, kExtRead, owner, *c, reader});
         }
+        // A clone reading a swapped storage inside its gap: the copy comes back for it.
+        if (const int w = swap_index[size_t(owner)]; reader >= 0 && w >= 0 && m.stage_node[size_t(s)] < windows[size_t(w)].read)
+          if (auto c = conjunction(trig, kl)) swap_reads.push_back({w, s, *c});
         if (k == kKept) return;
         lits.emplace_back(m.drop_col[size_t(k)], false);
       }
@@ -352,6 +418,84 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
     if (fend[o] < L.storage_end[o]) savings.push_back({m.drop_col[c], fend[o], L.storage_end[o], double(m.cands[c].bytes) / bytes_per_unit});
   }
 
+  // Swapped storages: gone from the device between their copies. A clone
+  // reading one inside its gap (swap_reads, by stage) brings it back from
+  // that stage's prefetch point on: saving[i] <= saving[i-1], and 0 once a
+  // read at the i-th such stage happens. On CUDA the copies queue on their
+  // streams (streams()), so near its ends a window holds only when the
+  // queue's times allow it.
+  std::sort(swap_reads.begin(), swap_reads.end(), [](const SwapRead& a, const SwapRead& b) {
+    return std::tie(a.swap, a.s) < std::tie(b.swap, b.s);
+  });
+  Shift shift;
+  if (in.copies_overlap && !m.swaps.empty() && num_stages > 0) {
+    std::vector<int> t_col(static_cast<size_t>(num_stages));
+    std::vector<double> t_most(static_cast<size_t>(num_stages), 0.0);
+    for (int s = 0; s < num_stages; ++s) {
+      t_col[size_t(s)] = lp.col(0, milp::kUnbounded, false);
+      Lin sum;
+      for (size_t q = 0; q < nn; ++q)
+        if (m.window[q].first >= 0 && m.window[q].first <= s) {
+          sum += m.A(s, int(q)) * std::max(0.0, in.node_ms[q]);
+          t_most[size_t(s)] += std::max(0.0, in.node_ms[q]);
+        }
+      lp.ge(Lin::var(t_col[size_t(s)]), sum);
+      lp.ge(sum, Lin::var(t_col[size_t(s)]));
+    }
+    shift.col.assign(nn + 1, -1);
+    shift.before.assign(nn + 1, -1);
+    shift.most.assign(nn + 1, 0);
+    for (size_t n = 0; n <= nn; ++n) {
+      const auto s = std::upper_bound(m.stage_node.begin(), m.stage_node.end(), int32_t(n)) - m.stage_node.begin() - 1;
+      const auto b = std::lower_bound(m.stage_node.begin(), m.stage_node.end(), int32_t(n)) - m.stage_node.begin() - 1;
+      if (s >= 0) shift.col[n] = t_col[size_t(s)], shift.most[n] = t_most[size_t(s)];
+      if (b >= 0) shift.before[n] = t_col[size_t(b)];
+    }
+  }
+  const CopyQueues queues = copy_queues(lp, m, windows, start, in.copies_overlap, std::move(shift));
+  std::vector<std::vector<std::pair<int, double>>> swap_saved(nn), swap_saved_clones(static_cast<size_t>(num_stages));  // (column, units) freed
+  std::vector<int> stage_at(nn, -1);
+  for (int s = 0; s < num_stages; ++s) stage_at[size_t(m.stage_node[size_t(s)])] = s;
+  for (size_t k = 0, e = 0; k < m.swaps.size(); ++k) {
+    const SwapWindow& w = windows[k];
+    const double units = double(g.type(m.swaps[k]).bytes()) / bytes_per_unit;
+    auto save = [&](int32_t from, int32_t to, int col) {
+      for (int32_t r = from; r < to; ++r) {
+        swap_saved[size_t(r)].emplace_back(queues.saving(lp, k, r, col, false), units);
+        if (const int s = stage_at[size_t(r)]; s >= 0 && clone_peak[size_t(s)] >= 0)
+          swap_saved_clones[size_t(s)].emplace_back(queues.saving(lp, k, r, col, true), units);
+      }
+    };
+    int col = m.swap_col[k];
+    int32_t from = w.freed;
+    while (e < swap_reads.size() && swap_reads[e].swap == int(k)) {
+      const int s = swap_reads[e].s;
+      const int32_t node = m.stage_node[size_t(s)];
+      const int32_t p = in.copies_overlap ? rewrite::prefetch_point(start, start[size_t(node)], w.in_ms, w.before, node) : node;
+      const int32_t back = std::max(from, std::min(p, w.back));
+      save(from, back, col);
+      from = back;
+      const int next = lp.col(0, 1, false);
+      lp.ge(Lin::var(col), Lin::var(next));
+      for (; e < swap_reads.size() && swap_reads[e].swap == int(k) && swap_reads[e].s == s; ++e)
+        lp.ge(Lin(1), Lin::var(next) + swap_reads[e].cond);
+      col = next;
+    }
+    save(from, std::max(w.back, queues.back_most[k]), col);
+    save(w.freed_again, int32_t(nn), m.swap_col[k]);
+  }
+  // At most one of drop and swap per storage; the host holds every swapped storage.
+  Lin host;
+  for (size_t c = 0; c < m.cands.size(); ++c)
+    if (const int k = swap_index[size_t(m.cands[c].owner)]; k >= 0)
+      lp.ge(Lin(1), Lin::var(m.drop_col[c]) + Lin::var(m.swap_col[size_t(k)]));
+  for (size_t k = 0; k < m.swaps.size(); ++k) host += Lin::var(m.swap_col[k], double(g.type(m.swaps[k]).bytes()) / bytes_per_unit);
+  if (!m.swaps.empty()) lp.ge(Lin(double(in.host_limit_bytes) / bytes_per_unit), host);
+  // Copy time in line: all of it (on CUDA: the queues' stall, copy_queues).
+  if (!in.copies_overlap)
+    for (size_t k = 0; k < m.swaps.size(); ++k)
+      lp.cost[size_t(m.swap_col[k])] += kCostPerMs * (windows[k].out_ms + windows[k].in_ms);
+
   // Memory rows: every node, and the clones before every stage.
   const double cap = double(budget) / bytes_per_unit;
   auto row = [&](Lin mem) {
@@ -366,6 +510,7 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
     Lin mem(double(L.live_during[n] + in.workspace[n] + in.start_extra_bytes) / bytes_per_unit);
     for (const Saving& sv : savings)
       if (sv.from < r && r <= sv.to) mem += Lin::var(sv.col, -sv.bytes);
+    for (const auto& [col, units] : swap_saved[n]) mem += Lin::var(col, -units);
     if (next < num_stages && m.stage_node[size_t(next)] == r) {
       for (const auto& [col, b] : at_node[size_t(next)]) mem += Lin::var(col, b);
     } else if (is_bwd(r) && next < num_stages) {  // between stages: what was made before and is read after
@@ -381,6 +526,7 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
     Lin mem(double(L.live_before[size_t(r)] + in.start_extra_bytes) / bytes_per_unit);
     for (const Saving& sv : savings)
       if (sv.from < r && r <= sv.to) mem += Lin::var(sv.col, -sv.bytes);
+    for (const auto& [col, units] : swap_saved_clones[size_t(s)]) mem += Lin::var(col, -units);
     for (const auto& [col, b] : across[size_t(s)]) mem += Lin::var(col, b);
     for (const auto& [col, b, end] : ext_across[size_t(s)]) mem += Lin::var(col, b);
     mem += Lin::var(clone_peak[size_t(s)]);
@@ -400,13 +546,24 @@ std::vector<ir::ValueId> drops_of(const OptimalModel& m, const std::vector<doubl
   return drop;
 }
 
-// The model with drop[] fixed to a drop list.
-milp::Lp with_drops(const OptimalModel& m, const PlanInput& in, const std::vector<ir::ValueId>& drop) {
+std::vector<ir::ValueId> swaps_of(const OptimalModel& m, const std::vector<double>& x) {
+  std::vector<ir::ValueId> swap;
+  for (size_t k = 0; k < m.swaps.size(); ++k)
+    if (x[size_t(m.swap_col[k])] > 0.5) swap.push_back(m.swaps[k]);
+  return swap;
+}
+
+milp::Lp with_plan(const OptimalModel& m, const PlanInput& in, const std::vector<ir::ValueId>& drop,
+                   const std::vector<ir::ValueId>& swap) {
   milp::Lp fixed = m.lp;
-  std::vector<bool> chosen(in.graph.num_values(), false);
+  std::vector<bool> chosen(in.graph.num_values(), false), swapped(in.graph.num_values(), false);
   for (ir::ValueId v : drop) chosen[size_t(v)] = true;
+  for (ir::ValueId v : swap) swapped[size_t(v)] = true;
   for (size_t c = 0; c < m.cands.size(); ++c)
     fixed.lo[size_t(m.drop_col[c])] = fixed.hi[size_t(m.drop_col[c])] = chosen[size_t(m.cands[c].members[0])] ? 1 : 0;
+  // (A swap without a column saves no byte at any node: nothing the model counts.)
+  for (size_t k = 0; k < m.swaps.size(); ++k)
+    fixed.lo[size_t(m.swap_col[k])] = fixed.hi[size_t(m.swap_col[k])] = swapped[size_t(m.swaps[k])] ? 1 : 0;
   return fixed;
 }
 

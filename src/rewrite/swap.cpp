@@ -125,6 +125,13 @@ bool swappable(const ir::Graph& g, const analysis::Liveness& L, const std::vecto
   return gaps[o].after >= 0 && !gaps[o].overwritten;
 }
 
+int32_t prefetch_point(const std::vector<double>& start, double land_by, double copy_ms, int32_t before, int32_t read) {
+  // The last node starting at or before land_by - copy_ms, but after the swap_out.
+  const double begin = land_by - copy_ms;
+  auto p = static_cast<int32_t>(std::upper_bound(start.begin(), start.begin() + read + 1, begin) - start.begin()) - 1;
+  return std::clamp(p, before + 1, read);
+}
+
 Recomputed insert_swaps(const Recomputed& unsplit, const std::vector<ir::ValueId>& swap, const SwapTiming& timing) {
   if (swap.empty()) return unsplit;
   std::vector<size_t> from;
@@ -167,11 +174,9 @@ Recomputed insert_swaps(const Recomputed& unsplit, const std::vector<ir::ValueId
     s.prefetch = s.gap.after;
     if (timing.h2d_bytes_per_ms <= 0) continue;
     const double copy_ms = static_cast<double>(g.type(s.owner).bytes()) / timing.h2d_bytes_per_ms;
-    const double begin = std::min(start[static_cast<size_t>(s.gap.after)], stream_free) - copy_ms;
-    stream_free = begin;
-    // The last node starting at or before `begin`, but after the swap_out.
-    auto p = static_cast<int32_t>(std::upper_bound(start.begin(), start.begin() + s.gap.after + 1, begin) - start.begin()) - 1;
-    s.prefetch = std::clamp(p, s.gap.before + 1, s.gap.after);
+    const double land_by = std::min(start[static_cast<size_t>(s.gap.after)], stream_free);
+    stream_free = land_by - copy_ms;
+    s.prefetch = prefetch_point(start, land_by, copy_ms, s.gap.before, s.gap.after);
   }
   std::vector<std::vector<size_t>> out_after(nodes.size()), in_before(nodes.size()), into_after(nodes.size());
   for (size_t i = 0; i < swaps.size(); ++i) {

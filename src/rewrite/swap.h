@@ -68,6 +68,13 @@ struct SwapTiming {
   double h2d_bytes_per_ms = 0;  // 0: the copy back starts right before it is needed
 };
 
+// Where a copy back of `copy_ms` that must land by `land_by` (a time on
+// `start`: start[n] is when node n starts, nodes back to back) starts: before
+// the last node starting at or before land_by - copy_ms, clamped to
+// (before, read]. The rewrite places every swap_in so (after the copies queued
+// behind it), and the optimal planner's model so (alone on the stream).
+int32_t prefetch_point(const std::vector<double>& start, double land_by, double copy_ms, int32_t before, int32_t read);
+
 // `r` with the storages in `swap` swapped; origin maps swap nodes to -1.
 Recomputed insert_swaps(const Recomputed& r, const std::vector<ir::ValueId>& swap, const SwapTiming& timing);
 
