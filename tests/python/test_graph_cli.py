@@ -74,10 +74,13 @@ def test_optimize_fits_and_matches_bitwise(captured, tmp_path, name: str, optimi
 @pytest.mark.parametrize("name", EAGER)
 def test_three_steps_equal_eager(captured, tmp_path, name: str) -> None:
     """Loss of every step, then every parameter and buffer, against eager PyTorch
-    with torch.optim.SGD(lr=0.01, momentum=0.9) from torch.manual_seed(0): bit for bit."""
+    with torch.optim.SGD(lr=0.01, momentum=0.9) from torch.manual_seed(0): bit for bit,
+    the classifier head and its cross-entropy as captured (--no-fuse-loss: fused
+    into linear_cross_entropy they are equal within rounding, not bit for bit)."""
     step, (model, inputs, loss_fn) = captured[name]
     saved = tmp_path / "after.safetensors"
-    r = mutwo("run", "--graph", str(step), "--steps", "3", "--seed", "0", "--json", "--save", str(saved))
+    r = mutwo("run", "--graph", str(step), "--steps", "3", "--seed", "0", "--json", "--save", str(saved),
+              "--no-fuse-loss")
     losses = last_json(r)["losses"]
 
     torch.manual_seed(0)
