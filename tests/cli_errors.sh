@@ -25,6 +25,7 @@ expect_error "frobnicate" frobnicate
 expect_error "--dropout" run --dropout 1.5
 expect_error "--cuda-graph needs --device cuda" run --model mlp --cuda-graph --steps 1
 expect_error "bias correction" run --model mlp --optimizer adam --cuda-graph --steps 1
+expect_error "--no-fuse-loss requires --graph" run --model mlp --no-fuse-loss --steps 1
 bad_ir=$(mktemp); echo "not a graph" >"$bad_ir"
 expect_error "--graph $bad_ir: line 1" run --graph "$bad_ir" --steps 1
 rm -f "$bad_ir"

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "captured_head.h"
 #include "analysis/liveness.h"
 #include "autodiff/autodiff.h"
 #include "ir/text.h"
@@ -387,6 +388,58 @@ TEST(Core, ZooModelProfileReportAndStepFileWithoutATen) {
       << "a header and one line per node";
   EXPECT_TRUE(stepfile::is_step_file("step.json"));
   EXPECT_THROW(stepfile::load_step("/nonexistent/step.json", {}), UserError);
+}
+
+// The vocabulary head of a captured step (tests/captured_head.h: torch 1.13's
+// form) fused on load into linear_cross_entropy: the nodes that made the
+// logits, their log-softmax, the loss and their gradients are gone, the
+// gradients keep their names; a near miss (the logits read by another node)
+// and --no-fuse-loss leave the captured nodes.
+TEST(Core, StepFileFusesTheVocabularyHead) {
+  const std::string dir = ::testing::TempDir();
+  auto ops_of = [](const ir::Graph& g) {
+    std::vector<std::string> out;
+    for (const ir::Node& n : g.nodes()) {
+      std::string outs;
+      for (ir::ValueId v : n.outputs) outs += (outs.empty() ? "" : ",") + g.value(v).name;
+      out.push_back(fmt::format("{} {} {}", ir::to_string(n.phase), outs.empty() ? "_" : outs, ops::display_name(n)));
+    }
+    return out;
+  };
+  for (bool bias : {true, false}) {
+    captured_head::Options o;
+    o.bias = bias;
+    o.ignore_rows = true;
+    o.ignore_index = -1;
+    ir::Graph g = stepfile::load_step(captured_head::write(dir, o), {});
+    std::vector<std::string> golden = {
+        "fwd view aten::view",
+        "fwd view_3 aten::view",
+        "fwd loss,loss.logsumexp linear_cross_entropy",
+        bias ? "bwd mm_1,mm_2,d_b linear_cross_entropy_backward" : "bwd mm_1,mm_2 linear_cross_entropy_backward",
+        "bwd t_3 aten::t",  // views of the fused node's d_weight: (d_weightᵀ)ᵀ, the captured gradient
+        "bwd d_h aten::_reshape_alias",
+        "bwd d_w aten::t",
+        "optim _ sgd_step",
+    };
+    EXPECT_EQ(ops_of(g), golden) << fmt::format("{}", fmt::join(ops_of(g), "\n"));
+    for (const ir::Node& n : g.nodes())
+      if (n.op == "linear_cross_entropy") {
+        EXPECT_EQ(n.attrs.i("ignore_index"), -1);
+        EXPECT_EQ(n.inputs.size(), bias ? 4u : 3u);
+      }
+    EXPECT_EQ(g.value(g.find("d_w")).role, ir::Role::gradient);
+    EXPECT_EQ(g.find("logp"), ir::kNoValue) << "values made by nobody are dropped";
+
+    stepfile::LoadOptions off;
+    off.fuse_loss = false;
+    ir::Graph kept = stepfile::load_step(captured_head::write(dir, o), {}, off);
+    EXPECT_EQ(kept.nodes().size(), bias ? 24u : 22u);
+    o.logits_read_elsewhere = true;
+    ir::Graph near = stepfile::load_step(captured_head::write(dir, o), {});
+    EXPECT_EQ(ops_of(near).size(), kept.nodes().size() + 1) << fmt::format("{}", fmt::join(ops_of(near), "\n"));
+    for (const ir::Node& n : near.nodes()) EXPECT_EQ(n.op.find("linear_cross_entropy"), std::string::npos);
+  }
 }
 
 // A hand-written step file (docs/step-file.md) and its tensor file: the

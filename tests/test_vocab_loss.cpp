@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "analysis/liveness.h"
+#include "captured_head.h"
 #include "autodiff/autodiff.h"
 #include "grad_check.h"
 #include "kernels/kernel.h"
@@ -22,7 +23,9 @@
 #include "models/model.h"
 #include "plan/plan.h"
 #include "profile/profile.h"
+#include "runtime/executor.h"
 #include "runtime/memory.h"
+#include "stepfile/step_file.h"
 #include "support/error.h"
 
 namespace mutwo {
@@ -304,6 +307,42 @@ TEST(VocabLoss, ASavedPlanAppliesItsChunks) {
   std::sort(b.begin(), b.end());
   EXPECT_EQ(a, b);
   EXPECT_EQ(q.predicted.peak_bytes, p.predicted.peak_bytes);
+}
+
+// A captured step's head (tests/captured_head.h, torch 1.13's nodes) fused on
+// load against the same step file run as captured (ATen's addmm, log_softmax,
+// nll_loss and their backward): the loss within 1e-6 relative, the hidden,
+// weight and bias gradients within 1e-6 of their largest value.
+TEST(VocabLoss, ACapturedHeadFusedEqualsItRunAsCaptured) {
+  for (bool bias : {true, false}) {
+    SCOPED_TRACE(bias ? "with a bias" : "without a bias");
+    captured_head::Options o;
+    o.bias = bias;
+    o.ignore_rows = true;
+    const std::string path = captured_head::write(::testing::TempDir(), o);
+    auto run = [&](bool fuse) {
+      stepfile::LoadOptions lo;
+      lo.fuse_loss = fuse;
+      ir::Graph g = stepfile::load_step(path, {}, lo);
+      for (const char* grad : {"d_h", "d_w", "d_b"})
+        if (g.find(grad) != ir::kNoValue) g.outputs.push_back(g.find(grad));
+      int fused = 0;
+      for (const ir::Node& n : g.nodes()) fused += n.op == "linear_cross_entropy";
+      EXPECT_EQ(fused, fuse ? 1 : 0);
+      runtime::ExecutorOptions eo;
+      eo.keep_outputs = true;
+      runtime::Executor ex(g, eo);
+      ex.initialize();
+      ex.step();
+      Tensors out;
+      for (ValueId v : g.outputs) out.push_back(ex.value(v).clone());
+      return out;
+    };
+    const Tensors fused = run(true), captured = run(false);
+    ASSERT_EQ(fused.size(), bias ? 4u : 3u);
+    ASSERT_EQ(captured.size(), fused.size());
+    for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(close(fused[i], captured[i], 1e-6)) << kNames[i == 0 ? 0 : i + 1];
+  }
 }
 
 }  // namespace

@@ -177,6 +177,10 @@ void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
                      "or IR text (optimize's rewritten.ir); it fixes the model and batch")
           ->check(CLI::ExistingFile);
       for (CLI::Option* o : shape) g->excludes(o);
+      app.add_flag("--no-fuse-loss", no_fuse_loss,
+                   "with a step.json: keep its vocabulary projection and cross-entropy as captured instead of one "
+                   "linear_cross_entropy (whose logits never exist whole; docs/step-file.md)")
+          ->needs(g);
     }
   }
 
@@ -186,8 +190,9 @@ std::string StepOptions::what() const {
   return graph.empty() ? fmt::format("{} batch {}", model, batch) : graph;
 }
 
-ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& optimizer) {
-  if (stepfile::is_step_file(path)) return stepfile::load_step(path, optimizer);
+ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& optimizer,
+                     const stepfile::LoadOptions& options) {
+  if (stepfile::is_step_file(path)) return stepfile::load_step(path, optimizer, options);
   try {
     ir::Graph g = ir::parse(read_file(path));
     MUTWO_CHECK(!g.outputs.empty(), "the graph names no outputs (a last line 'outputs %loss')");
@@ -223,7 +228,9 @@ ir::Graph StepOptions::build() const {
     MUTWO_CHECK(bucket > 0, "--bucket-size must be positive, got {}", bucket_size);
     ir::Graph g;
     if (!graph.empty()) {
-      g = load_graph(graph, oc);
+      stepfile::LoadOptions lo;
+      lo.fuse_loss = !no_fuse_loss;
+      g = load_graph(graph, oc, lo);
     } else {
       models::Model m = models::build_model(model_options());
       g = autodiff::build_training_step(std::move(m.graph), m.loss, oc, dump_ir_after);

@@ -14,6 +14,7 @@
 #include "autodiff/autodiff.h"
 #include "models/model.h"
 #include "plan/plan.h"
+#include "stepfile/step_file.h"
 
 namespace mutwo::cli {
 
@@ -35,6 +36,7 @@ struct StepOptions {
   std::optional<int64_t> pad;       // BERT: padded positions at the end of each sequence
   std::optional<std::string> head;  // BERT: "mlm" or "none"
   std::string graph;  // a captured step (step.json) or IR text (rewritten.ir) instead of --model
+  bool no_fuse_loss = false;  // --no-fuse-loss: a step.json's vocabulary head left as captured
   // Several ranks (torchrun; cli/ranks.h): the step is one rank's (dist::data_parallel).
   bool shard_optimizer = false;      // --shard-optimizer: ZeRO stages 1 and 2
   std::string bucket_size = "25MiB";  // --bucket-size: gradients per all-reduce or reduce-scatter
@@ -69,7 +71,8 @@ int64_t swapped_bytes(const ir::Graph& g, const plan::Plan& p);
 
 // A training step from a file: a step file (.json, python/mutwo/capture.py) or
 // IR text (optimize's rewritten.ir), verified. Bad files are UserErrors naming them.
-ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& optimizer);
+ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& optimizer,
+                     const stepfile::LoadOptions& options = {});
 
 
 // "cpu", "cuda", "cuda:N"; UserError when CUDA is asked for and missing.

@@ -12,6 +12,7 @@
 #include "analysis/liveness.h"
 #include "analysis/reinplace.h"
 #include "ops/op.h"
+#include "stepfile/fuse_loss.h"
 #include "support/error.h"
 #include "support/json_input.h"
 #include "support/files.h"
@@ -517,6 +518,21 @@ std::vector<ir::ValueId> append_buffer_updates(Loader& L, const json& doc) {
   return out;
 }
 
+// The vocabulary head fused (fuse_loss.h): the loss and the buffer updates
+// are read after it, as are the gradients; the values it left unmade are
+// dropped and the loader's names follow the renumbering.
+void fuse_loss(Loader& L, ir::ValueId& loss, const std::vector<ir::ValueId>& updates) {
+  std::vector<ir::ValueId> keep = updates;
+  keep.push_back(loss);
+  if (fuse_linear_cross_entropy(L.g, keep) == 0) return;
+  const std::vector<ir::ValueId> remap = remove_unused_values(L.g);
+  for (auto it = L.by_step_name.begin(); it != L.by_step_name.end();) {
+    it->second = remap[static_cast<size_t>(it->second)];
+    it = it->second == ir::kNoValue ? L.by_step_name.erase(it) : std::next(it);
+  }
+  loss = remap[static_cast<size_t>(loss)];
+}
+
 // (primal, gradient) for every value with role "gradient", in the file's order.
 // `inputs_too`: a gradient may be of an input (mutwo.torch), not only of a parameter.
 std::vector<std::pair<ir::ValueId, ir::ValueId>> gradients(const Loader& L, const json& doc, bool inputs_too) {
@@ -554,7 +570,7 @@ Loader load_graph(const json& doc, const fs::path& dir, bool module) {
 
 }  // namespace
 
-ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& optimizer) {
+ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& optimizer, const LoadOptions& options) {
   const json doc = parse_json(read_file(path), path);
   try {
     MUTWO_CHECK(!doc.is_object() || !doc.contains("loss") || !doc["loss"].is_null(),
@@ -567,10 +583,11 @@ ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& op
         if (!valid_name(std::string(1, c))) c = '_';
       if (L.g.name.empty()) L.g.name = "step";
     }
-    const ir::ValueId loss = L.value(str(doc, "loss", "top level"), "field 'loss'");
+    ir::ValueId loss = L.value(str(doc, "loss", "top level"), "field 'loss'");
     MUTWO_CHECK(L.g.type(loss).shape.empty() && ir::is_floating(L.g.type(loss).dtype),
                 "field 'loss': %{} must be a floating-point scalar, not {}", L.g.value(loss).name, ir::to_string(L.g.type(loss)));
-    append_buffer_updates(L, doc);
+    const std::vector<ir::ValueId> updates = append_buffer_updates(L, doc);
+    if (options.fuse_loss) fuse_loss(L, loss, updates);
     resolve_inplace(L.g);
     order_by_phase(L.g, {loss});
     infer_scopes(L.g);

@@ -39,11 +39,18 @@ std::string tensor_file_header(const std::vector<std::pair<std::string, TensorEn
 // True for a path that names a step file (".json") rather than IR text.
 bool is_step_file(const std::string& path);
 
+// How a step file becomes a training step.
+struct LoadOptions {
+  // The vocabulary head and its cross-entropy fused into linear_cross_entropy
+  // (fuse_loss.h), so their logits never exist whole.
+  bool fuse_loss = true;
+};
+
 // Loads `path` and its tensor file into a verified training-step graph ending
 // in `optimizer`'s step. Parameter, buffer and input values take their
 // qualified names ("layer1.0.conv1.weight", "input0"). Throws UserError naming
 // the node or field at fault.
-ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& optimizer);
+ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& optimizer, const LoadOptions& options = {});
 
 // A module's step for mutwo.torch (python/mutwo/torch.py): the step file's
 // `loss` is null, its `outputs` are what the module returns, each tangent

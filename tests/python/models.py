@@ -238,3 +238,35 @@ def nonzero() -> Factory:
 
 def _images_flat() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(4, 8), torch.randint(4, (4,))
+
+
+# ---- a small GPT-like LM: its vocabulary head and loss, as users write them ----------------------
+
+
+class TinyGPT(nn.Module):
+    """Embeddings, one pre-norm attention + MLP block, and an lm_head Linear (with a bias)."""
+
+    def __init__(self, vocab: int = 512, dim: int = 32, seq: int = 32) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.pos = nn.Parameter(torch.randn(seq, dim) * 0.02)
+        self.ln = nn.LayerNorm(dim)
+        self.attn = nn.MultiheadAttention(dim, 2, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
+        self.ln_f = nn.LayerNorm(dim)
+        self.lm_head = nn.Linear(dim, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        x = self.emb(tokens) + self.pos[: tokens.shape[1]]
+        h = self.ln(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        x = x + self.mlp(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def gpt_head() -> Factory:
+    torch.manual_seed(0)
+    text = torch.randint(512, (8, 33))
+    targets = text[:, 1:].contiguous()
+    targets[0, :4] = -100  # ignored positions (F.cross_entropy's default ignore_index)
+    return TinyGPT(), (text[:, :-1].contiguous(), targets), lm_loss

@@ -74,10 +74,13 @@ def test_optimize_fits_and_matches_bitwise(captured, tmp_path, name: str, optimi
 @pytest.mark.parametrize("name", EAGER)
 def test_three_steps_equal_eager(captured, tmp_path, name: str) -> None:
     """Loss of every step, then every parameter and buffer, against eager PyTorch
-    with torch.optim.SGD(lr=0.01, momentum=0.9) from torch.manual_seed(0): bit for bit."""
+    with torch.optim.SGD(lr=0.01, momentum=0.9) from torch.manual_seed(0): bit for bit,
+    the classifier head and its cross-entropy as captured (--no-fuse-loss: fused
+    into linear_cross_entropy they are equal within rounding, not bit for bit)."""
     step, (model, inputs, loss_fn) = captured[name]
     saved = tmp_path / "after.safetensors"
-    r = mutwo("run", "--graph", str(step), "--steps", "3", "--seed", "0", "--json", "--save", str(saved))
+    r = mutwo("run", "--graph", str(step), "--steps", "3", "--seed", "0", "--json", "--save", str(saved),
+              "--no-fuse-loss")
     losses = last_json(r)["losses"]
 
     torch.manual_seed(0)
@@ -166,3 +169,32 @@ def test_per_layer_finds_the_blocks_of_a_capture(captured, tmp_path) -> None:
     assert j["check"] == "passed", r.stdout
     assert j["planned"]["dropped"] > 0 and "no numbered module blocks" not in r.stdout, r.stdout
     assert j["planned"]["peak_bytes"] < j["baseline"]["peak_bytes"], r.stdout
+
+
+def test_vocabulary_head_is_fused_and_lowers_the_peak(tmp_path) -> None:
+    """A captured LM's lm_head + F.cross_entropy become one linear_cross_entropy
+    (docs/step-file.md): its logits never exist whole, so the unplanned peak is
+    lower than with --no-fuse-loss, the loss is the same within 1e-6, and a
+    plan under 60% picks a chunk below the whole and checks bit for bit."""
+    model, inputs, loss_fn = models.gpt_head()
+    step = tmp_path / "step.json"
+    capture(model, inputs, loss_fn, str(step))
+    shown = mutwo("show", "--graph", str(step)).stdout
+    assert shown.count("= linear_cross_entropy(") == 1 and shown.count("= linear_cross_entropy_backward(") == 1, shown
+    assert "aten::_log_softmax" not in shown and "aten::nll_loss" not in shown
+    unfused = mutwo("show", "--graph", str(step), "--no-fuse-loss").stdout
+    assert "linear_cross_entropy" not in unfused and "aten::_log_softmax" in unfused
+    peaks, losses = {}, {}
+    for flag in ("", "--no-fuse-loss"):
+        j = last_json(mutwo("profile", "--graph", str(step), "--json", "--quiet", "--out", str(tmp_path / f"prof{flag}"),
+                            *([flag] if flag else [])))
+        peaks[flag] = j["peak_bytes"]
+        r = last_json(mutwo("run", "--graph", str(step), "--steps", "1", "--json", *([flag] if flag else [])))
+        losses[flag] = r["losses"][0]
+    assert peaks[""] < peaks["--no-fuse-loss"], peaks
+    assert abs(losses[""] - losses["--no-fuse-loss"]) <= 1e-6 * abs(losses["--no-fuse-loss"]), losses
+    out = tmp_path / "opt"
+    j = last_json(mutwo("optimize", "--graph", str(step), "--budget", "70%", "--steps", "1", "--check", "--json",
+                        "--quiet", "--out", str(out)))
+    assert j["feasible"] and j["check"] == "passed", j
+    assert "= linear_cross_entropy(" in (out / "rewritten.ir").read_text()

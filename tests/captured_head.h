@@ -1,0 +1,143 @@
+// A vocabulary head and its cross-entropy as torch 1.13's AOTAutograd captures
+// them (python3 -m mutwo.capture on a GPT-like LM: lm_head = nn.Linear on a
+// (B, T, H) hidden state, F.cross_entropy(logits.view(-1, V), target.view(-1))),
+// written as a step file and its tensor file for the loader's fusion
+// (src/stepfile/fuse_loss.h): test_core.cpp checks the graph, test_vocab_loss.cpp
+// the numbers. ATen-free: mutwo_core_tests includes it too.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "stepfile/step_file.h"
+
+namespace mutwo::captured_head {
+
+struct Options {
+  bool bias = true;
+  int64_t ignore_index = -100;  // targets in row 0..2 are this (ignored) when `ignore_rows`
+  bool ignore_rows = false;
+  bool logits_read_elsewhere = false;  // a near miss: an amax of the logits also made
+  std::string name = "head";
+};
+
+inline constexpr int64_t kB = 3, kT = 8, kH = 16, kV = 40, kN = kB * kT;
+
+// Writes dir/<name>.json and dir/<name>.safetensors; returns the JSON's path.
+// The hidden state is a parameter (h, (B, T, H)), so that its gradient is one too.
+inline std::string write(const std::string& dir, const Options& o) {
+  uint64_t seed = 12345;  // a small LCG: the same data in both test binaries, no ATen
+  auto uniform = [&seed] {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>((seed >> 40) & 0xffffff) / float(1 << 24) * 2.0f - 1.0f;
+  };
+  std::vector<std::pair<std::string, stepfile::TensorEntry>> entries;
+  std::string bytes;
+  auto add = [&](const std::string& name, ir::DType dt, ir::Shape shape, auto&& fill) {
+    stepfile::TensorEntry e{dt, shape, 0, ir::TensorType{shape, dt}.bytes()};
+    for (int64_t i = 0; i < ir::TensorType{shape, dt}.numel(); ++i) {
+      auto x = fill(i);
+      bytes.append(reinterpret_cast<const char*>(&x), sizeof(x));
+    }
+    entries.emplace_back(name, e);
+  };
+  add("h", ir::DType::f32, {kB, kT, kH}, [&](int64_t) { return uniform(); });
+  add("lm_head.weight", ir::DType::f32, {kV, kH}, [&](int64_t) { return 0.5f * uniform(); });
+  if (o.bias) add("lm_head.bias", ir::DType::f32, {kV}, [&](int64_t) { return 0.1f * uniform(); });
+  add("input0", ir::DType::i64, {kB, kT}, [&](int64_t i) {
+    return o.ignore_rows && i < 3 ? o.ignore_index : static_cast<int64_t>((uniform() + 1.0f) * 0.5f * (kV - 1));
+  });
+  std::ofstream(dir + "/" + o.name + ".safetensors", std::ios::binary) << stepfile::tensor_file_header(entries) << bytes;
+
+  std::vector<std::string> values, nodes;
+  auto value = [&](const std::string& name, const char* role, const ir::Shape& shape, const std::string& extra = "",
+                   const char* dtype = "f32") {
+    values.push_back(fmt::format(R"({{"name":"{}","role":"{}","dtype":"{}","shape":[{}],"strides":[]{}}})", name, role,
+                                 dtype, fmt::join(shape, ","), extra));
+  };
+  // A node of the step file; `alias` 0 makes it a view of its first argument.
+  auto node = [&](const char* target, const std::string& args, const std::string& outs, bool view = false,
+                  const char* overload = "default") {
+    nodes.push_back(fmt::format(R"({{"target":"{}","overload":"{}","args":[{}],"outputs":[{}],"tags":{},"mutates":[],)"
+                                R"("alias_of":{},"scope":"","phase":"forward"}})",
+                                target, overload, args, outs, view ? R"(["view"])" : "[]", view ? "0" : "null"));
+  };
+  value("p_h", "parameter", {kB, kT, kH}, R"(,"qualname":"h")");
+  value("p_w", "parameter", {kV, kH}, R"(,"qualname":"lm_head.weight")");
+  if (o.bias) value("p_b", "parameter", {kV}, R"(,"qualname":"lm_head.bias")");
+  value("tokens", "input", {kB, kT}, R"(,"index":0)", "i64");
+  value("tangents_1", "tangent", {});
+  value("t", "intermediate", {kH, kV});
+  value("view", "intermediate", {kN, kH});
+  value("mm", "intermediate", {kN, kV});
+  value("view_1", "intermediate", {kB, kT, kV});
+  value("view_2", "intermediate", {kN, kV});
+  value("view_3", "intermediate", {kN}, "", "i64");
+  value("logp", "intermediate", {kN, kV});
+  value("detach", "intermediate", {kN, kV});
+  value("loss", "intermediate", {});
+  value("total", "intermediate", {});
+  if (o.logits_read_elsewhere) value("amax", "intermediate", {kN});
+  value("g1", "intermediate", {kN, kV});
+  value("detach_1", "intermediate", {kN, kV});
+  value("g2", "intermediate", {kN, kV});
+  value("ra", "intermediate", {kB, kT, kV});
+  value("ra_1", "intermediate", {kN, kV});
+  value("t_1", "intermediate", {kV, kH});
+  value("mm_1", "intermediate", {kN, kH});
+  value("t_2", "intermediate", {kV, kN});
+  value("mm_2", "intermediate", {kV, kH});
+  value("t_3", "intermediate", {kH, kV});
+  if (o.bias) {
+    value("sum", "intermediate", {1, kV});
+    value("d_b", "gradient", {kV}, R"(,"of":"p_b")");
+  }
+  value("d_h", "gradient", {kB, kT, kH}, R"(,"of":"p_h")");
+  value("d_w", "gradient", {kV, kH}, R"(,"of":"p_w")");
+
+  const std::string dims = fmt::format("[{},{},{}]", kB, kT, kV);
+  node("aten::t", R"({"t":"p_w"})", R"("t")", true);
+  node("aten::view", fmt::format(R"({{"t":"p_h"}},[{},{}])", kN, kH), R"("view")", true);
+  if (o.bias) node("aten::addmm", R"({"t":"p_b"},{"t":"view"},{"t":"t"},1,1)", R"("mm")");
+  else node("aten::mm", R"({"t":"view"},{"t":"t"})", R"("mm")");
+  node(o.bias ? "aten::view" : "aten::_unsafe_view", fmt::format(R"({{"t":"mm"}},{})", dims), R"("view_1")", true);
+  node("aten::view", fmt::format(R"({{"t":"view_1"}},[-1,{}])", kV), R"("view_2")", true);
+  node("aten::view", R"({"t":"tokens"},[-1])", R"("view_3")", true);
+  node("aten::_log_softmax", R"({"t":"view_2"},1,false)", R"("logp")");
+  node("aten::detach", R"({"t":"logp"})", R"("detach")", true);
+  node("aten::nll_loss_forward", fmt::format(R"({{"t":"logp"}},{{"t":"view_3"}},null,1,{})", o.ignore_index),
+       R"("loss","total")");
+  if (o.logits_read_elsewhere) node("aten::amax", R"({"t":"view_2"},[1],false)", R"("amax")");
+  node("aten::nll_loss_backward",
+       fmt::format(R"({{"t":"tangents_1"}},{{"t":"logp"}},{{"t":"view_3"}},null,1,{},{{"t":"total"}})", o.ignore_index),
+       R"("g1")");
+  node("aten::detach", R"({"t":"detach"})", R"("detach_1")", true);
+  node("aten::_log_softmax_backward_data", R"({"t":"g1"},{"t":"detach_1"},1,{"dtype":"f32"})", R"("g2")");
+  node("aten::_reshape_alias", fmt::format(R"({{"t":"g2"}},{},[{},{},1])", dims, kT * kV, kV), R"("ra")", true);
+  node("aten::_reshape_alias", fmt::format(R"({{"t":"ra"}},[{},{}],[{},1])", kN, kV, kV), R"("ra_1")", true);
+  node("aten::t", R"({"t":"t"})", R"("t_1")", true);
+  node("aten::mm", R"({"t":"ra_1"},{"t":"t_1"})", R"("mm_1")");
+  node("aten::t", R"({"t":"ra_1"})", R"("t_2")", true);
+  node("aten::mm", R"({"t":"t_2"},{"t":"view"})", R"("mm_2")");
+  node("aten::t", R"({"t":"mm_2"})", R"("t_3")", true);
+  if (o.bias) {
+    node("aten::sum", R"({"t":"ra_1"},[0],true,null)", R"("sum")", false, "dim_IntList");
+    node("aten::view", fmt::format(R"({{"t":"sum"}},[{}])", kV), R"("d_b")", true);
+  }
+  node("aten::_reshape_alias", fmt::format(R"({{"t":"mm_1"}},[{},{},{}],[{},{},1])", kB, kT, kH, kT * kH, kH),
+       R"("d_h")", true);
+  node("aten::t", R"({"t":"t_3"})", R"("d_w")", true);
+  const std::string path = dir + "/" + o.name + ".json";
+  std::ofstream(path) << fmt::format(
+      R"({{"format":"mutwo-step","version":1,"name":"{}","data":"{}.safetensors","loss":"loss","values":[{}],"nodes":[{}]}})",
+      o.name, o.name, fmt::join(values, ","), fmt::join(nodes, ","));
+  return path;
+}
+
+}  // namespace mutwo::captured_head
