@@ -12,6 +12,8 @@
 #   4. optimize with and without swapping at the per-block checkpoint's peak:
 #      the extra time of each over the unplanned step;
 #   5. optimize at each offloading peer's peak.
+# GRAPH=1: step 3 also as a captured CUDA graph (--cuda-graph). PEERS="": no
+# PyTorch peers (and so no step 4 or 5).
 # JSON lines in $OUT/results.jsonl, each with card and date.
 #
 #   SPECS="resnet-152:32 resnet-152:64 bert-large:32 gpt2-small:8" bench/swap_gpu.sh
@@ -87,6 +89,7 @@ j = json.loads(sys.stdin.read()); print(json.dumps(dict(variant="floor-" + sys.a
   hfloor=$(grep "\"model\": \"$model\", \"batch\": $b" "$res" | grep '"floor-hybrid"' | tail -n 1 | field predicted_peak_bytes)
   if [ -n "$rfloor" ] && [ -n "$hfloor" ] && [ "$hfloor" -lt "$rfloor" ]; then
     optimize below-floor $(( (hfloor + rfloor) / 2 )) --check
+    [ -n "${GRAPH:-}" ] && optimize below-floor-cuda-graph $(( (hfloor + rfloor) / 2 )) --cuda-graph
     optimize hybrid-floor $(( hfloor * 101 / 100 )) --check
   fi
   ckpt=$(grep "\"model\": \"$model\", \"batch\": $b" "$res" | grep '"variant": "ckpt"' | tail -n 1 | field peak_bytes)

@@ -30,6 +30,12 @@ struct KernelCall {
 // kept in host memory between steps (the executor's initial values).
 at::Tensor host_tensor(const at::Tensor& t);
 
+// The end of a step with swap nodes: the compute stream waits for both copy
+// streams (swap.cpp), so the step's last copies (optimizer state written
+// back) are done when it is, and a captured CUDA graph joins every stream it
+// forked. No-op on the CPU.
+void join_copies(const c10::Device& device);
+
 inline at::ScalarType to_aten(ir::DType t) {
   switch (t) {
     case ir::DType::f32: return at::kFloat;

@@ -14,8 +14,11 @@
 
 #ifdef MUTWO_WITH_CUDA
 #include <ATen/cuda/CUDAEvent.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #endif
 
 #include "kernels/kernel.h"
@@ -57,6 +60,24 @@ std::unordered_map<const void*, at::cuda::CUDAEvent>& pending() {
   static std::unordered_map<const void*, at::cuda::CUDAEvent> events;
   return events;
 }
+
+// dst := src on `stream`, as one cudaMemcpyAsync where both have the same
+// dense layout (every swap: the host side is made with the device side's
+// strides), else through ATen's copy. The host memory is mutwo's own (a
+// swap_out node's buffer, or state kept in host memory), alive until the
+// executor is gone and never reused by another tensor, so PyTorch's pinned
+// allocator need not track the copy: its tracking records and queries events,
+// which a captured CUDA graph may not.
+void copy_on(const at::Tensor& src, at::Tensor& dst, const c10::cuda::CUDAStream& stream) {
+  if (src.strides() == dst.strides() && src.sizes() == dst.sizes() && src.scalar_type() == dst.scalar_type() &&
+      src.is_non_overlapping_and_dense()) {
+    C10_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), static_cast<size_t>(src.numel() * src.element_size()), cudaMemcpyDefault,
+                                   stream.stream()));
+    return;
+  }
+  c10::cuda::CUDAStreamGuard guard(stream);
+  dst.copy_(src, /*non_blocking=*/true);
+}
 #endif
 
 // Host memory shaped like `like` (its strides where dense): pinned for copies
@@ -77,10 +98,7 @@ void copy_out(const at::Tensor& src, at::Tensor& dst) {
     at::cuda::CUDAEvent made;
     made.record(c10::cuda::getCurrentCUDAStream(src.get_device()));
     made.block(side);
-    {
-      c10::cuda::CUDAStreamGuard guard(side);
-      dst.copy_(src, /*non_blocking=*/true);
-    }
+    copy_on(src, dst, side);
     src.record_stream(side);
     at::cuda::CUDAEvent copied;
     copied.record(side);
@@ -91,9 +109,27 @@ void copy_out(const at::Tensor& src, at::Tensor& dst) {
   dst.copy_(src);
 }
 
+// A swap_out node's pinned host memory on CUDA, made at its first run and
+// reused by every later step: a captured CUDA graph may not allocate pinned
+// memory, and replays write the same buffer. (The step is ordered: a step's
+// copy out starts after the compute stream's work so far, which waited for
+// the last step's copy back of the same buffer.)
+struct HostSlot {
+  mutable at::Tensor buffer;
+};
+
+std::shared_ptr<const void> swap_out_prepare(const ir::Graph&, const ir::Node&) { return std::make_shared<HostSlot>(); }
+
 void swap_out_kernel(KernelCall& k) {
   const at::Tensor& x = k.input(0);
-  at::Tensor h = host_empty(x, x.is_cuda());
+  at::Tensor h;
+  if (x.is_cuda()) {
+    const auto& slot = *static_cast<const HostSlot*>(k.state);
+    if (!slot.buffer.defined()) slot.buffer = host_empty(x, true);
+    h = slot.buffer;
+  } else {
+    h = host_empty(x, false);
+  }
   copy_out(x, h);
   k.output(0) = h;
 }
@@ -117,10 +153,7 @@ void swap_in_kernel(KernelCall& k) {
     at::cuda::CUDAEvent allocated;
     allocated.record(c10::cuda::getCurrentCUDAStream(x.get_device()));
     allocated.block(side);
-    {
-      c10::cuda::CUDAStreamGuard guard(side);
-      x.copy_(h, /*non_blocking=*/true);
-    }
+    copy_on(h, x, side);
     at::cuda::CUDAEvent copied;
     copied.record(side);
     pending()[x.data_ptr()] = std::move(copied);
@@ -154,6 +187,23 @@ void swap_into_kernel(KernelCall& k) {
 
 }  // namespace
 
+void join_copies(const c10::Device& device) {
+#ifdef MUTWO_WITH_CUDA
+  if (!device.is_cuda()) return;
+  // The step's device ("cuda" names the current one): its streams, which the swap kernels used.
+  const c10::DeviceIndex index = device.has_index() ? device.index() : c10::cuda::current_device();
+  const c10::cuda::CUDAStream compute = c10::cuda::getCurrentCUDAStream(index);
+  for (c10::cuda::CUDAStream side : {streams(index).out, streams(index).in}) {
+    at::cuda::CUDAEvent done;
+    done.record(side);
+    done.block(compute);
+  }
+  pending().clear();  // every copy is now behind the compute stream
+#else
+  (void)device;
+#endif
+}
+
 at::Tensor host_tensor(const at::Tensor& t) {
   at::Tensor h = host_empty(t, at::hasCUDA());
   h.copy_(t);
@@ -161,7 +211,7 @@ at::Tensor host_tensor(const at::Tensor& t) {
 }
 
 void add_swap_kernels(KernelRows& t) {
-  t.push_back({"swap_out", {swap_out_kernel}});
+  t.push_back({"swap_out", {swap_out_kernel, swap_out_prepare}});
   t.push_back({"swap_in", {swap_in_kernel}});
   t.push_back({"swap_wait", {swap_wait_kernel}});
   t.push_back({"swap_into", {swap_into_kernel}});

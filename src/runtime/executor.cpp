@@ -68,6 +68,7 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
     for (ir::ValueId v : node.outputs) ins.out.push_back(&slots_[static_cast<size_t>(v)]);
     for (ir::ValueId v : liveness_.release_after[n]) ins.release.push_back(&slots_[static_cast<size_t>(v)]);
     program_.push_back(std::move(ins));
+    swaps_ |= node.op == "swap_in";  // every swap copies back (rewrite/swap.h)
   }
   if (options_.cuda_graph) {
     for (const ir::Node& node : graph_.nodes())
@@ -214,6 +215,7 @@ void Executor::run_range(size_t begin, size_t end) {
     for (at::Tensor* t : ins.release) t->reset();
     if (observer_) observer_->after(n);
   }
+  if (swaps_ && end == program_.size()) kernels::join_copies(options_.device);
 }
 
 StepResult Executor::step() {

@@ -111,6 +111,7 @@ class Executor {
   analysis::Liveness liveness_;
   std::vector<at::Tensor> slots_;  // one per value; fixed size, so pointers into it are stable
   std::vector<Instr> program_;
+  bool swaps_ = false;  // the step has swap nodes: its end waits for the copy streams (kernels::join_copies)
   at::Generator generator_;
   at::Tensor absent_;
   int64_t step_ = 0;

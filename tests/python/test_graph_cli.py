@@ -198,3 +198,26 @@ def test_vocabulary_head_is_fused_and_lowers_the_peak(tmp_path) -> None:
                         "--quiet", "--out", str(out)))
     assert j["feasible"] and j["check"] == "passed", j
     assert "= linear_cross_entropy(" in (out / "rewritten.ir").read_text()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: swapping inside a captured CUDA graph")
+def test_swapped_step_runs_as_a_captured_cuda_graph(tmp_path) -> None:
+    """Issue 16: below recomputation's floor, a plan that swaps fits node by node
+    (bit for bit with --check) and as a captured CUDA graph, at the predicted peak."""
+    prof = tmp_path / "profile"
+    mutwo("profile", "--model", "bert-tiny", "--batch", "16", "--device", "cuda", "--quiet", "--out", str(prof))
+    floors = {}
+    for mode, flags in (("recompute", ["--no-swap"]), ("hybrid", [])):
+        r = mutwo("plan", "--profile", str(prof / "profile.json"), "--budget", "1", *flags, "--json",
+                  "--out", str(tmp_path / f"floor_{mode}.json"), expect=3)
+        floors[mode] = last_json(r)["predicted_peak_bytes"]
+    assert floors["hybrid"] < floors["recompute"], floors
+    budget = str((floors["hybrid"] + floors["recompute"]) // 2)
+    for extra in (["--check"], ["--cuda-graph"]):
+        r = mutwo("optimize", "--model", "bert-tiny", "--batch", "16", "--device", "cuda", "--budget", budget,
+                  "--steps", "3", "--json", "--quiet", "--out", str(tmp_path / extra[0].strip("-")), *extra)
+        j = last_json(r)
+        assert j["fits"] and j["planned"]["swapped"] > 0, j
+        assert abs(j["planned"]["peak_bytes"] - j["planned"]["predicted_peak_bytes"]) <= 0.03 * j["planned"]["peak_bytes"], j
+        if extra == ["--check"]:
+            assert j["check"] == "passed", j
