@@ -362,10 +362,12 @@ sw_dir=$(mktemp -d)
 floor=$("$mutwo" plan --profile "$sw_dir/p/profile.json" --budget 1MiB --no-swap --json --out "$sw_dir/p/r.json" 2>/dev/null | tail -n 1 \
         | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["predicted_peak_bytes"])')
 below=$((floor * 97 / 100))
-code=0; "$mutwo" optimize --model bert-tiny --batch 16 --budget "$below" --no-swap --steps 1 --quiet --out "$sw_dir/r" >/dev/null 2>&1 || code=$?
+# Judged on the one profile the floor came from: the greedy's floor moves with
+# measured node times (a fresh profile on a busy machine reached 3% lower).
+code=0; "$mutwo" plan --profile "$sw_dir/p/profile.json" --budget "$below" --no-swap --out "$sw_dir/p/r2.json" >/dev/null 2>&1 || code=$?
 # On the CPU swapping is off by default (its tensors are in host memory
 # already): off at this budget, then on with --host-memory.
-code_default=0; "$mutwo" optimize --model bert-tiny --batch 16 --budget "$below" --steps 1 --quiet --out "$sw_dir/d" >/dev/null 2>&1 || code_default=$?
+code_default=0; "$mutwo" plan --profile "$sw_dir/p/profile.json" --budget "$below" --out "$sw_dir/p/d.json" >/dev/null 2>&1 || code_default=$?
 [ "$code_default" -eq 3 ] && echo "ok: no swapping on the CPU without --host-memory" \
   || { echo "FAIL: the CPU swapped without --host-memory (exit $code_default)"; fails=$((fails+1)); }
 last=$("$mutwo" optimize --model bert-tiny --batch 16 --budget "$below" --host-memory 1GiB --check --steps 1 --quiet --out "$sw_dir/a" --json | tail -n 1)

@@ -286,6 +286,42 @@ TEST(VocabLoss, PlannersPickTheChunkUnderTheBudget) {
   }
 }
 
+// After planning, the chunks grow back (plan::grow_chunks): choose_chunks
+// judges a node by its live bytes without recomputation, and the plan's
+// recomputation lowers them. At a budget the greedy fits by recomputing, the
+// plan's chunks are larger than choose_chunks' and as large as fit: one block
+// more (up to the default) puts the plan over its budget.
+TEST(VocabLoss, ChunksGrowBackAfterPlanning) {
+  const plan::PlanInput in = bert_tiny_input();
+  const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
+  int grown = 0;
+  for (int pct : {90, 80, 70, 60}) {
+    SCOPED_TRACE(fmt::format("{}%", pct));
+    const int64_t budget = unplanned * pct / 100;
+    const std::vector<plan::ChunkChoice> first = plan::choose_chunks(in, budget);
+    const plan::Plan p = plan::run_planner("mutwo", in, budget);
+    if (!p.feasible) continue;
+    ASSERT_EQ(p.chunks.size(), first.size());
+    plan::PlanInput chunked = in;
+    plan::apply_chunks(chunked, p.chunks);
+    EXPECT_EQ(p.predicted.peak_bytes, plan::simulate(chunked, p.drop, p.swap, p.update_early).peak_bytes)
+        << "the plan is simulated at its grown chunks";
+    EXPECT_LE(p.predicted.peak_bytes, budget);
+    for (size_t i = 0; i < p.chunks.size(); ++i) {
+      EXPECT_GE(p.chunks[i].rows, first[i].rows);
+      grown += p.chunks[i].rows > first[i].rows;
+      if (p.chunks[i].rows >= 256) continue;  // the default
+      std::vector<plan::ChunkChoice> more = p.chunks;
+      more[i].rows += ops::kVocabBlockRows;
+      plan::PlanInput bigger = in;
+      plan::apply_chunks(bigger, more);
+      EXPECT_GT(plan::simulate(bigger, p.drop, p.swap, p.update_early).peak_bytes, budget)
+          << "chunk " << i << " could grow by a block";
+    }
+  }
+  EXPECT_GT(grown, 0) << "recomputation never made room for a larger chunk: the test no longer exercises grow_chunks";
+}
+
 // A saved plan carries its chunks: read back and applied to the same step, it
 // has the same chunks and the same simulated peak (optimize --plan).
 TEST(VocabLoss, ASavedPlanAppliesItsChunks) {

@@ -1,5 +1,6 @@
 // The vocabulary chunk size under the budget: linear_cross_entropy's
-// chunk_rows, chosen for every planner before it plans (see plan.h).
+// chunk_rows, chosen for every planner before it plans and grown back after
+// (see plan.h).
 #include <algorithm>
 
 #include "analysis/liveness.h"
@@ -51,6 +52,47 @@ std::vector<ChunkChoice> choose_chunks(const PlanInput& in, int64_t budget_bytes
     out.push_back({static_cast<int32_t>(n), rows});
   }
   return out;
+}
+
+void grow_chunks(const PlanInput& in, Plan& p) {
+  if (p.chunks.empty() || !p.feasible) return;
+  auto fits = [&](const std::vector<ChunkChoice>& chunks) {
+    PlanInput chunked = in;
+    apply_chunks(chunked, chunks);
+    return simulate(chunked, p.drop, p.swap, p.update_early).peak_bytes <= p.budget_bytes;
+  };
+  std::vector<ChunkChoice> chunks = p.chunks;
+  bool grew = false;
+  for (ChunkChoice& c : chunks) {
+    // The largest multiple of a block in [rows, the default] that still fits:
+    // the default first (often it does), then bisection (the peak grows with the chunk).
+    const int64_t most = rows_of(in.graph, in.graph.nodes()[static_cast<size_t>(c.node)]);
+    int64_t lo = c.rows / ops::kVocabBlockRows, hi = most / ops::kVocabBlockRows;  // in blocks; lo fits
+    if (hi <= lo) continue;
+    const int64_t kept = c.rows;
+    c.rows = hi * ops::kVocabBlockRows;
+    if (!fits(chunks)) {
+      --hi;  // hi + 1 does not fit
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        c.rows = mid * ops::kVocabBlockRows;
+        if (fits(chunks)) lo = mid;
+        else hi = mid - 1;
+      }
+      c.rows = lo * ops::kVocabBlockRows;
+    }
+    grew |= c.rows != kept;
+  }
+  if (!grew) return;
+  PlanInput chunked = in;
+  apply_chunks(chunked, chunks);
+  Plan q = finish(chunked, p.planner, p.budget_bytes, p.drop, p.swap, p.update_early);
+  MUTWO_ASSERT(q.feasible, "grow_chunks: the grown chunks put the plan over its budget");
+  q.chunks = std::move(chunks);
+  q.order = std::move(p.order);
+  q.note = std::move(p.note);
+  q.planning_ms = p.planning_ms;
+  p = std::move(q);
 }
 
 void apply_chunks(ir::Graph& g, const std::vector<ChunkChoice>& chunks) {

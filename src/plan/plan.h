@@ -133,6 +133,16 @@ ir::Graph chunked_graph(const ir::Graph& g, const Plan& p);
 // swaps (prefetch points placed from `in`'s node times and copy speed).
 rewrite::Recomputed rewrite_plan(const PlanInput& in, const Plan& p);
 
+// linear_cross_entropy's chunks, after the planner (chunks.cpp): choose_chunks
+// judged each node by its live bytes without recomputation, which the plan's
+// recomputation and swaps lower, and small chunks cost time (BERT-large at
+// batch 32 on an H100: 32-row chunks made the head and its backward 21 ms
+// slower than the default's). So for a plan that fits, each chunk grows back,
+// up to the default, to the largest that keeps the plan's simulated peak
+// within its budget, and the plan is simulated again. `in`: the unchunked
+// input the planner's was made from.
+void grow_chunks(const PlanInput& in, Plan& p);
+
 using PlannerFn = Plan (*)(const PlanInput& in, int64_t budget_bytes);
 
 // none, per-layer, sqrt-n, mutwo, optimal.

@@ -36,6 +36,7 @@ Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget) {
     p = fn(chunked, budget);
   }
   p.chunks = std::move(chunks);
+  grow_chunks(in, p);
   p.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return p;
 }
