@@ -26,5 +26,5 @@ build-asan/tests/mutwo_core_tests --gtest_brief=1
 # The unit tests but three slow suites (the main job runs them): ResnetOracle runs torchvision in Python
 # beside ResNet-18/50, LmTraining takes 200 Adam steps, ResnetMemory a ResNet-18 step (19, 13 and 5 s under ASan).
 build-asan/tests/mutwo_tests --gtest_brief=1 --gtest_filter="${UNIT_FILTER:--ResnetOracle.*:LmTraining.*:ResnetMemory.*}"
-/usr/bin/python3 tests/fuzz/fuzz.py build-asan/src/cli/mutwo --mutations "${FUZZ_MUTATIONS:-100}" --seed 7
+/usr/bin/python3 tests/fuzz/fuzz.py build-asan/src/cli/mutwo --mutations "${FUZZ_MUTATIONS:-70}" --seed 7
 echo "test-sanitize.sh: passed in $(( $(date +%s) - start )) s"

@@ -334,7 +334,9 @@ TEST(Optimal, WithCopyStreamsFitsWhereTheGreedyDoes) {
       if (!g.feasible) continue;
       EXPECT_TRUE(o.feasible);
       const bool shows_greedy = has(o.note, "shown: the greedy's plan");
-      if (!shows_greedy) EXPECT_LE(o.predicted.extra_ms, g.predicted.extra_ms + 1e-9) << "else it would show the greedy's";
+      if (!shows_greedy) {
+        EXPECT_LE(o.predicted.extra_ms, g.predicted.extra_ms + 1e-9) << "else it would show the greedy's";
+      }
       own += !shows_greedy;
     }
   }
