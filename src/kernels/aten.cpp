@@ -21,6 +21,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/kernels.h"
+#include "ops/attrs.h"
 #include "ops/op.h"
 #include "support/error.h"
 
@@ -66,12 +67,10 @@ at::Tensor wrapped_number(const c10::Scalar& s) {
 
 int input_index(const json& j, size_t num_inputs, const std::string& where) {
   const std::string& s = j.get_ref<const std::string&>();
-  MUTWO_CHECK(s.size() > 1 && s[0] == '%', "{}: expected a tensor reference \"%i\", got \"{}\"", where, s);
-  char* end = nullptr;
-  long i = std::strtol(s.c_str() + 1, &end, 10);
-  MUTWO_CHECK(*end == '\0' && i >= 0 && static_cast<size_t>(i) < num_inputs, "{}: tensor reference {} is not one of the node's {} inputs",
-              where, s, num_inputs);
-  return static_cast<int>(i);
+  const std::optional<size_t> i = ops::aten_input_ref(s);
+  MUTWO_CHECK(i, "{}: expected a tensor reference \"%i\", got \"{}\"", where, s);
+  MUTWO_CHECK(*i < num_inputs, "{}: tensor reference {} is not one of the node's {} inputs", where, s, num_inputs);
+  return static_cast<int>(*i);
 }
 
 double decode_float(const json& j, const std::string& where) {

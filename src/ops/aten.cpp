@@ -12,9 +12,11 @@
 //   tags="view"                               random, view, inplace, overwrite
 //   mutates=[3,4]                             node inputs written in place (persistent)
 // Output types are the captured ones (the graph's); the first run checks them.
+#include <algorithm>
 #include <string>
 #include <variant>
 
+#include "ops/attrs.h"
 #include "ops/op.h"
 #include "support/error.h"
 
@@ -88,6 +90,14 @@ double matmul_class_flops(const FlopArgs& a) {
 }
 
 }  // namespace
+
+std::optional<size_t> aten_input_ref(std::string_view s) {
+  if (s.size() < 2 || s[0] != '%' || !std::all_of(s.begin() + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  size_t i = 0;
+  for (char c : s.substr(1)) i = i * 10 + static_cast<size_t>(c - '0');
+  return i;
+}
 
 void add_aten_ops(std::vector<OpDef>& t) {
   OpDef d{"aten", 0, 0, kVariadic, aten_infer, nullptr, matmul_class_flops};

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,6 +13,10 @@
 #include "ir/graph.h"
 
 namespace mutwo::ops {
+
+// aten.cpp: a tensor argument of the generic op's `args` ("%i": node input
+// i, docs/step-file.md), i; nullopt for anything else.
+std::optional<size_t> aten_input_ref(std::string_view s);
 
 // elementwise.cpp: gelu's {approximate}, "none" (the default) or "tanh".
 std::string gelu_mode(const ir::Node& n);

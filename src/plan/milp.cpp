@@ -96,7 +96,8 @@ Solution solve(const Lp& lp, double seconds, const std::vector<double>* start, b
   // Preprocessing off where asked: CBC 2.10's preprocessing can leave a
   // program of under three rows, on which OsiClpSolverInterface::crunch
   // asserts and aborts the process (coin-or/Cbc#684, coin-or/Clp#288); a
-  // program with its integer columns fixed (milp::fixed) is the usual case.
+  // program with its integer columns fixed (a plan checked against the
+  // optimal planner's model) is the usual case.
   std::vector<const char*> argv = {"mutwo", "-log", "0", "-timeMode", "elapsed", "-seconds", secs.c_str()};
   if (!preprocess) argv.insert(argv.end(), {"-preprocess", "off"});
   argv.insert(argv.end(), {"-solve", "-quit"});

@@ -53,20 +53,25 @@ Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& optio
     *outcome = Outcome::fits;
     return none;
   }
-  // Early updates: the greedy's rule, so both plan the same schedule.
-  const bool early = finish(in, "optimal", budget, {}, {}, true).predicted.peak_bytes <= none.predicted.peak_bytes;
-  if (early) {
-    if (Plan p = finish(in, "optimal", budget, {}, {}, true); p.feasible) {
-      p.note = "fits without recomputation or swapping, its parameters updated in the backward pass";
-      *outcome = Outcome::fits;
-      return p;
-    }
+  // The greedy's plan: the warm start, and its early-update decision (its
+  // rule, taken unless it raises the unplanned peak), so both plan one schedule.
+  const Plan greedy = plan_mutwo(in, budget);
+  auto as_optimal = [](Plan p) {
+    p.planner = "optimal";
+    p.order.clear();
+    return p;
+  };
+  const bool early = greedy.update_early;
+  if (early && greedy.feasible && greedy.drop.empty() && greedy.swap.empty()) {
+    Plan p = as_optimal(greedy);
+    p.note = "fits without recomputation or swapping, its parameters updated in the backward pass";
+    *outcome = Outcome::fits;
+    return p;
   }
   const PlanInput model_in = model_input(in, early);
   auto plan_of = [&](const std::vector<double>& x, const OptimalModel& mm) {
     return finish(in, "optimal", budget, drops_of(mm, x), swaps_of(mm, x), early);
   };
-  Plan greedy = plan_mutwo(in, budget);
   const double unit = bytes_per_unit(budget);
   // First without the same-stage clones behind a clone's inputs (a smaller
   // model, usually exact enough); with them from the first mismatch on.
@@ -75,7 +80,7 @@ Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& optio
   std::vector<double> start;
   auto warm_start = [&] {  // the greedy's plan, the rest of the model solved around it
     start.clear();
-    if (!options.warm_start || !greedy.feasible || greedy.update_early != early || m.lp.has_impossible_row) return;
+    if (!options.warm_start || !greedy.feasible || m.lp.has_impossible_row) return;
     milp::Solution w = milp::solve(with_plan(m, model_in, greedy.drop, greedy.swap),
                                    std::min(left(), kWarmStartShare * options.time_limit_s), nullptr, false);
     if (w.found) start = w.x;
@@ -135,16 +140,14 @@ Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& optio
       notes.push_back(fmt::format("shown: the greedy's plan, which simulates faster ({:.3f} ms extra against the MILP "
                                   "answer's {:.3f} ms: the model's copy times are estimates)",
                                   greedy.predicted.extra_ms, best.predicted.extra_ms));
-      best = greedy;
-      best.planner = "optimal";
-      best.order.clear();
+      best = as_optimal(greedy);
     }
     best.note = fmt::format("{}", fmt::join(notes, "; "));
     *outcome = Outcome::fits;
     return best;
   }
   // No plan that fits: proven by the model, or time ran out.
-  Plan p = finish(in, "optimal", budget, greedy.drop, greedy.swap, greedy.update_early);
+  Plan p = as_optimal(greedy);
   if (last.found) {  // the last answer fits the model, not the simulator, and time is up
     p = plan_of(last.x, m);
     notes.insert(notes.begin(), fmt::format("the MILP thought its plan fits {} but it simulates to {} (over budget)",
@@ -152,9 +155,6 @@ Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& optio
   } else if ((m.lp.has_impossible_row || last.proven_infeasible) && greedy.feasible) {
     // The model is a relaxation (tests/test_plan_optimal.cpp), so this is a
     // modelling bug; shown rather than a false claim that nothing fits.
-    p = greedy;
-    p.planner = "optimal";
-    p.order.clear();
     notes.insert(notes.begin(), "warning: the model rejects every plan at this budget, though the greedy's fits in "
                                 "simulation (a modelling bug); shown: the greedy's plan");
   } else if (m.lp.has_impossible_row || last.proven_infeasible) {

@@ -422,37 +422,13 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
   // reading one inside its gap (swap_reads, by stage) brings it back from
   // that stage's prefetch point on: saving[i] <= saving[i-1], and 0 once a
   // read at the i-th such stage happens. On CUDA the copies queue on their
-  // streams (streams()), so near its ends a window holds only when the
-  // queue's times allow it.
+  // streams (optimal_swaps.h: CopyQueues), so near its ends a window holds
+  // only when the queue's times allow it.
   std::sort(swap_reads.begin(), swap_reads.end(), [](const SwapRead& a, const SwapRead& b) {
     return std::tie(a.swap, a.s) < std::tie(b.swap, b.s);
   });
-  Shift shift;
-  if (in.copies_overlap && !m.swaps.empty() && num_stages > 0) {
-    std::vector<int> t_col(static_cast<size_t>(num_stages));
-    std::vector<double> t_most(static_cast<size_t>(num_stages), 0.0);
-    for (int s = 0; s < num_stages; ++s) {
-      t_col[size_t(s)] = lp.col(0, milp::kUnbounded, false);
-      Lin sum;
-      for (size_t q = 0; q < nn; ++q)
-        if (m.window[q].first >= 0 && m.window[q].first <= s) {
-          sum += m.A(s, int(q)) * std::max(0.0, in.node_ms[q]);
-          t_most[size_t(s)] += std::max(0.0, in.node_ms[q]);
-        }
-      lp.ge(Lin::var(t_col[size_t(s)]), sum);
-      lp.ge(sum, Lin::var(t_col[size_t(s)]));
-    }
-    shift.col.assign(nn + 1, -1);
-    shift.before.assign(nn + 1, -1);
-    shift.most.assign(nn + 1, 0);
-    for (size_t n = 0; n <= nn; ++n) {
-      const auto s = std::upper_bound(m.stage_node.begin(), m.stage_node.end(), int32_t(n)) - m.stage_node.begin() - 1;
-      const auto b = std::lower_bound(m.stage_node.begin(), m.stage_node.end(), int32_t(n)) - m.stage_node.begin() - 1;
-      if (s >= 0) shift.col[n] = t_col[size_t(s)], shift.most[n] = t_most[size_t(s)];
-      if (b >= 0) shift.before[n] = t_col[size_t(b)];
-    }
-  }
-  const CopyQueues queues = copy_queues(lp, m, windows, start, in.copies_overlap, std::move(shift));
+  const CopyQueues queues =
+      copy_queues(lp, m, windows, start, in.copies_overlap, recompute_shift(lp, m, in, in.copies_overlap && !m.swaps.empty()));
   std::vector<std::vector<std::pair<int, double>>> swap_saved(nn), swap_saved_clones(static_cast<size_t>(num_stages));  // (column, units) freed
   std::vector<int> stage_at(nn, -1);
   for (int s = 0; s < num_stages; ++s) stage_at[size_t(m.stage_node[size_t(s)])] = s;
@@ -471,8 +447,7 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
     while (e < swap_reads.size() && swap_reads[e].swap == int(k)) {
       const int s = swap_reads[e].s;
       const int32_t node = m.stage_node[size_t(s)];
-      const int32_t p = in.copies_overlap ? rewrite::prefetch_point(start, start[size_t(node)], w.in_ms, w.before, node) : node;
-      const int32_t back = std::max(from, std::min(p, w.back));
+      const int32_t back = std::max(from, std::min(back_point(in, start, w, start[size_t(node)], node), w.back));
       save(from, back, col);
       from = back;
       const int next = lp.col(0, 1, false);

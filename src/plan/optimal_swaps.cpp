@@ -25,10 +25,44 @@ SwapWindow swap_window(const PlanInput& in, const std::vector<double>& start, co
   w.freed = gap.before < 0 ? 0 : after_copy_out(gap.before + 1);
   w.by_optimizer = read_by_optimizer;
   w.land_by = start[static_cast<size_t>(gap.after) + (read_by_optimizer ? 1 : 0)];
-  w.back = in.copies_overlap ? rewrite::prefetch_point(start, w.land_by, w.in_ms, gap.before, gap.after)
-                             : gap.after;
+  w.back = back_point(in, start, w, w.land_by, gap.after);
   w.freed_again = gap.before < 0 ? after_copy_out(gap.after + 1) : nn;  // state: written back after its update
   return w;
+}
+
+int32_t back_point(const PlanInput& in, const std::vector<double>& start, const SwapWindow& w, double land_by,
+                   int32_t read) {
+  return in.copies_overlap ? rewrite::prefetch_point(start, land_by, w.in_ms, w.before, read) : read;
+}
+
+Shift recompute_shift(milp::Lp& lp, const OptimalModel& m, const PlanInput& in, bool wanted) {
+  Shift shift;
+  const int stages = m.stages();
+  if (!wanted || stages == 0) return shift;
+  const size_t nn = in.graph.nodes().size();
+  std::vector<int> t_col(static_cast<size_t>(stages));
+  std::vector<double> t_most(static_cast<size_t>(stages), 0.0);
+  for (int s = 0; s < stages; ++s) {
+    t_col[size_t(s)] = lp.col(0, milp::kUnbounded, false);
+    Lin sum;
+    for (size_t q = 0; q < nn; ++q)
+      if (m.window[q].first >= 0 && m.window[q].first <= s) {
+        sum += m.A(s, int(q)) * std::max(0.0, in.node_ms[q]);
+        t_most[size_t(s)] += std::max(0.0, in.node_ms[q]);
+      }
+    lp.ge(Lin::var(t_col[size_t(s)]), sum);
+    lp.ge(sum, Lin::var(t_col[size_t(s)]));
+  }
+  shift.col.assign(nn + 1, -1);
+  shift.before.assign(nn + 1, -1);
+  shift.most.assign(nn + 1, 0);
+  for (size_t n = 0; n <= nn; ++n) {
+    const auto s = std::upper_bound(m.stage_node.begin(), m.stage_node.end(), int32_t(n)) - m.stage_node.begin() - 1;
+    const auto b = std::lower_bound(m.stage_node.begin(), m.stage_node.end(), int32_t(n)) - m.stage_node.begin() - 1;
+    if (s >= 0) shift.col[n] = t_col[size_t(s)], shift.most[n] = t_most[size_t(s)];
+    if (b >= 0) shift.before[n] = t_col[size_t(b)];
+  }
+  return shift;
 }
 
 int CopyQueues::saving(milp::Lp& lp, size_t k, int32_t r, int col, bool clones) const {
@@ -102,32 +136,36 @@ CopyQueues copy_queues(milp::Lp& lp, const OptimalModel& m, const std::vector<Sw
   // copy back as started before a clone that the rewrite started after).
   double total = 0;
   for (const SwapWindow& w : windows) total += w.in_ms;
-  for (bool optimizer : {false, true}) {
   std::vector<std::pair<double, size_t>> back;
-  for (size_t k = 0; k < ns; ++k)
-    if (windows[k].by_optimizer == optimizer) back.emplace_back(windows[k].land_by, k);
+  for (size_t k = 0; k < ns; ++k) back.emplace_back(windows[k].land_by, k);
   std::sort(back.begin(), back.end(), std::greater<>());
-  prev = -1;
-  double least = start.back();
+  int queued = -1, last_alone = -1;  // the queue's last P column; the last optimizer copy's
+  double least = start.back();       // the queue's earliest start, every candidate swapped
   for (auto [land_by, k] : back) {
     const SwapWindow& w = windows[k];
     const int p = lp.col(-total - 1, start.back() + q.shift.most_at(nn), false);
     lp.ge(Lin(w.land_by) + q.shift.at(w.read) - Lin::var(m.swap_col[k], w.in_ms), Lin::var(p));
-    if (prev >= 0 && !optimizer) lp.ge(Lin::var(prev) - Lin::var(m.swap_col[k], w.in_ms), Lin::var(p));
-    least = (optimizer ? w.land_by : std::min(least, w.land_by)) - w.in_ms;
     CopyQueues::Ends& e = q.ends[k];
-    e.begin = p, e.begin_least = least;
-    e.back_from = std::max(w.freed, rewrite::prefetch_point(start, least + w.in_ms, w.in_ms, w.before, w.read));
+    if (w.by_optimizer) {
+      e.begin_least = w.land_by - w.in_ms;
+      last_alone = p;
+    } else {
+      if (queued >= 0) lp.ge(Lin::var(queued) - Lin::var(m.swap_col[k], w.in_ms), Lin::var(p));
+      least = std::min(least, w.land_by) - w.in_ms;
+      e.begin_least = least;
+      queued = p;
+    }
+    e.begin = p;
+    e.back_from = std::max(w.freed, rewrite::prefetch_point(start, e.begin_least + w.in_ms, w.in_ms, w.before, w.read));
     q.back_most[k] = rewrite::prefetch_point(start, w.land_by + q.shift.most_at(w.read), w.in_ms, w.before, w.read);
     // A swapped copy back starts once its copy out is done, or compute waits.
     if (w.before >= 0) {
-      const double big = std::max(0.0, e.done_most - least);
+      const double big = std::max(0.0, e.done_most - e.begin_least);
       lp.ge(Lin::var(stall) + big, Lin::var(e.done) - Lin::var(p) + Lin::var(m.swap_col[k], big));
     }
-    prev = p;
   }
-  if (prev >= 0) lp.ge(Lin::var(stall), Lin(0) - Lin::var(prev));
-  }
+  for (int p : {queued, last_alone})
+    if (p >= 0) lp.ge(Lin::var(stall), Lin(0) - Lin::var(p));
   return q;
 }
 

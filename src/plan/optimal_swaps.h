@@ -30,6 +30,12 @@ struct SwapWindow {
 SwapWindow swap_window(const PlanInput& in, const std::vector<double>& start, const rewrite::Gap& gap, int64_t bytes,
                        bool read_by_optimizer);
 
+// The node before which w's copy back starts to land by `land_by` for a read
+// at node `read`: on CUDA rewrite::prefetch_point, the copy alone on its
+// stream; in line (the CPU), the read itself.
+int32_t back_point(const PlanInput& in, const std::vector<double>& start, const SwapWindow& w, double land_by,
+                   int32_t read);
+
 // Recomputation's time before each node: clones run right before their
 // stage's node, so node n starts later by T[s] = the recomputed nodes' time
 // at stages up to n's (a column per stage, equal to sum of ms_q A[s,q]).
@@ -46,6 +52,8 @@ struct Shift {
   milp::Lin at_clones(int32_t n) const { return var(before, n); }
   double most_at(int32_t n) const { return most.empty() ? 0 : most[size_t(n)]; }
 };
+// The shift's columns, when `wanted` (CUDA copies to time), else none.
+Shift recompute_shift(milp::Lp& lp, const OptimalModel& m, const PlanInput& in, bool wanted);
 
 // The copy streams on CUDA as the model sees them: one queue each way, in
 // the rewrite's order. To the host, copies in the order they are issued

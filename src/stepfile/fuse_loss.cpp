@@ -9,6 +9,7 @@
 #include <set>
 #include <string>
 
+#include "ops/attrs.h"
 #include "ops/op.h"
 #include "support/error.h"
 
@@ -46,11 +47,8 @@ struct View {
   ValueId tensor(size_t i, size_t k) const {
     const json* a = arg(i, k);
     if (!a || !a->is_string()) return kNoValue;
-    const std::string& s = a->get_ref<const std::string&>();
-    if (s.size() < 2 || s[0] != '%' || !std::all_of(s.begin() + 1, s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return kNoValue;
-    const size_t j = std::stoul(s.substr(1));
-    return j < node(i).inputs.size() ? node(i).inputs[j] : kNoValue;
+    const std::optional<size_t> j = ops::aten_input_ref(a->get_ref<const std::string&>());
+    return j && *j < node(i).inputs.size() ? node(i).inputs[*j] : kNoValue;
   }
   std::optional<int64_t> integer(size_t i, size_t k) const {
     const json* a = arg(i, k);
