@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
-scripts/build.sh -DMUTWO_BUILD_TESTS=OFF
+scripts/build.sh --no-tests
 build/src/cli/mutwo optimize --model transformer-lm --budget 60% --check --out out/optimize

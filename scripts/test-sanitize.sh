@@ -2,14 +2,15 @@
 # The sanitizer job (CI runs it after scripts/test.sh): mutwo built with
 # AddressSanitizer and UndefinedBehaviorSanitizer in build-asan/ (-O1,
 # MUTWO_SANITIZE), then the ATen-free core's tests, the unit tests but the
-# slowest and a fuzz corpus of FUZZ_MUTATIONS (100) mutations per parser
+# slowest and a fuzz corpus of FUZZ_MUTATIONS (70) mutations per parser
 # (seeded) over the sanitized CLI. Any sanitizer report fails the job.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DMUTWO_SANITIZE=ON -DMUTWO_BUILD_TESTS=ON >/dev/null
 # The CLI and the tests; not the Python extension (loading an ASan library into python needs LD_PRELOAD).
-ninja -C build-asan -j"$(nproc)" mutwo mutwo_core_tests mutwo_tests
+# CPU paths only: the main build compiles CUDA's, and nothing runs them here.
+scripts/build.sh --dir build-asan --tests --cpu-only --quiet -DMUTWO_SANITIZE=ON \
+  --target mutwo --target mutwo_core_tests --target mutwo_tests
 echo "test-sanitize.sh: built in $(( $(date +%s) - start )) s"
 
 # detect_leaks=0: libtorch (not instrumented) keeps its operator registry and
@@ -26,5 +27,5 @@ build-asan/tests/mutwo_core_tests --gtest_brief=1
 # The unit tests but three slow suites (the main job runs them): ResnetOracle runs torchvision in Python
 # beside ResNet-18/50, LmTraining takes 200 Adam steps, ResnetMemory a ResNet-18 step (19, 13 and 5 s under ASan).
 build-asan/tests/mutwo_tests --gtest_brief=1 --gtest_filter="${UNIT_FILTER:--ResnetOracle.*:LmTraining.*:ResnetMemory.*}"
-/usr/bin/python3 tests/fuzz/fuzz.py build-asan/src/cli/mutwo --mutations "${FUZZ_MUTATIONS:-70}" --seed 7
+"${MUTWO_PYTHON:-.venv/bin/python}" tests/fuzz/fuzz.py build-asan/src/cli/mutwo --mutations "${FUZZ_MUTATIONS:-70}" --seed 7
 echo "test-sanitize.sh: passed in $(( $(date +%s) - start )) s"

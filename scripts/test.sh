@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Fresh machine to green: install dependencies, build everything, run every
-# test (build/: unit, core, CLI errors, the fuzzer, pytest), then the sanitizer
-# job (scripts/test-sanitize.sh: build-asan/, ASan + UBSan). What CI runs.
+# Fresh machine to green: install dependencies (scripts/install-deps.sh: Debian
+# packages and .venv/ with requirements.txt), build everything with the CUDA
+# code paths compiled, run every test (build/: unit, core, CLI errors, the
+# fuzzer, pytest), pip install . and use it from /tmp (scripts/test-install.sh),
+# then the sanitizer job (scripts/test-sanitize.sh: build-asan/, ASan + UBSan).
+# What CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
 scripts/install-deps.sh
-scripts/build.sh -DMUTWO_BUILD_TESTS=ON
+scripts/build.sh --tests
 ctest --test-dir build --output-on-failure
-echo "test.sh: all tests passed in $(( $(date +%s) - start )) s; now the sanitizer job"
+echo "test.sh: all tests passed in $(( $(date +%s) - start )) s; now pip install ."
+scripts/test-install.sh
+echo "test.sh: installed and used in $(( $(date +%s) - start )) s; now the sanitizer job"
 scripts/test-sanitize.sh
 echo "test.sh: everything passed in $(( $(date +%s) - start )) s"

@@ -3,7 +3,7 @@
 // build-time errors; batch-norm
 // running statistics as PyTorch updates them; resnet18/resnet50's loss and
 // every gradient against torchvision itself (tests/resnet_oracle.py, run by
-// Debian's /usr/bin/python3); a ResNet-18 step's measured CPU peak against
+// the Python of mutwo's torch wheel); a ResNet-18 step's measured CPU peak against
 // the liveness prediction.
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
@@ -299,8 +299,8 @@ TEST(ResnetParams, TrainingStepsVerify) {
 
 // --- the oracle: torchvision itself ---------------------------------------------------
 
-// Debian's interpreter, which has python3-torch; the python3 on PATH may be another one.
-constexpr const char* kPython = "/usr/bin/python3";
+// The Python whose torch wheel mutwo links (CMake's MUTWO_PYTHON: .venv/ or the GPU machine's python3).
+constexpr const char* kPython = MUTWO_PYTHON_EXE;
 
 bool oracle_available() {
   std::string cmd = std::string(kPython) + " -c 'import numpy, torch, torchvision' >/dev/null 2>&1";
@@ -308,8 +308,8 @@ bool oracle_available() {
 }
 #define SKIP_WITHOUT_ORACLE()                                                                               \
   if (!oracle_available())                                                                                  \
-  GTEST_SKIP() << kPython << " cannot import torch and torchvision: install Debian's python3-torch and "   \
-                                "python3-torchvision (scripts/install-deps.sh) to compare with torchvision"
+  GTEST_SKIP() << kPython << " cannot import torch and torchvision: install requirements.txt "           \
+                                "(scripts/install-deps.sh) to compare with torchvision"
 
 // A fresh directory under $TMPDIR, removed with everything in it at the end of the test.
 struct TempDir {
@@ -433,7 +433,7 @@ void expect_matches_torchvision(int64_t depth, double tolerance) {
 }
 
 // Tolerance: 1e-4 relative to each tensor's largest element, as the issue asks.
-// Measured here (Debian's libtorch 1.13 and python3-torch 1.13, CPU): 0, i.e.
+// Measured here (the same torch 2.11 wheel for both, CPU): 0, i.e.
 // loss, gradients and running statistics are bit-identical, since every node
 // calls the kernel autograd calls on the same operands. The bound leaves room
 // for what may round differently elsewhere: the global average pool

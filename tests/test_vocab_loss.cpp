@@ -215,6 +215,35 @@ TEST(VocabLoss, HoldsOneChunkOfLogitsNotTheWhole) {
   }
 }
 
+// What the kernels hold beyond their outputs and the declared workspace (one
+// chunk of logits) is the same at every chunk size: the planners take a
+// workspace measured at one chunk to another by that rule (plan/chunks.cpp,
+// workspace_at), and the prediction is exact on the CPU only if it holds.
+// Per-row temporaries made chunk by chunk broke it by 8 bytes a row (a plan
+// that shrank the backward chunk from 160 to 128 rows was predicted 256 B over
+// its measured peak: issue 24's flaky cli_errors case).
+TEST(VocabLoss, WhatItHoldsBeyondTheChunkDoesNotDependOnTheChunk) {
+  runtime::track_cpu_memory();
+  const c10::Device cpu(c10::kCPU);
+  Head x(160, 8, 256);
+  at::Tensor g = at::scalar_tensor(1.0);
+  at::Tensor lse = kernel_outputs("linear_cross_entropy", lce_attrs(160), x.inputs(true), 2)[1];
+  auto beyond = [&](const char* op, int64_t rows, std::vector<at::Tensor> inputs, size_t outputs) {
+    const int64_t before = runtime::memory_stats(cpu).current;
+    runtime::reset_peak(cpu);
+    Tensors out = kernel_outputs(op, lce_attrs(rows), std::move(inputs), outputs);
+    int64_t held = 0;
+    for (const at::Tensor& t : out) held += t.defined() ? t.nbytes() : 0;
+    return runtime::memory_stats(cpu).peak - before - held - rows * 256 * 4;
+  };
+  for (const char* op : {"linear_cross_entropy", "linear_cross_entropy_backward"}) {
+    const bool fwd = std::string(op) == "linear_cross_entropy";
+    auto inputs = fwd ? x.inputs(true) : std::vector<at::Tensor>{x.hidden, x.weight, x.target, lse, g, x.bias};
+    const int64_t at_whole = beyond(op, 160, inputs, fwd ? 2 : 3);
+    for (int64_t rows : {32, 64, 96, 128}) EXPECT_EQ(beyond(op, rows, inputs, fwd ? 2 : 3), at_whole) << op << " at " << rows;
+  }
+}
+
 // The op rejects what it cannot compute, saying what it expected.
 TEST(VocabLoss, BuildErrors) {
   ir::Graph graph;

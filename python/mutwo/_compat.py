@@ -1,8 +1,8 @@
-# Every difference between torch versions that mutwo.capture meets, in one
-# place: torch 1.13 (functorch.compile, real-tensor tracing, in-place
-# batch_norm, buffer mutations dropped) and torch 2.x (torch._functorch, fake
-# tensors, functionalised graphs that return new buffer values as extra forward
-# outputs, nn_module_stack metadata).
+# The torch internals mutwo.capture leans on, in one place: AOTAutograd and
+# its partitioner (torch._functorch), fake tensors, functionalised graphs that
+# return new buffer values as extra forward outputs, nn_module_stack metadata.
+# mutwo needs torch MIN_TORCH or later, checked here, on import of mutwo.capture
+# or mutwo.torch (CMakeLists.txt's MUTWO_TORCH_MIN says the same).
 from __future__ import annotations
 
 import operator
@@ -10,18 +10,26 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
-import torch.fx
 
-TORCH_2: bool = int(torch.__version__.split(".")[0]) >= 2
+MIN_TORCH = (2, 11)
 
-if TORCH_2:
-    from torch._functorch.aot_autograd import aot_function, make_boxed_func
-    from torch._functorch.partitioners import default_partition
-else:
-    from functorch.compile import aot_function, default_partition, make_boxed_func
 
-# Names of random ATen ops, for a torch without OpOverload.tags (and added to
-# the tags where they exist, which changes nothing for a correctly tagged op).
+def _release(version: str) -> tuple[int, int]:
+    major, minor = version.split("+")[0].split(".")[:2]
+    return int(major), int(minor)
+
+
+if _release(torch.__version__) < MIN_TORCH:
+    raise ImportError(f"mutwo needs torch {MIN_TORCH[0]}.{MIN_TORCH[1]} or later; this Python has torch "
+                      f"{torch.__version__}: pip install -r requirements.txt (or scripts/install-deps.sh)")
+
+import torch.fx  # noqa: E402
+
+from torch._functorch.aot_autograd import aot_function, make_boxed_func
+from torch._functorch.partitioners import default_partition
+
+# Names of random ATen ops, added to the ops' `nondeterministic_seeded` tags
+# (which changes nothing for a correctly tagged op).
 _RANDOM_EXACT = {"bernoulli", "bernoulli_", "native_dropout", "multinomial", "randperm", "uniform_",
                  "exponential_", "dropout", "dropout_", "feature_dropout", "alpha_dropout",
                  "feature_alpha_dropout", "_fused_dropout", "cauchy_", "geometric_", "log_normal_",
@@ -31,47 +39,33 @@ _RANDOM_PREFIXES = ("rand", "normal")  # rand, rand_like, randn, randn_like, ran
 
 def functional_call(module: torch.nn.Module, tensors: dict[str, torch.Tensor], args: tuple) -> Any:
     """module(*args) with its parameters and buffers replaced by `tensors`."""
-    if TORCH_2:
-        return torch.func.functional_call(module, tensors, args, tie_weights=False)
-    from torch.nn.utils import stateless
-    return stateless.functional_call(module, tensors, args)
+    return torch.func.functional_call(module, tensors, args, tie_weights=False)
 
 
 def partition(joint_module: torch.fx.GraphModule, joint_inputs: Any, kwargs: dict) -> Any:
     """Calls the default partitioner with what AOTAutograd gave our hook."""
-    if TORCH_2:
-        return default_partition(joint_module, joint_inputs, **kwargs)
-    return default_partition(joint_module, joint_inputs)
+    return default_partition(joint_module, joint_inputs, **kwargs)
 
 
 def num_fwd_outputs(joint_module: torch.fx.GraphModule, kwargs: dict) -> int:
-    """How many of the joint graph's outputs belong to the forward.
-
-    torch 2.x passes it to the partitioner (mutated inputs' new values, then
-    the user's outputs, then bases of aliased outputs); torch 1.13 keeps it in
-    the output pytree spec ([forward outputs], [gradients]).
-    """
-    if "num_fwd_outputs" in kwargs:
-        return int(kwargs["num_fwd_outputs"])
-    return joint_module._out_spec.children_specs[0].num_leaves
+    """How many of the joint graph's outputs belong to the forward: AOTAutograd
+    passes it to the partitioner (mutated inputs' new values, then the user's
+    outputs, then bases of aliased outputs)."""
+    return int(kwargs["num_fwd_outputs"])
 
 
 def split_joint_inputs(joint_inputs: Any) -> tuple[list, list]:
-    """(primals, tangents) as AOTAutograd hands them to the partitioner. On
-    torch 1.13 they are the real tensors (the tangent is the loss itself), on
-    torch 2.x fake tensors."""
+    """(primals, tangents) as AOTAutograd hands them to the partitioner: fake tensors."""
     primals, tangents = joint_inputs
     return list(primals), list(tangents)
 
 
 def primals_match(primals: Sequence[torch.Tensor], flat: Sequence[torch.Tensor]) -> bool:
-    """Whether AOTAutograd's primals are `flat`, in our order: torch 1.13 traces
-    the real tensors, so identity is checked; torch 2.x, dtype and shape."""
+    """Whether AOTAutograd's primals (fake tensors) are `flat`, in our order:
+    the same dtype and shape, one by one."""
     if len(primals) != len(flat):
         return False
-    if TORCH_2:
-        return all(p.dtype == f.dtype and tuple(p.shape) == tuple(f.shape) for p, f in zip(primals, flat))
-    return all(p is f for p, f in zip(primals, flat))
+    return all(p.dtype == f.dtype and tuple(p.shape) == tuple(f.shape) for p, f in zip(primals, flat))
 
 
 def run_fx(interpreter: torch.fx.Interpreter, flat_inputs: Sequence[Any]) -> list:
@@ -81,12 +75,12 @@ def run_fx(interpreter: torch.fx.Interpreter, flat_inputs: Sequence[Any]) -> lis
 
 def storage_ptr(t: torch.Tensor) -> int:
     """The address of a tensor's storage (0 for an empty one)."""
-    st = t.untyped_storage() if TORCH_2 else t.storage()
+    st = t.untyped_storage()
     return st.data_ptr() if st.nbytes() else 0
 
 
 def op_tags(op: torch._ops.OpOverload) -> set[str]:
-    """`torch.Tag` names of an OpOverload (empty on a torch without tags)."""
+    """`torch.Tag` names of an OpOverload."""
     return {getattr(t, "name", str(t).split(".")[-1]) for t in getattr(op, "tags", ())}
 
 
@@ -98,14 +92,10 @@ def is_random(op: torch._ops.OpOverload) -> bool:
 
 @contextmanager
 def module_scopes(root: torch.nn.Module) -> Iterator[None]:
-    """torch 2.x: while tracing, every node made inside a module's forward gets
-    that module's path in meta["nn_module_stack"] (forward hooks keep the stack
-    in torch.fx.traceback's current meta, which make_fx copies into each node
-    while node meta is preserved; backward nodes get the forward op's seq_nr).
-    torch 1.13 has no such meta: nothing is recorded and scopes stay ""."""
-    if not TORCH_2:
-        yield
-        return
+    """While tracing, every node made inside a module's forward gets that
+    module's path in meta["nn_module_stack"] (forward hooks keep the stack in
+    torch.fx.traceback's current meta, which make_fx copies into each node
+    while node meta is preserved; backward nodes get the forward op's seq_nr)."""
     import torch.fx.traceback as fxt
     paths = {id(m): (name, type(m)) for name, m in root.named_modules(remove_duplicate=False)}
     stack: list[tuple[int, tuple]] = []
@@ -135,12 +125,12 @@ def module_scopes(root: torch.nn.Module) -> Iterator[None]:
 
 @contextmanager
 def real_tensors_as_constants() -> Iterator[None]:
-    """torch 2.x traces with fake tensors and refuses real ones that the step
+    """AOTAutograd traces with fake tensors and refuses real ones that the step
     closes over (a loss's class weights, a plain tensor attribute, torch.tensor(...)
     in forward). With allow_non_fake_inputs on the fake mode AOTAutograd makes,
-    they become graph constants, as on torch 1.13."""
+    they become graph constants."""
     import importlib
-    aa = importlib.import_module("torch._functorch.aot_autograd") if TORCH_2 else None
+    aa = importlib.import_module("torch._functorch.aot_autograd")
     original = getattr(aa, "construct_fake_mode", None)
     if original is None:
         yield
@@ -189,7 +179,7 @@ def scopes(gm: torch.fx.GraphModule, wrapper_attr: str) -> dict[torch.fx.Node, s
     return out
 
 
-# Functional ops of torch 2.x whose outputs are new values of some arguments:
+# Functional ops whose outputs are new values of some arguments:
 # {schema name: {output position: argument position}}.
 _FUNCTIONAL_UPDATES = {
     "aten::_native_batch_norm_legit_functional": {3: 3, 4: 4},
@@ -200,13 +190,10 @@ _FUNCTIONAL_OF_INPLACE = {"aten::add", "aten::sub", "aten::mul", "aten::div", "a
                           "aten::fill", "aten::zero", "aten::lerp", "aten::addcmul", "aten::addcdiv",
                           "aten::clamp", "aten::_to_copy"}
 
-MUTATIONS_AS_OUTPUTS: bool = TORCH_2
-
-
 def match_buffer_updates(fwd_outputs: Sequence[Optional[torch.fx.Node]], mutated: Sequence[int],
                          placeholders: Sequence[torch.fx.Node],
                          fail: Callable[[str], Exception]) -> list[tuple[int, torch.fx.Node]]:
-    """torch 2.x: which forward output holds the new value of which mutated primal.
+    """Which forward output holds the new value of which mutated primal.
 
     Method: AOTAutograd puts the new values of the mutated inputs first among
     the forward outputs, in input order. `mutated` (primal positions, sorted)
@@ -245,23 +232,16 @@ def match_buffer_updates(fwd_outputs: Sequence[Optional[torch.fx.Node]], mutated
 
 
 def tangent_outputs(requires_grad: Sequence[bool], n_tangents: int) -> Optional[list[int]]:
-    """Which module output each tangent of the joint graph belongs to: torch 2.x
-    makes one for each output that requires grad, torch 1.13 one for every
-    output. None if the count does not fit either rule."""
+    """Which module output each tangent of the joint graph belongs to:
+    AOTAutograd makes one for each output that requires grad. None if the
+    count does not fit that rule."""
     with_grad = [i for i, r in enumerate(requires_grad) if r]
-    if len(with_grad) == n_tangents:
-        return with_grad
-    if not TORCH_2 and len(requires_grad) == n_tangents:
-        return list(range(n_tangents))
-    return None
+    return with_grad if len(with_grad) == n_tangents else None
 
 
 def autocast_state() -> tuple:
     """Whether autocast is on, and at which dtype, for CPU and CUDA."""
-    if TORCH_2:
-        return tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda"))
-    return (torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype(), torch.is_autocast_cpu_enabled(),
-            torch.get_autocast_cpu_dtype())
+    return tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in ("cpu", "cuda"))
 
 
 @contextmanager

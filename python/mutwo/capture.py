@@ -137,9 +137,7 @@ def _user_frame(exc: BaseException) -> str:
 def _tracing_error(exc: Exception) -> CaptureError:
     """One line for an exception raised while tracing, naming the ATen op where known.
 
-    torch 1.13 refuses to read a value out of a tracing tensor ("It appears that
-    you're trying to get value out of a tracing tensor"); torch 2.x's fake tensors
-    raise DataDependentOutputException / DynamicOutputShapeException naming the
+    Fake tensors raise DataDependentOutputException / DynamicOutputShapeException naming the
     op (aten._local_scalar_dense.default, aten.nonzero.default) or fail to guard
     on a data-dependent expression.
     """
@@ -149,7 +147,7 @@ def _tracing_error(exc: Exception) -> CaptureError:
     at = f" at {where}" if where else ""
     op = re.search(r"aten[.:]{1,2}(\w+)", text)
     low = text.lower()
-    if "value out of a tracing tensor" in low or (op and op.group(1) in ("_local_scalar_dense", "item")) \
+    if (op and op.group(1) in ("_local_scalar_dense", "item")) \
             or "data-dependent" in low or "data dependent" in low:
         return CaptureError(f"node aten::_local_scalar_dense{at}: a tensor's value is read while tracing "
                             "(.item(), bool(), int(), data-dependent control flow)")
@@ -280,14 +278,8 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Call
 
     written = _written_placeholders(gm)
     uncovered = [i for i in moved if prim_nodes[i] not in written]
-    buffer_updates: list[tuple[int, torch.fx.Node]] = []
-    first = 0
-    if _compat.MUTATIONS_AS_OUTPUTS:
-        buffer_updates = _compat.match_buffer_updates(fwd, uncovered, prim_nodes, CaptureError)
-        first = len(uncovered)
-    else:
-        for i in uncovered:
-            _append_dropped_update(wrapper, primals[i], prim_nodes[i], gm)
+    buffer_updates = _compat.match_buffer_updates(fwd, uncovered, prim_nodes, CaptureError)
+    first = len(uncovered)
     loss = fwd[first] if loss_fn is not None else None
     for i, node in buffer_updates:
         if primals[i].role != "buffer":
@@ -367,23 +359,6 @@ def _written_placeholders(gm: torch.fx.GraphModule) -> set:
                     if isinstance(a, torch.fx.Node) and a.op == "placeholder":
                         out.add(a)
     return out
-
-
-def _append_dropped_update(wrapper: torch.nn.Module, primal: Primal, ph: torch.fx.Node,
-                           gm: torch.fx.GraphModule) -> None:
-    """torch 1.13 drops `num_batches_tracked.add_(1)` from the graph; put it back at the end."""
-    qual = str(primal.key)
-    owner_path, _, leaf = qual.rpartition(".")
-    owner = wrapper.get_submodule(WRAPPER_ATTR + ("." + owner_path if owner_path else ""))
-    if primal.role == "buffer" and leaf == "num_batches_tracked" \
-            and isinstance(owner, torch.nn.modules.batchnorm._BatchNorm) \
-            and owner.training and owner.track_running_stats:
-        output = next(n for n in gm.graph.nodes if n.op == "output")
-        with gm.graph.inserting_before(output):
-            gm.graph.create_node("call_function", torch.ops.aten.add_.Tensor, (ph, 1), name=f"{ph.name}_add_")
-        return
-    raise CaptureError(f"{primal.role} {qual} is written in place by the step but torch "
-                       f"{torch.__version__}'s traced graph drops the write")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 # mutwo inside the user's own training loop (docs/python.md):
 #
 #   import mutwo.torch
-#   model = mutwo.torch.wrap(model, budget="60%")                          # eager, torch 1.13 and 2.x
+#   model = mutwo.torch.wrap(model, budget="60%")                          # eager
 #   model = torch.compile(model, backend=mutwo.torch.backend(budget="6GiB"))  # torch 2.x
 #
 # On the first call with a new input shape the module's forward and backward
@@ -56,8 +56,8 @@ def _ops() -> Any:
         running = ".".join(torch.__version__.split("+")[0].split(".")[:2])
         if built != running:
             raise MutwoError(f"{_library_path()} was built against libtorch {built}, but this Python runs torch "
-                             f"{torch.__version__}: rebuild mutwo against this torch (scripts/build-cuda.sh on the "
-                             "GPU machine)")
+                             f"{torch.__version__}: rebuild mutwo against this torch (pip install . or "
+                             "scripts/build.sh)")
         _loaded = True
     return torch.ops.mutwo
 
@@ -277,13 +277,10 @@ def report(module: Wrapped, directory: Optional[str] = None) -> dict:
 
 def backend(budget: str = "100%", *, planner: str = "mutwo", profile: str = "measure",
             report: Optional[str] = None) -> Callable:
-    """A torch.compile backend (torch 2.x): each graph Dynamo hands it is captured
+    """A torch.compile backend: each graph Dynamo hands it is captured
     with AOTAutograd on its first call, partitioned by mutwo's plan and run as
     wrap() runs a module. A percentage budget applies to each graph; a byte
     budget needs the model in one graph and raises MutwoError on a graph break."""
-    if not _compat.TORCH_2:
-        raise MutwoError(f"torch.compile backends need torch 2.x; this is torch {torch.__version__}: "
-                         "use mutwo.torch.wrap(model, budget=...)")
     options = _options(budget, planner, profile, report, "compiled")
     by_percent = options["budget"].endswith("%")
     graphs: list[Wrapped] = []

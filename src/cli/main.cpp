@@ -4,7 +4,6 @@
 // Bad input exits with code 2 and one line on stderr.
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
-#include <torch/version.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -288,7 +287,7 @@ int main(int argc, char** argv) { return leave(main_or_exit(argc, argv)); }
 
 namespace {
 int main_or_exit(int argc, char** argv) {
-#if defined(MUTWO_WITH_CUDA) && (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 1))
+#ifdef MUTWO_WITH_CUDA
   // CUDA's caching allocator grows segments in place rather than cutting
   // blocks out of fixed ones, so what it reserves follows what is allocated
   // (a block handed out whole, larger than asked for, no longer counts) and a

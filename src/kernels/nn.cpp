@@ -5,6 +5,7 @@
 // linear_cross_entropy, which makes its logits one chunk of rows at a time.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "kernels/kernel.h"
 #include "kernels/kernels.h"
@@ -94,10 +95,11 @@ int64_t chunk_rows(const KernelCall& k, const at::Tensor& h, const at::Tensor& w
 }
 // lse = logsumexp of each row of x, with ATen's arithmetic (logsumexp_out: the
 // row maxima, infinite ones taken as 0, subtracted; exp; sum; log; plus the
-// maxima), but x itself overwritten instead of a second chunk-sized temporary.
-void logsumexp_over(at::Tensor& x, at::Tensor lse) {
-  at::Tensor maxes = at::amax(x, {1}, true);  // (m, 1)
-  maxes.masked_fill_(maxes.abs() == INFINITY, 0);
+// maxima), but x itself overwritten instead of a second chunk-sized temporary,
+// and the maxima written into `maxes` (m, 1), a slice of a buffer of all rows.
+void logsumexp_over(at::Tensor& x, at::Tensor lse, at::Tensor maxes) {
+  at::amax_out(maxes, x, {1}, true);
+  maxes.nan_to_num_(std::numeric_limits<double>::quiet_NaN(), 0.0, 0.0);  // +-inf -> 0, in place
   at::sum_out(lse, x.sub_(maxes).exp_(), {1});
   lse.log_().add_(maxes.squeeze(1));
 }
@@ -107,17 +109,23 @@ void linear_cross_entropy_kernel(KernelCall& k) {
   const at::Tensor& target = k.input(2);
   const at::Tensor bias = optional_input(k, 3);
   const int64_t n = h.size(0), rows = chunk_rows(k, h, w);
-  at::Tensor lse = at::empty({n}, h.options());     // (N)
-  at::Tensor picked = at::empty({n}, h.options());  // (N): each row's target logit
+  // Every per-row temporary is a slice of a buffer of all N rows, allocated
+  // once: besides them the kernel holds one chunk of logits, so what it holds
+  // beyond the declared workspace does not depend on the chunk (the planners
+  // re-scale a measured workspace to another chunk: plan/chunks.cpp).
+  at::Tensor lse = at::empty({n}, h.options());        // (N)
+  at::Tensor picked = at::empty({n, 1}, h.options());  // (N, 1): each row's target logit
+  at::Tensor maxes = at::empty({n, 1}, h.options());   // (N, 1): each row's largest logit
   at::Tensor index = target.clamp_min(0).unsqueeze(1);
   for (int64_t r = 0; r < n; r += rows) {
     const int64_t m = std::min(rows, n - r);
     at::Tensor logits = chunk_logits(h.narrow(0, r, m), w, bias);  // (m, V)
-    picked.narrow(0, r, m).copy_(logits.gather(1, index.narrow(0, r, m)).squeeze(1));
-    logsumexp_over(logits, lse.narrow(0, r, m));
+    at::Tensor pc = picked.narrow(0, r, m);
+    at::gather_out(pc, logits, 1, index.narrow(0, r, m));
+    logsumexp_over(logits, lse.narrow(0, r, m), maxes.narrow(0, r, m));
   }
   auto [valid, count] = counted(target, k.node, h.scalar_type());
-  k.output(0) = ((lse - picked) * valid).sum() / count;
+  k.output(0) = ((lse - picked.squeeze(1)) * valid).sum() / count;
   k.output(1) = lse;
 }
 // Per chunk: the logits again, turned in place into cross_entropy's gradient
@@ -137,13 +145,14 @@ void linear_cross_entropy_backward_kernel(KernelCall& k) {
   auto [valid, count] = counted(target, k.node, h.scalar_type());
   at::Tensor scale = valid * (k.input(4) / count);  // (N)
   at::Tensor index = target.clamp_min(0).unsqueeze(1);
+  at::Tensor picked = at::empty({n, 1}, h.options());  // (N, 1): per-row temporaries of all rows, as forward
   for (int64_t r = 0; r < n; r += rows) {
     const int64_t m = std::min(rows, n - r);
     at::Tensor hc = h.narrow(0, r, m);
     at::Tensor grad = chunk_logits(hc, w, bias);  // (m, V)
     grad.sub_(lse.narrow(0, r, m).unsqueeze(1)).exp_();
-    at::Tensor ic = index.narrow(0, r, m);
-    grad.scatter_(1, ic, grad.gather(1, ic) - 1);
+    at::Tensor ic = index.narrow(0, r, m), pc = picked.narrow(0, r, m);
+    grad.scatter_(1, ic, at::gather_out(pc, grad, 1, ic).sub_(1));
     grad.mul_(scale.narrow(0, r, m).unsqueeze(1));
     at::Tensor dh = d_hidden.narrow(0, r, m);
     at::mm_out(dh, grad, w);

@@ -4,7 +4,6 @@
 #include <ATen/ATen.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
-#include <torch/version.h>
 
 #include <algorithm>
 #include <chrono>
@@ -39,12 +38,8 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
 
-#if TORCH_VERSION_MAJOR >= 2 && TORCH_VERSION_MINOR >= 3 || TORCH_VERSION_MAJOR >= 3
   c10::DataPtr allocate(size_t n) override { return allocate_impl(n); }
   void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
-#else
-  c10::DataPtr allocate(size_t n) const override { return allocate_impl(n); }
-#endif
   c10::DeleterFnPtr raw_deleter() const override { return &release; }
 
   MemoryStats stats() {
@@ -200,9 +195,7 @@ bool cuda_available(std::string* why_not) {
 
 bool is_out_of_memory(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
-#if TORCH_VERSION_MAJOR >= 2
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
-#endif
   const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
   std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });

@@ -1,8 +1,8 @@
 // The process group (see process_group.h) on c10d: a TCPStore at torchrun's
 // MASTER_ADDR:MASTER_PORT, ProcessGroupNCCL on CUDA (collectives on its own
 // stream; a wait makes the step's stream wait, not the host) or
-// ProcessGroupGloo on the CPU (collectives on its threads). Written against
-// what libtorch 1.13 and 2.x share.
+// ProcessGroupGloo on the CPU (collectives on its threads; gloo's headers come
+// from Debian's libgloo-dev, the wheel ships none).
 #include "runtime/process_group.h"
 
 #include <ATen/ATen.h>

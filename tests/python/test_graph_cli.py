@@ -1,9 +1,8 @@
 # End to end on models outside mutwo's zoo: capture with python/mutwo, then
 # `mutwo optimize --graph step.json --check` at 100/80/60/40% of the unplanned
 # peak with SGD and AdamW, and `mutwo run --graph` against eager PyTorch.
-# The binary comes from $MUTWO_BIN (CTest sets it) or build/src/cli/mutwo.
+# The binary comes from $MUTWO_BIN (CTest sets it) or build/src/cli/mutwo (mutwo_cli.py).
 import json
-import os
 import pathlib
 import re
 import subprocess
@@ -15,20 +14,10 @@ import models
 from mutwo._files import read_safetensors
 from mutwo.capture import capture
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-MUTWO = os.path.abspath(os.environ.get("MUTWO_BIN", str(ROOT / "build/src/cli/mutwo")))
+from mutwo_cli import MUTWO, ROOT, last_json, mutwo
+
 MODELS = ["vit", "mobilenet", "convnext", "unet", "llama"]
 EAGER = ["vit", "mobilenet", "unet"]  # also compared with eager training over 3 steps
-
-
-def mutwo(*args: str, expect: int = 0) -> subprocess.CompletedProcess:
-    r = subprocess.run([MUTWO, *args], capture_output=True, text=True)
-    assert r.returncode == expect, f"mutwo {' '.join(args)}: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
-    return r
-
-
-def last_json(r: subprocess.CompletedProcess) -> dict:
-    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# pip install . as a user does, into the environment of scripts/install-deps.sh
+# (--no-build-isolation: against its torch, without a second 5 GB download),
+# then, from /tmp with no PYTHONPATH: `mutwo --help` and a step on PATH,
+# `import mutwo.torch` with a wrapped module trained one step (its extension
+# loaded from the installed package), `python -m mutwo.capture --help`.
+# mutwo is uninstalled again at the end. Part of scripts/test.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD venv=$PWD/${MUTWO_VENV:-.venv}
+start=$(date +%s)
+"$venv/bin/python" -m pip install -q --no-build-isolation --disable-pip-version-check .
+trap '"$venv/bin/python" -m pip uninstall -q -y mutwo' EXIT
+echo "test-install: pip install . in $(( $(date +%s) - start )) s"
+cd /tmp
+export PATH="$venv/bin:$PATH"
+unset PYTHONPATH MUTWO_LIBRARY
+[ "$(command -v mutwo)" = "$venv/bin/mutwo" ]
+mutwo --help >/dev/null
+mutwo run --model mlp --batch 8 --steps 1 --json | tail -n 1 | python -c 'import json, sys; json.loads(sys.stdin.read())'
+python -m mutwo.capture --help >/dev/null
+python - "$root" <<'PY'
+import os, sys
+import torch
+import mutwo.torch
+root = sys.argv[1]
+assert not mutwo.torch.__file__.startswith(root), f"imported the source tree's mutwo: {mutwo.torch.__file__}"
+model = mutwo.torch.wrap(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)), "100%")
+model(torch.randn(4, 8)).sum().backward()
+print("test-install: mutwo.torch from", os.path.dirname(mutwo.torch.__file__))
+PY
+echo "test-install: passed in $(( $(date +%s) - start )) s"
