@@ -14,6 +14,8 @@
 // vocabulary projection and no byte at the peak.) A choice that raises the
 // simulated peak (its recomputation brings back more than it frees) is undone
 // and the candidate kept, so the simulated peak never rises along the way.
+// plan_mutwo then returns per-layer's or sqrt-n's plan instead where the same
+// simulator finds it better (issue 27), so mutwo is never worse than those.
 #include <algorithm>
 #include <limits>
 #include <unordered_map>
