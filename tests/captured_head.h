@@ -14,7 +14,7 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
+#include <fmt/ranges.h>  // fmt::join (fmt 11 and later)
 
 #include "stepfile/step_file.h"
 

@@ -14,6 +14,8 @@
 // vocabulary projection and no byte at the peak.) A choice that raises the
 // simulated peak (its recomputation brings back more than it frees) is undone
 // and the candidate kept, so the simulated peak never rises along the way.
+// plan_mutwo then returns per-layer's or sqrt-n's plan instead where the same
+// simulator finds it better (issue 27), so mutwo is never worse than those.
 #include <algorithm>
 #include <limits>
 #include <unordered_map>
@@ -305,17 +307,57 @@ Plan greedy(const PlanInput& in, int64_t budget) {
 
 }  // namespace
 
+namespace {
+
+// Is `a` better than `b` by the simulator? The one that fits; of two that fit,
+// the one with less predicted extra time; of two that do not, the lower peak.
+bool better(const Plan& a, const Plan& b) {
+  if (a.feasible != b.feasible) return a.feasible;
+  return a.feasible ? a.predicted.extra_ms < b.predicted.extra_ms : a.predicted.peak_bytes < b.predicted.peak_bytes;
+}
+
 // The greedy with swapping, and where it finds no plan, the greedy with
 // recomputation only too: cheap swaps taken early can leave the peak where
 // only recomputation would have lowered it further (GPT-2 small at batch 8 on
 // an H100: 4.8 GB against 4.4), so the lower of the two is returned.
-Plan plan_mutwo(const PlanInput& in, int64_t budget) {
+Plan greedy_plan(const PlanInput& in, int64_t budget) {
   Plan hybrid = greedy(in, budget);
   if (hybrid.feasible || !in.can_swap()) return hybrid;
   PlanInput recompute_only = in;
   recompute_only.swap = false;
   Plan other = greedy(recompute_only, budget);
   return other.feasible || other.predicted.peak_bytes < hybrid.predicted.peak_bytes ? other : hybrid;
+}
+
+}  // namespace
+
+// The greedy's plan, or per-layer's or sqrt-n's where one of those is better
+// by the same simulator (issue 27): the greedy never does worse than the
+// layer-wise planners. Each of them is tried as it is and with early updates
+// (which the greedy takes too). The candidates do not depend on the budget
+// except the greedy's own, and each is judged by `better`, so a smaller budget
+// still never gives a higher peak (docs/planners.md).
+Plan plan_mutwo(const PlanInput& in, int64_t budget) {
+  Plan best = greedy_plan(in, budget);
+  if (best.feasible && best.drop.empty() && best.swap.empty()) return best;  // the unplanned step fits
+  const std::string greedy = fmt::format("the greedy's {} at peak {}, {:.3f} ms extra",
+                                         best.feasible ? "fits" : "does not fit", format_bytes(best.predicted.peak_bytes),
+                                         best.predicted.extra_ms);
+  for (const std::string peer : {"per-layer", "sqrt-n"}) {
+    const Plan p = peer == "per-layer" ? plan_per_layer(in, budget) : plan_sqrt_n(in, budget);
+    for (bool early : {false, true}) {
+      Plan q = finish(in, "mutwo", budget, p.drop, {}, early);
+      if (!better(q, best)) continue;
+      q.from = peer;
+      q.note = fmt::format("took {}'s plan{} ({} at peak {}, {:.3f} ms extra): {}{}", peer, early ? " with early updates" : "",
+                           q.feasible ? "fits" : "does not fit", format_bytes(q.predicted.peak_bytes),
+                           q.predicted.extra_ms, greedy,
+                           q.feasible ? "" : fmt::format("; no plan fits {}: try a larger budget or a smaller batch",
+                                                         format_bytes(budget)));
+      best = std::move(q);
+    }
+  }
+  return best;
 }
 
 }  // namespace mutwo::plan

@@ -122,6 +122,7 @@ struct Plan {
   bool feasible = false;
   double planning_ms = 0;
   std::string note;  // why infeasible, or what the planner chose to say
+  std::string from;  // mutwo: the planner whose plan it took, better than the greedy's (per-layer, sqrt-n); else empty
   // Candidates in the order the planner considered them (the greedy's picks,
   // undone ones included); empty for planners without an order.
   std::vector<Choice> order;

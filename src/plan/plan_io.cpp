@@ -128,6 +128,8 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
       a.reason = fmt::format("swapped by {}", p.planner);
     } else if (!a.candidate) {
       a.reason = "not recomputable";
+    } else if (!p.from.empty()) {  // mutwo took another planner's plan
+      a.reason = fmt::format("{} by {}", d ? "chosen" : "kept", p.from);
     } else if (p.planner == "mutwo" && p.order.empty() && p.feasible) {
       a.reason = "not needed: the step fits unplanned";
     } else if (!p.order.empty() || p.planner == "mutwo") {
