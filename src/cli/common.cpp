@@ -282,13 +282,22 @@ double median(std::vector<double> v) {
 c10::Device open_device(const std::string& device, const std::string& memory) {
   c10::Device dev = parse_device(device);
   if (dev.is_cpu()) runtime::track_cpu_memory();
-  if (!memory.empty()) runtime::set_memory_limit(dev, parse_bytes(memory));
+  runtime::start_device(dev);
+  if (!memory.empty()) runtime::set_memory_limit(dev, device_memory_bytes(dev, memory));
   return dev;
+}
+
+int64_t device_memory_bytes(const c10::Device& dev, const std::string& memory) {
+  if (memory != "free") return parse_bytes(memory);
+  MUTWO_CHECK(dev.is_cuda(), "--device-memory free means what is free on a CUDA card: add --device cuda, or give a "
+                             "size (e.g. 8GiB)");
+  return runtime::available_device_bytes(dev);
 }
 
 void add_device_memory_option(CLI::App& app, std::string& memory) {
   app.add_option("--device-memory", memory,
-                 "cap what the process may hold on the device (e.g. 8GiB), as a card that size would; on the CPU too");
+                 "cap what this process may hold on the device (e.g. 8GiB), as a card that size would; on the CPU "
+                 "too; `free`: what the card has free now (CUDA)");
 }
 
 }  // namespace mutwo::cli

@@ -81,6 +81,11 @@ c10::Device parse_device(const std::string& s);
 // The device to run on, capped at `memory` ("8GiB"; empty: no cap) as if it
 // were a card that size (runtime::set_memory_limit), memory counted on the CPU.
 c10::Device open_device(const std::string& device, const std::string& memory);
+
+// The bytes a --device-memory (or max-batch --memory) text stands for: a size
+// ("8GiB"), or "free": what this process holds on the CUDA card plus what the
+// card has free now (other processes' bytes left out).
+int64_t device_memory_bytes(const c10::Device& dev, const std::string& memory);
 // --device-memory, for every command that runs a step.
 void add_device_memory_option(CLI::App& app, std::string& memory);
 

@@ -93,8 +93,9 @@ int OptimizeCommand::run() const {
   std::string check_result = "skipped";
   std::string check_detail;
   if (check) {
-    check_detail = compare_bitwise(reference, planned, dev, seed);
-    check_result = check_detail.empty() ? "passed" : "failed";
+    const Check c = check_steps(reference, planned, dev, seed);
+    check_result = c.status;
+    check_detail = c.detail;
   }
   int64_t dropped_bytes = 0;
   for (ir::ValueId v : p.plan.drop) dropped_bytes += base.type(v).bytes();

@@ -80,7 +80,8 @@ int SweepCommand::run() const {
 void MaxBatchCommand::add_to(CLI::App& app) {
   add_swap_flags(app);
   step.add_to(app, /*with_batch=*/false, /*with_graph=*/false);
-  app.add_option("--memory", memory, "memory limit, e.g. 8GiB")->required();
+  app.add_option("--memory", memory,
+                 "what the process may hold, e.g. 8GiB, or `free`: what the card has free now (the default on CUDA)");
   app.add_option("--planners", planners, "planners to compare (none = no checkpointing)")->capture_default_str();
   app.add_option("--device", device, "cpu or cuda")->capture_default_str();
   add_device_memory_option(app, device_memory);
@@ -93,7 +94,8 @@ void MaxBatchCommand::add_to(CLI::App& app) {
 
 int MaxBatchCommand::run() const {
   c10::Device dev = open_device(device, device_memory);
-  const int64_t cap = parse_bytes(memory);
+  MUTWO_CHECK(!memory.empty() || dev.is_cuda(), "max-batch on the CPU needs --memory (e.g. --memory 2GiB)");
+  const int64_t cap = device_memory_bytes(dev, memory.empty() ? "free" : memory);
   json rows = json::array();
   fmt::print("| planner | largest batch | measured peak | device peak |\n|---|---|---|---|\n");
   for (const std::string& planner : [&] {
@@ -107,7 +109,7 @@ int MaxBatchCommand::run() const {
          }
          return v;
        }()) {
-    const int64_t device_memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
+    const int64_t device_memory_cap = device_memory.empty() ? 0 : device_memory_bytes(dev, device_memory);
     // Device bytes of `planner` at batch b (0 if it does not fit `cap`). A
     // budget is what the device holds for the process: the plan's allocated
     // budget leaves room for what the CUDA context and libraries hold, and

@@ -24,6 +24,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "runtime/device_memory.h"
 #include "support/error.h"
 #include "support/units.h"
 
@@ -221,6 +222,28 @@ uint64_t bytes_hash(const at::Tensor& t) {
   return h;
 }
 
+void start_device(const c10::Device& device) {
+#ifdef MUTWO_WITH_CUDA
+  if (!device.is_cuda()) return;
+  static bool started = false;
+  if (started) return;
+  take_device_baseline(device);  // before this process's context exists
+  const c10::DeviceIndex index = device.index() < 0 ? 0 : device.index();
+  c10::cuda::CUDAGuard guard(index);
+  at::empty({1}, at::TensorOptions().device(c10::Device(c10::kCUDA, index)));  // the context, and the allocator's state
+  started = true;
+#else
+  (void)device;
+#endif
+}
+
+int64_t available_device_bytes(const c10::Device& device) {
+  if (device.is_cpu()) return 0;
+  start_device(device);
+  const DeviceBytes b = process_device_bytes(device);
+  return b.process + b.free;
+}
+
 void set_memory_limit(const c10::Device& device, int64_t bytes) {
   MUTWO_CHECK(bytes >= 0, "--device-memory must not be negative");
   if (device.is_cpu()) {
@@ -230,8 +253,8 @@ void set_memory_limit(const c10::Device& device, int64_t bytes) {
   }
 #ifdef MUTWO_WITH_CUDA
   const c10::DeviceIndex index = device.index() < 0 ? 0 : device.index();
+  start_device(device);
   c10::cuda::CUDAGuard guard(index);
-  at::empty({1}, at::TensorOptions().device(c10::Device(c10::kCUDA, index)));  // the allocator starts with the first tensor
   size_t free = 0, total = 0;
   C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
   MUTWO_CHECK(bytes == 0 || static_cast<size_t>(bytes) <= total, "--device-memory {} is more than the card's {}",
@@ -254,11 +277,9 @@ int64_t outside_allocator_bytes(const c10::Device& device) {
 #ifdef MUTWO_WITH_CUDA
   if (device.is_cuda()) {
     const c10::DeviceIndex index = device.index() < 0 ? 0 : device.index();
-    c10::cuda::CUDAGuard guard(index);
-    size_t free = 0, total = 0;
-    C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    start_device(device);
     const auto s = c10::cuda::CUDACachingAllocator::getDeviceStats(index);
-    return static_cast<int64_t>(total - free) - s.reserved_bytes[0].current;
+    return process_device_bytes(device).process - s.reserved_bytes[0].current;
   }
 #endif
   (void)device;

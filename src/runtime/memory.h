@@ -67,10 +67,21 @@ int64_t memory_limit(const c10::Device& device);
 uint64_t bytes_hash(const at::Tensor& t);
 
 // What the device holds for this process outside the allocator's reserved
-// bytes: on CUDA the context and libraries (cudaMemGetInfo's used bytes less
-// the caching allocator's reserved ones, assuming no other process on the
-// card); 0 on the CPU. device_peak_bytes = reserved peak + this.
+// bytes: on CUDA the context and libraries (this process's device bytes,
+// runtime/device_memory.h, less the caching allocator's reserved ones; other
+// processes on the card are not counted); 0 on the CPU.
+// device_peak_bytes = reserved peak + this.
 int64_t outside_allocator_bytes(const c10::Device& device);
+
+// CUDA: makes this process's context and starts the caching allocator on
+// `device` once, after reading what other processes hold there
+// (take_device_baseline). Every CUDA command calls it before its first CUDA
+// work (open_device). A no-op on the CPU.
+void start_device(const c10::Device& device);
+
+// What this process may hold on `device` now: what it holds plus what is free
+// on the card (`--device-memory free`, max-batch's default cap on CUDA).
+int64_t available_device_bytes(const c10::Device& device);
 
 // Whether `e` says the device ran out of memory (CUDA's caching allocator, the
 // CPU allocator, std::bad_alloc), as opposed to any other failure: what

@@ -53,9 +53,19 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
     MUTWO_CHECK(g.find(names[i]) != ir::kNoValue, "the step has no tensor named {}", names[i]);
     given[names[i]] = tensors[i];
   }
-  if (!tensors.empty()) device_ = tensors.front().device();
+  // The module's device: that of its tensors, where 0-dimensional CPU tensors
+  // (scalars, which PyTorch mixes into any device's ops, as Hugging Face's T5
+  // does) may sit beside them.
+  auto scalar_on_cpu = [](const at::Tensor& t) { return t.is_cpu() && t.dim() == 0; };
   for (const at::Tensor& t : tensors)
-    MUTWO_CHECK(t.device() == device_, "the module's tensors are on {} and {}: mutwo.torch runs a module on one device",
+    if (!scalar_on_cpu(t)) {
+      device_ = t.device();
+      break;
+    }
+  for (const at::Tensor& t : tensors)
+    MUTWO_CHECK(t.device() == device_ || scalar_on_cpu(t),
+                "the module's tensors are on {} and {}: mutwo.torch runs a module on one device (0-dimensional CPU "
+                "tensors aside); move the module and its inputs to one device",
                 device_.str(), t.device().str());
   if (device_.is_cpu()) runtime::track_cpu_memory();
 
