@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (there since fmt 11)
 
 #include "stepfile/step_file.h"
 
