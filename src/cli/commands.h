@@ -2,6 +2,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include <string>
 
@@ -92,6 +93,9 @@ struct SweepCommand {
 
   void add_to(CLI::App& app);
   int run() const;
+
+ private:
+  int sweep() const;  // run's work; run adds --json's "error" line where it throws
 };
 
 // mutwo max-batch: the largest batch whose measured peak fits a memory limit.
@@ -109,6 +113,9 @@ struct MaxBatchCommand {
 
   void add_to(CLI::App& app);
   int run() const;
+
+ private:
+  int search(nlohmann::json& result) const;  // run's work; run adds --json's "error" line where it throws
 };
 
 // mutwo train: epochs over a text file in batches, the step optionally planned

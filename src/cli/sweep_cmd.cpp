@@ -1,5 +1,6 @@
 // mutwo sweep and mutwo max-batch: memory and time against batch size, with
-// and without checkpointing, measured.
+// and without checkpointing, measured. With --json, stdout ends with one JSON
+// object, on failure too (then with "error").
 #include <fmt/format.h>
 
 #include <filesystem>
@@ -23,6 +24,37 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Runs `body`. Where it throws and --json is on, stdout's last line is still
+// one JSON object: `partial` (what the command found so far, which `body`
+// fills) with "error", the message main prints on stderr; the exception goes
+// on to main, which picks the exit code as without --json.
+template <class Body>
+int ending_in_json(bool json_out, json& partial, Body body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    if (json_out) {
+      const auto* aten = dynamic_cast<const c10::Error*>(&e);
+      partial["error"] = aten ? aten->what_without_backtrace() : e.what();
+      std::cout << partial.dump(-1, ' ', false, json::error_handler_t::replace) << std::endl;
+    }
+    throw;
+  }
+}
+
+// The planners of --planners, in order ("none,per-layer,mutwo").
+std::vector<std::string> planner_list(const std::string& planners) {
+  std::vector<std::string> v;
+  size_t pos = 0;
+  while (pos <= planners.size()) {
+    size_t c = planners.find(',', pos);
+    v.push_back(planners.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  return v;
+}
+
 }  // namespace
 
 void SweepCommand::add_to(CLI::App& app) {
@@ -42,6 +74,11 @@ void SweepCommand::add_to(CLI::App& app) {
 }
 
 int SweepCommand::run() const {
+  json partial{{"command", "sweep"}, {"out_dir", out}};
+  return ending_in_json(json_out, partial, [&] { return sweep(); });
+}
+
+int SweepCommand::sweep() const {
   c10::Device dev = open_device(device, device_memory);
   make_dirs(out);
   report::Sweep sw{step.model, dev.str(), planner, budget, command_line(), {"baseline", "per-layer", planner}, {}};
@@ -93,22 +130,21 @@ void MaxBatchCommand::add_to(CLI::App& app) {
 }
 
 int MaxBatchCommand::run() const {
+  json result{{"command", "max-batch"}, {"memory_bytes", nullptr}, {"model", step.model}, {"results", json::array()}};
+  return ending_in_json(json_out, result, [&] { return search(result); });
+}
+
+// Fills `result`'s memory_bytes and, planner by planner, its results.
+int MaxBatchCommand::search(nlohmann::json& result) const {
   c10::Device dev = open_device(device, device_memory);
   MUTWO_CHECK(!memory.empty() || dev.is_cuda(), "max-batch on the CPU needs --memory (e.g. --memory 2GiB)");
   const int64_t cap = device_memory_bytes(dev, memory.empty() ? "free" : memory);
-  json rows = json::array();
-  fmt::print("| planner | largest batch | measured peak | device peak |\n|---|---|---|---|\n");
-  for (const std::string& planner : [&] {
-         std::vector<std::string> v;
-         size_t pos = 0;
-         while (pos <= planners.size()) {
-           size_t c = planners.find(',', pos);
-           v.push_back(planners.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
-           if (c == std::string::npos) break;
-           pos = c + 1;
-         }
-         return v;
-       }()) {
+  result["memory_bytes"] = cap;
+  json& rows = result["results"];
+  fmt::print("| planner | largest batch | measured peak | device peak |
+|---|---|---|---|
+");
+  for (const std::string& planner : planner_list(planners)) {
     const int64_t device_memory_cap = device_memory.empty() ? 0 : device_memory_bytes(dev, device_memory);
     // Device bytes of `planner` at batch b (0 if it does not fit `cap`). A
     // budget is what the device holds for the process: the plan's allocated
@@ -181,9 +217,7 @@ int MaxBatchCommand::run() const {
     }
     rows.push_back(r);
   }
-  if (json_out)
-    std::cout << json{{"command", "max-batch"}, {"memory_bytes", cap}, {"model", step.model}, {"results", rows}}.dump()
-              << std::endl;
+  if (json_out) std::cout << result.dump() << std::endl;
   return 0;
 }
 

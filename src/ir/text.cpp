@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -156,8 +158,10 @@ class Lexer {
     skip_ws();
     const char* begin = s_.data() + pos_;
     char* end = nullptr;
+    errno = 0;
     long long v = std::strtoll(begin, &end, 10);
     if (end == begin) fail("expected an integer");
+    if (errno == ERANGE) fail("integer out of range (beyond 64 bits)");
     pos_ += static_cast<size_t>(end - begin);
     return v;
   }
@@ -190,13 +194,17 @@ class Lexer {
     if (tok.empty()) fail("expected an attribute value");
     if (tok.find_first_of(".eEni") != std::string::npos) {
       char* end = nullptr;
+      errno = 0;
       double d = std::strtod(tok.c_str(), &end);
       if (*end != '\0') fail("bad number");
+      if (errno == ERANGE && std::isinf(d)) fail("number out of range (beyond a double's 1.8e308; inf is written inf)");
       return d;
     }
     char* end = nullptr;
+    errno = 0;
     long long v = std::strtoll(tok.c_str(), &end, 10);
     if (*end != '\0') fail("bad integer");
+    if (errno == ERANGE) fail("integer out of range (beyond 64 bits)");
     return static_cast<int64_t>(v);
   }
   TensorType type() {

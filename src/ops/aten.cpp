@@ -56,11 +56,6 @@ std::vector<int> aten_mutates(const ir::Node& n) {
 
 // The captured types: the node's own output values, as the step file declared them.
 Types aten_infer(const InferArgs& a) {
-  for (const char* key : {"target", "overload", "args"})
-    MUTWO_CHECK(a.node.attrs.find(key) && std::holds_alternative<std::string>(*a.node.attrs.find(key)),
-                "aten node lacks the string attribute '{}'", key);
-  MUTWO_CHECK(a.node.attrs.find("returns") && std::holds_alternative<std::vector<int64_t>>(*a.node.attrs.find("returns")),
-              "aten node {} lacks the attribute returns=[...]", display_name(a.node));
   MUTWO_ASSERT(a.graph, "aten nodes take their output types from the graph");
   Types out;
   for (ir::ValueId v : a.node.outputs) out.push_back(a.graph->type(v));
@@ -100,7 +95,9 @@ std::optional<size_t> aten_input_ref(std::string_view s) {
 }
 
 void add_aten_ops(std::vector<OpDef>& t) {
-  OpDef d{"aten", 0, 0, kVariadic, aten_infer, nullptr, matmul_class_flops};
+  OpDef d{"aten", 0, 0, kVariadic, aten_infer, nullptr, matmul_class_flops,
+          {{"target", kStringAttr}, {"overload", kStringAttr}, {"args", kStringAttr}, {"returns", kIntsAttr},
+           {"tags", kStringAttr, kOptional}, {"mutates", kIntsAttr, kOptional}}};
   d.mutates_of = aten_mutates;
   d.tags_of = aten_tags;
   t.push_back(d);

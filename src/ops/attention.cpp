@@ -127,7 +127,7 @@ Types layer_norm_backward_infer(const InferArgs& a) {
   MUTWO_CHECK(a.input(2) == stat && a.input(3) == stat, "layer_norm_backward: mean and rstd must be {}, got {} and {}",
               ir::to_string(stat), ir::to_string(a.input(2)), ir::to_string(a.input(3)));
   require_ln_params(a, x, 4, 5);
-  MUTWO_CHECK(a.node.attrs.has("mask") && a.node.attrs.ints("mask").size() == 3,
+  MUTWO_CHECK(a.node.attrs.ints("mask").size() == 3,
               "layer_norm_backward: mask must list 3 flags [input, weight, bias]");
   auto m = ln_mask(a.node);
   MUTWO_CHECK(m[0] || m[1] || m[2], "layer_norm_backward: mask asks for no gradient");
@@ -266,17 +266,23 @@ Grads tanh_grad(GradArgs& a) { return {a.b.op("tanh_backward", {a.g(), a.out(0)}
 }  // namespace
 
 void add_attention_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs
-  t.push_back({"embedding", 0, 2, 2, embedding_infer, embedding_grad, nullptr});
-  t.push_back({"embedding_backward", 0, 2, 2, embedding_backward_infer, nullptr, nullptr});
-  t.push_back({"layer_norm", 0, 3, 3, layer_norm_infer, layer_norm_grad, layer_norm_flops});
-  t.push_back({"layer_norm_backward", 0, 6, 6, layer_norm_backward_infer, nullptr, layer_norm_flops});
-  t.push_back({"softmax", 0, 1, 1, softmax_infer, softmax_grad, softmax_flops});
-  t.push_back({"softmax_backward", 0, 2, 2, softmax_backward_infer, nullptr, softmax_flops});
-  t.push_back({"matmul", kHeavy, 2, 2, matmul_infer, matmul_grad, matmul_flops});
-  t.push_back({"causal_mask_fill", kPointwise, 1, 1, causal_mask_fill_infer, causal_mask_fill_grad, nullptr});
-  t.push_back({"padding_mask_fill", kPointwise, 2, 2, padding_mask_fill_infer, padding_mask_fill_grad, nullptr});
-  t.push_back({"scale", kPointwise, 1, 1, scale_infer, scale_grad, nullptr});
+  const AttrSpec padding{"padding_idx", kIntAttr, kOptional}, eps{"eps", kNumberAttr, kOptional}, dim{"dim", kIntAttr},
+      value{"value", kNumberAttr, kOptional};
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, attributes
+  t.push_back({"embedding", 0, 2, 2, embedding_infer, embedding_grad, nullptr, {padding}});
+  t.push_back({"embedding_backward", 0, 2, 2, embedding_backward_infer, nullptr, nullptr,
+               {{"num_weights", kIntAttr}, padding}});
+  t.push_back({"layer_norm", 0, 3, 3, layer_norm_infer, layer_norm_grad, layer_norm_flops, {eps}});
+  t.push_back({"layer_norm_backward", 0, 6, 6, layer_norm_backward_infer, nullptr, layer_norm_flops,
+               {eps, {"mask", kIntsAttr}}});
+  t.push_back({"softmax", 0, 1, 1, softmax_infer, softmax_grad, softmax_flops, {dim}});
+  t.push_back({"softmax_backward", 0, 2, 2, softmax_backward_infer, nullptr, softmax_flops, {dim}});
+  t.push_back({"matmul", kHeavy, 2, 2, matmul_infer, matmul_grad, matmul_flops,
+               {{"transpose_a", kIntAttr, kOptional}, {"transpose_b", kIntAttr, kOptional}}});
+  t.push_back({"causal_mask_fill", kPointwise, 1, 1, causal_mask_fill_infer, causal_mask_fill_grad, nullptr, {value}});
+  t.push_back({"padding_mask_fill", kPointwise, 2, 2, padding_mask_fill_infer, padding_mask_fill_grad, nullptr,
+               {value}});
+  t.push_back({"scale", kPointwise, 1, 1, scale_infer, scale_grad, nullptr, {{"alpha", kNumberAttr}}});
   t.push_back({"tanh", kPointwise, 1, 1, infer::same_as_input0, tanh_grad, nullptr});
   t.push_back({"tanh_backward", kPointwise, 2, 2, infer::pair_same_shape, nullptr, nullptr});
 }

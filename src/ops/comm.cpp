@@ -162,14 +162,18 @@ double no_flops(const FlopArgs&) { return 0; }
 }  // namespace
 
 void add_comm_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs
-  t.push_back({"shard_rows", kView, 1, 1, shard_rows_infer, nullptr, no_flops});
-  t.push_back({"allreduce_start", kCollective, 1, kVariadic, allreduce_start_infer, nullptr, no_flops});
-  t.push_back({"allreduce_wait", kView | kCollective, 1, 1, allreduce_wait_infer, nullptr, no_flops});
-  t.push_back({"reduce_scatter_start", kCollective, 1, kVariadic, reduce_scatter_start_infer, nullptr, no_flops});
-  t.push_back({"reduce_scatter_wait", kCollective, 1, 1, shard_of_flat_infer, nullptr, no_flops});
-  t.push_back({"flat_shard", kInplace, 2, kVariadic, flat_shard_infer, nullptr, no_flops, {0}});
-  t.push_back({"all_gather", kCollective, 1, 1, all_gather_infer, nullptr, no_flops});
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, attributes
+  const AttrSpec world{"world", kIntAttr}, bucket{"bucket", kIntAttr};
+  t.push_back({"shard_rows", kView, 1, 1, shard_rows_infer, nullptr, no_flops, {world}});
+  t.push_back({"allreduce_start", kCollective, 1, kVariadic, allreduce_start_infer, nullptr, no_flops,
+               {bucket, world}});
+  t.push_back({"allreduce_wait", kView | kCollective, 1, 1, allreduce_wait_infer, nullptr, no_flops,
+               {bucket, world, {"shapes", kIntsAttr}}});
+  t.push_back({"reduce_scatter_start", kCollective, 1, kVariadic, reduce_scatter_start_infer, nullptr, no_flops,
+               {bucket, world}});
+  t.push_back({"reduce_scatter_wait", kCollective, 1, 1, shard_of_flat_infer, nullptr, no_flops, {bucket, world}});
+  t.push_back({"flat_shard", kInplace, 2, kVariadic, flat_shard_infer, nullptr, no_flops, {world}, {0}});
+  t.push_back({"all_gather", kCollective, 1, 1, all_gather_infer, nullptr, no_flops, {world}});
   OpDef unflatten{"unflatten_into", kInplace, 2, kVariadic, unflatten_into_infer, nullptr, no_flops};
   unflatten.mutates_of = all_but_last;
   t.push_back(unflatten);

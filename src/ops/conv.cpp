@@ -32,7 +32,6 @@ Shape padding_of(const ir::Node& n) { return pair_attr(n, "padding", {0, 0}, 0);
 Shape dilation_of(const ir::Node& n) { return pair_attr(n, "dilation", {1, 1}, 1); }
 
 std::array<bool, 3> output_mask(const ir::Node& n) {
-  MUTWO_CHECK(n.attrs.has("output_mask"), "{}: the attribute output_mask = [input, weight, bias] is missing", n.op);
   const Shape& m = n.attrs.ints("output_mask");
   MUTWO_CHECK(m.size() == 3, "{}: output_mask must have 3 entries (input, weight, bias), got {}", n.op,
               ir::shape_string(m));
@@ -296,16 +295,25 @@ Types adaptive_avg_pool2d_backward_infer(const InferArgs& a) {
 }  // namespace
 
 void add_conv_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, inputs written in place
-  t.push_back({"conv2d", kHeavy, 2, 3, conv2d_infer, conv2d_grad, conv2d_flops});
-  t.push_back({"conv2d_backward", kHeavy, 3, 3, conv2d_backward_infer, nullptr, conv2d_backward_flops});
-  t.push_back({"batch_norm", 0, 1, 5, batch_norm_infer, batch_norm_grad, batch_norm_flops, {3, 4}});
-  t.push_back({"batch_norm_backward", 0, 5, 5, batch_norm_backward_infer, nullptr, batch_norm_backward_flops});
-  t.push_back({"max_pool2d", kReduction, 1, 1, max_pool2d_infer, max_pool2d_grad, max_pool2d_flops});
-  t.push_back({"max_pool2d_backward", 0, 3, 3, max_pool2d_backward_infer, nullptr, nullptr});
+  const AttrSpec stride{"stride", kIntsAttr, kOptional}, padding{"padding", kIntsAttr, kOptional},
+      dilation{"dilation", kIntsAttr, kOptional}, mask{"output_mask", kIntsAttr};
+  const std::vector<AttrSpec> conv{stride, padding, dilation, {"groups", kIntAttr, kOptional}};
+  const std::vector<AttrSpec> pool{{"kernel", kIntsAttr}, stride, padding, dilation, {"ceil_mode", kIntAttr, kOptional}};
+  const std::vector<AttrSpec> adaptive{{"output_size", kIntsAttr}};
+  std::vector<AttrSpec> conv_backward = conv;
+  conv_backward.push_back(mask);
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, attributes, inputs written in place
+  t.push_back({"conv2d", kHeavy, 2, 3, conv2d_infer, conv2d_grad, conv2d_flops, conv});
+  t.push_back({"conv2d_backward", kHeavy, 3, 3, conv2d_backward_infer, nullptr, conv2d_backward_flops, conv_backward});
+  t.push_back({"batch_norm", 0, 1, 5, batch_norm_infer, batch_norm_grad, batch_norm_flops,
+               {{"eps", kNumberAttr}, {"momentum", kNumberAttr, kOptional}}, {3, 4}});
+  t.push_back({"batch_norm_backward", 0, 5, 5, batch_norm_backward_infer, nullptr, batch_norm_backward_flops,
+               {{"eps", kNumberAttr}, mask, {"has_bias", kIntAttr, kOptional}}});
+  t.push_back({"max_pool2d", kReduction, 1, 1, max_pool2d_infer, max_pool2d_grad, max_pool2d_flops, pool});
+  t.push_back({"max_pool2d_backward", 0, 3, 3, max_pool2d_backward_infer, nullptr, nullptr, pool});
   t.push_back({"adaptive_avg_pool2d", kReduction, 1, 1, adaptive_avg_pool2d_infer, adaptive_avg_pool2d_grad,
-               adaptive_avg_pool2d_flops});
-  t.push_back({"adaptive_avg_pool2d_backward", 0, 2, 2, adaptive_avg_pool2d_backward_infer, nullptr, nullptr});
+               adaptive_avg_pool2d_flops, adaptive});
+  t.push_back({"adaptive_avg_pool2d_backward", 0, 2, 2, adaptive_avg_pool2d_backward_infer, nullptr, nullptr, adaptive});
 }
 
 }  // namespace mutwo::ops

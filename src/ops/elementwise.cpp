@@ -97,18 +97,20 @@ double gelu_flops(const FlopArgs& a) { return 8.0 * static_cast<double>(a.out[0]
 }  // namespace
 
 void add_elementwise_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, attributes
   t.push_back({"add", kPointwise, 2, 2, binary_broadcast, add_grad, nullptr});
-  t.push_back({"accumulate", kPointwise, 2, 2, accumulate_infer, nullptr, nullptr, {}, nullptr, "accumulate_"});
+  t.push_back({"accumulate", kPointwise, 2, 2, accumulate_infer, nullptr, nullptr, {}, {}, nullptr, "accumulate_"});
   t.push_back({"accumulate_", kPointwise | kView | kOverwrite, 2, 2, accumulate_infer, nullptr, nullptr});
   t.push_back({"mul", kPointwise, 2, 2, binary_broadcast, mul_grad, nullptr});
-  t.push_back({"full", 0, 0, 0, full_infer, nullptr, nullptr});
+  t.push_back({"full", 0, 0, 0, full_infer, nullptr, nullptr,
+               {{"shape", kIntsAttr}, {"value", kNumberAttr}, {"dtype", kStringAttr}}});
   t.push_back({"relu", kPointwise, 1, 1, infer::same_as_input0, relu_grad, nullptr});
   t.push_back({"relu_backward", kPointwise, 2, 2, infer::pair_same_shape, nullptr, nullptr});
-  t.push_back({"gelu", kPointwise, 1, 1, gelu_infer, gelu_grad, gelu_flops});
-  t.push_back({"gelu_backward", kPointwise, 2, 2, gelu_backward_infer, nullptr, gelu_flops});
-  t.push_back({"dropout_mask", kRandom, 1, 1, dropout_mask_infer, nullptr, nullptr});
-  t.push_back({"dropout_apply", kPointwise, 2, 2, dropout_apply_infer, dropout_apply_grad, nullptr});
+  t.push_back({"gelu", kPointwise, 1, 1, gelu_infer, gelu_grad, gelu_flops, {{"approximate", kStringAttr, kOptional}}});
+  t.push_back({"gelu_backward", kPointwise, 2, 2, gelu_backward_infer, nullptr, gelu_flops,
+               {{"approximate", kStringAttr, kOptional}}});
+  t.push_back({"dropout_mask", kRandom, 1, 1, dropout_mask_infer, nullptr, nullptr, {{"p", kNumberAttr}}});
+  t.push_back({"dropout_apply", kPointwise, 2, 2, dropout_apply_infer, dropout_apply_grad, nullptr, {{"p", kNumberAttr}}});
 }
 
 }  // namespace mutwo::ops

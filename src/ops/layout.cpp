@@ -165,14 +165,15 @@ Types int_constant_infer(const InferArgs& a) {
 }  // namespace
 
 void add_layout_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs
-  t.push_back({"permute", kView, 1, 1, permute_infer, permute_grad, no_flops});
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, attributes
+  t.push_back({"permute", kView, 1, 1, permute_infer, permute_grad, no_flops, {{"dims", kIntsAttr}}});
   t.push_back({"contiguous", 0, 1, 1, contiguous_infer, contiguous_grad, nullptr});
-  t.push_back({"split", 0, 1, 1, split_infer, split_grad, nullptr});
-  t.push_back({"cat", 0, 1, 64, cat_infer, cat_grad, nullptr});
-  t.push_back({"arange", 0, 0, 0, arange_infer, nullptr, nullptr});
-  t.push_back({"shift_left", 0, 1, 1, shift_left_infer, nullptr, nullptr});
-  t.push_back({"int_constant", 0, 0, 0, int_constant_infer, nullptr, no_flops});
+  t.push_back({"split", 0, 1, 1, split_infer, split_grad, nullptr, {{"dim", kIntAttr}, {"sizes", kIntsAttr}}});
+  t.push_back({"cat", 0, 1, 64, cat_infer, cat_grad, nullptr, {{"dim", kIntAttr}}});
+  t.push_back({"arange", 0, 0, 0, arange_infer, nullptr, nullptr, {{"end", kIntAttr}}});
+  t.push_back({"shift_left", 0, 1, 1, shift_left_infer, nullptr, nullptr, {{"fill", kIntAttr, kOptional}}});
+  t.push_back({"int_constant", 0, 0, 0, int_constant_infer, nullptr, no_flops,
+               {{"shape", kIntsAttr}, {"values", kIntsAttr}}});
 }
 
 }  // namespace mutwo::ops

@@ -241,27 +241,30 @@ int64_t linear_cross_entropy_workspace(const FlopArgs& a) {
 }  // namespace
 
 void add_nn_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs
+  const AttrSpec dim{"dim", kIntAttr}, ignore{"ignore_index", kIntAttr, kOptional},
+      reduction{"reduction", kIntAttr, kOptional}, chunk{"chunk_rows", kIntAttr, kOptional};
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, attributes
   t.push_back({"linear", kHeavy, 2, 3, linear_infer, linear_grad, linear_flops});
   t.push_back({"linear_backward_input", kHeavy, 2, 2, linear_backward_input_infer, nullptr,
                linear_backward_input_flops});
   t.push_back({"linear_backward_weight", kHeavy, 2, 2, linear_backward_weight_infer, nullptr,
                linear_backward_weight_flops});
-  t.push_back({"log_softmax", 0, 1, 1, log_softmax_infer, log_softmax_grad, softmax_flops});
-  t.push_back({"log_softmax_backward", 0, 2, 2, log_softmax_backward_infer, nullptr, softmax_flops});
-  t.push_back({"nll_loss", kReduction, 2, 2, nll_loss_infer, nll_loss_grad, nullptr});
-  t.push_back({"nll_loss_backward", 0, 4, 4, nll_loss_backward_infer, nullptr, nullptr});
-  t.push_back({"cross_entropy", kReduction, 2, 2, cross_entropy_infer, cross_entropy_grad, cross_entropy_flops});
-  t.push_back({"cross_entropy_backward", 0, 4, 4, cross_entropy_backward_infer, nullptr, cross_entropy_flops, {},
-               nullptr, "cross_entropy_backward_"});
+  t.push_back({"log_softmax", 0, 1, 1, log_softmax_infer, log_softmax_grad, softmax_flops, {dim}});
+  t.push_back({"log_softmax_backward", 0, 2, 2, log_softmax_backward_infer, nullptr, softmax_flops, {dim}});
+  t.push_back({"nll_loss", kReduction, 2, 2, nll_loss_infer, nll_loss_grad, nullptr, {reduction, ignore}});
+  t.push_back({"nll_loss_backward", 0, 4, 4, nll_loss_backward_infer, nullptr, nullptr, {reduction, ignore}});
+  t.push_back({"cross_entropy", kReduction, 2, 2, cross_entropy_infer, cross_entropy_grad, cross_entropy_flops,
+               {ignore}});
+  t.push_back({"cross_entropy_backward", 0, 4, 4, cross_entropy_backward_infer, nullptr, cross_entropy_flops, {ignore},
+               {}, nullptr, "cross_entropy_backward_"});
   t.push_back({"cross_entropy_backward_", kView | kOverwrite, 4, 4, cross_entropy_backward_infer, nullptr,
-               cross_entropy_flops});
+               cross_entropy_flops, {ignore}});
   OpDef lce{"linear_cross_entropy", kHeavy | kReduction, 3, 4, linear_cross_entropy_infer, linear_cross_entropy_grad,
-            linear_cross_entropy_flops};
+            linear_cross_entropy_flops, {chunk, ignore}};
   lce.workspace = linear_cross_entropy_workspace;
   t.push_back(lce);
   OpDef lce_backward{"linear_cross_entropy_backward", kHeavy, 5, 6, linear_cross_entropy_backward_infer, nullptr,
-                     linear_cross_entropy_backward_flops};
+                     linear_cross_entropy_backward_flops, {chunk, ignore}};
   lce_backward.workspace = linear_cross_entropy_workspace;
   t.push_back(lce_backward);
 }

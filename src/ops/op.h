@@ -87,6 +87,19 @@ using MutatesFn = std::vector<int> (*)(const ir::Node&);
 // op: random, view or in-place by its schema).
 using TagsFn = uint32_t (*)(const ir::Node&);
 
+// An attribute a node of the op may carry, by the reader that takes it
+// (ir::Attrs::i, f, s, ints): a number may be written as an integer. The row
+// declares every attribute its shape inference, derivative, FLOPs and kernel
+// read; ops::check refuses a node that lacks a required one or holds one of
+// another type, before anything reads them.
+enum AttrKind : uint8_t { kIntAttr, kNumberAttr, kStringAttr, kIntsAttr };
+inline constexpr bool kOptional = false;  // AttrSpec::required: a reader supplies a default
+struct AttrSpec {
+  std::string_view name;
+  AttrKind kind;
+  bool required = true;
+};
+
 // max_inputs of a variadic op: any number from min_inputs up; the op's shape
 // inference checks the count.
 inline constexpr int kVariadic = std::numeric_limits<int>::max();
@@ -99,6 +112,7 @@ struct OpDef {
   InferFn infer = nullptr;
   GradFn grad = nullptr;    // nullptr: no input is differentiable through this op
   FlopsFn flops = nullptr;  // nullptr: numel of the outputs
+  std::vector<AttrSpec> attrs = {};  // the attributes its nodes carry
   std::vector<int> mutates = {};  // input positions written in place
   MutatesFn mutates_of = nullptr;  // instead of `mutates` where the positions depend on the node
   // The op's variant that writes output 0 over input 0 (tags kView | kOverwrite,

@@ -109,9 +109,20 @@ double adam_flops(const FlopArgs& a) { return optim_flops(a, adam_lists(a.node.a
 // sgd_step(params..., grads..., momentum_buffers...) {lr, momentum, dampening, weight_decay, nesterov}
 // adam_step(params..., grads..., exp_avgs..., exp_avg_sqs...) {lr, beta1, beta2, eps, weight_decay, decoupled (AdamW)}
 void add_optim_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, inputs written in place
-  t.push_back({"sgd_step", kInplace, 2, kVariadic, sgd_infer, nullptr, sgd_flops, {}, sgd_mutates});
-  t.push_back({"adam_step", kInplace | kStepCount, 4, kVariadic, adam_infer, nullptr, adam_flops, {}, adam_mutates});
+  const std::vector<AttrSpec> sgd{{"lr", kNumberAttr},
+                                  {"momentum", kNumberAttr, kOptional},
+                                  {"dampening", kNumberAttr, kOptional},
+                                  {"weight_decay", kNumberAttr, kOptional},
+                                  {"nesterov", kIntAttr, kOptional}};
+  const std::vector<AttrSpec> adam{{"lr", kNumberAttr},
+                                   {"beta1", kNumberAttr, kOptional},
+                                   {"beta2", kNumberAttr, kOptional},
+                                   {"eps", kNumberAttr, kOptional},
+                                   {"weight_decay", kNumberAttr, kOptional},
+                                   {"decoupled", kIntAttr, kOptional}};
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, attributes, inputs written in place
+  t.push_back({"sgd_step", kInplace, 2, kVariadic, sgd_infer, nullptr, sgd_flops, sgd, {}, sgd_mutates});
+  t.push_back({"adam_step", kInplace | kStepCount, 4, kVariadic, adam_infer, nullptr, adam_flops, adam, {}, adam_mutates});
 }
 
 }  // namespace mutwo::ops

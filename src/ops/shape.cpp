@@ -86,13 +86,16 @@ Types sum_to_infer(const InferArgs& a) {
 }  // namespace
 
 void add_shape_ops(std::vector<OpDef>& t) {
-  // name, tags, inputs (min, max), shape inference, derivative, FLOPs
-  t.push_back({"reshape", kView, 1, 1, reshape_infer, reshape_grad, nullptr});
-  t.push_back({"sum", kReduction, 1, 1, reduce_infer, sum_grad, nullptr});
-  t.push_back({"mean", kReduction, 1, 1, reduce_infer, mean_grad, nullptr});
-  t.push_back({"sum_backward", kView, 1, 1, reduce_backward_infer, nullptr, nullptr});
-  t.push_back({"mean_backward", kPointwise, 1, 1, reduce_backward_infer, nullptr, nullptr});
-  t.push_back({"sum_to", kReduction, 1, 1, sum_to_infer, nullptr, nullptr});
+  const std::vector<AttrSpec> reduce{{"dims", kIntsAttr, kOptional}, {"keepdim", kIntAttr, kOptional}};
+  std::vector<AttrSpec> backward = reduce;  // and the reduced input's shape
+  backward.push_back({"shape", kIntsAttr});
+  // name, tags, inputs (min, max), shape inference, derivative, FLOPs, attributes
+  t.push_back({"reshape", kView, 1, 1, reshape_infer, reshape_grad, nullptr, {{"shape", kIntsAttr}}});
+  t.push_back({"sum", kReduction, 1, 1, reduce_infer, sum_grad, nullptr, reduce});
+  t.push_back({"mean", kReduction, 1, 1, reduce_infer, mean_grad, nullptr, reduce});
+  t.push_back({"sum_backward", kView, 1, 1, reduce_backward_infer, nullptr, nullptr, backward});
+  t.push_back({"mean_backward", kPointwise, 1, 1, reduce_backward_infer, nullptr, nullptr, backward});
+  t.push_back({"sum_to", kReduction, 1, 1, sum_to_infer, nullptr, nullptr, {{"shape", kIntsAttr}}});
 }
 
 }  // namespace mutwo::ops

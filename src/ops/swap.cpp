@@ -37,7 +37,7 @@ void add_swap_ops(std::vector<OpDef>& t) {
   t.push_back({"swap_out", kHost, 1, 1, same_type, nullptr, no_flops});
   t.push_back({"swap_in", 0, 1, 1, same_type, nullptr, no_flops});
   t.push_back({"swap_wait", kView, 1, 1, same_type, nullptr, no_flops});
-  t.push_back({"swap_into", kInplace, 2, 2, into_infer, nullptr, no_flops, {1}});
+  t.push_back({"swap_into", kInplace, 2, 2, into_infer, nullptr, no_flops, {}, {1}});
 }
 
 }  // namespace mutwo::ops

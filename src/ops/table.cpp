@@ -50,6 +50,44 @@ FlopArgs flop_args(const ir::Graph& g, const ir::Node& n) {
   return args;
 }
 
+std::string_view kind_name(AttrKind k) {
+  switch (k) {
+    case kIntAttr: return "an integer";
+    case kNumberAttr: return "a number";
+    case kStringAttr: return "a string";
+    case kIntsAttr: return "a list of integers";
+  }
+  return "?";
+}
+
+bool holds(AttrKind k, const ir::Attr& a) {
+  switch (k) {
+    case kIntAttr: return std::holds_alternative<int64_t>(a);
+    case kNumberAttr: return std::holds_alternative<int64_t>(a) || std::holds_alternative<double>(a);
+    case kStringAttr: return std::holds_alternative<std::string>(a);
+    case kIntsAttr: return std::holds_alternative<std::vector<int64_t>>(a);
+  }
+  return false;
+}
+
+static_assert(std::variant_size_v<ir::Attr> == 4, "held_name names each of ir::Attr's alternatives");
+std::string_view held_name(const ir::Attr& a) {
+  constexpr std::string_view kNames[] = {"an integer", "a floating-point number", "a list", "a string"};
+  return kNames[a.index()];  // ir::Attr's alternatives in order
+}
+
+// The node's attributes against its row's declaration (OpDef::attrs), first of
+// all checks: the readers (ir::Attrs::i, ...) assert what this refuses.
+void check_attrs(const OpDef& d, const ir::Node& n) {
+  for (const AttrSpec& s : d.attrs) {
+    const ir::Attr* a = n.attrs.find(s.name);
+    MUTWO_CHECK(a || !s.required, "op {} needs the attribute '{}' ({}), which the node lacks: add {{{}=...}}", d.name,
+                s.name, kind_name(s.kind), s.name);
+    MUTWO_CHECK(!a || holds(s.kind, *a), "op {}: attribute '{}' must be {}, got {}", d.name, s.name,
+                kind_name(s.kind), held_name(*a));
+  }
+}
+
 }  // namespace
 
 std::string GradArgs::grad_name(size_t i) const { return b.graph().value(node.inputs[i]).name + ".grad"; }
@@ -87,6 +125,7 @@ const OpDef& op(std::string_view name) {
 
 ir::OpCheck check(const ir::Graph& g, const ir::Node& n) {
   const OpDef& d = op(n.op);
+  check_attrs(d, n);  // first: tags(n) below reads the generic op's attributes
   // A recomputation repeats a node's work exactly; a random op would draw anew.
   MUTWO_CHECK(n.phase != ir::Phase::recompute || recomputable(n), "{} may not be recomputed: {}", display_name(n),
               has(n, kRandom) ? "it is random (its draws would differ from the forward pass's)"

@@ -114,6 +114,11 @@ void load_values(Loader& L, const json& values, const fs::path& dir, const std::
     MUTWO_CHECK(!L.by_step_name.count(name), "{}: defined twice", where);
     const std::string role = str(v, "role", where);
     ir::TensorType type{ints(v, "shape", where), parse_dtype(str(v, "dtype", where), where)};
+    try {
+      type.numel();  // bounded now: a value the loss fusion removes is never sized later
+    } catch (const UserError& e) {
+      MUTWO_FAIL("{}: field 'shape': {}", where, e.what());
+    }
     std::string graph_name = name;
     ir::Role r = ir::Role::other;
     ir::Init init;

@@ -1,9 +1,10 @@
 // Parsing JSON that mutwo reads from files (profiles, step files, plans,
 // tensor-file headers) with a bound on nesting: a deeply nested document is
 // refused while it is parsed, before recursive copies or destructors of it
-// could overflow the stack. Errors are UserErrors naming `source`. And the
-// typed reading of one field after parsing, refusing a missing or mistyped
-// field, a fraction where an integer belongs and a number that is not finite.
+// could overflow the stack; so are numbers no double holds. Errors are
+// UserErrors naming `source` and the field. And the typed reading of one field
+// after parsing, refusing a missing or mistyped field, a fraction where an
+// integer belongs and a number that is not finite.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,18 +21,11 @@ namespace mutwo {
 
 inline constexpr int kMaxJsonDepth = 64;  // mutwo's own files nest a handful of levels
 
-inline nlohmann::json parse_json_input(const std::string& text, const std::string& source) {
-  auto bounded = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-    MUTWO_CHECK(depth <= kMaxJsonDepth, "{}: JSON nested deeper than {} levels; not a file mutwo wrote", source,
-                kMaxJsonDepth);
-    return true;
-  };
-  try {
-    return nlohmann::json::parse(text, bounded);
-  } catch (const nlohmann::json::parse_error& e) {
-    MUTWO_FAIL("{}: not valid JSON (error at byte {}; is the file truncated?)", source, e.byte);
-  }
-}
+// Parses `text`, refusing with a UserError naming `source` and, where it can,
+// the field by its path ("nodes[3].ms"): text that is not JSON (NaN and
+// Infinity included, which Python's json writes), a number beyond a double's
+// range (1e400), and nesting deeper than kMaxJsonDepth. (json_input.cpp)
+nlohmann::json parse_json_input(const std::string& text, const std::string& source);
 
 // True when `j` is an object whose `key` is the string `want` (a format
 // tag); false for anything else, never a throw (json::value would throw a
@@ -58,9 +52,12 @@ T json_field(const nlohmann::json& j, const char* key, const std::string& where)
                                               it->template get<int64_t>() <= std::numeric_limits<T>::max()),
                 "{}: field '{}' is out of range", where, key);
   }
-  if constexpr (std::is_floating_point_v<T>)
+  if constexpr (std::is_floating_point_v<T>) {
     MUTWO_CHECK(it->is_number() && std::isfinite(it->template get<double>()),
                 "{}: field '{}' must be a finite number, got {}", where, key, it->dump());
+    const T v = it->template get<T>();
+    return v == 0 ? T{0} : v;  // -0.0 read as 0: it passes "not negative" and must not print as -0
+  }
   try {
     return it->template get<T>();
   } catch (const nlohmann::json::exception&) {

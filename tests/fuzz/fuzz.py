@@ -9,9 +9,10 @@ file, and checks the CLI's contract on every run:
 - no signal (crash) and no timeout;
 - an exit code of 0, 2 or 3 (1 is an internal error: never for bad input);
 - exit 2 prints one line on stderr, starting with "mutwo";
-- a mutation known to make the file inconsistent (not JSON, nested past the
-  bound, a record duplicated, dropped or moved, an integer field given a
-  fraction or a value out of its range) exits 2, never 0.
+- a mutation known to make the file inconsistent (not JSON, NaN or Infinity,
+  a number beyond a double's range such as 1e400, nested past the bound, a
+  record duplicated, dropped or moved, an integer field given a fraction or a
+  value out of its range) exits 2, never 0.
 
 The unmutated seeds must run (exit 0) first: a stale seed would make every
 mutation fail for the wrong reason (tests/fuzz/make_seeds.sh remakes them).
@@ -25,6 +26,7 @@ import copy
 import json
 import os
 import random
+import re
 import shutil
 import struct
 import subprocess
@@ -43,8 +45,12 @@ INT64_MAX = (1 << 63) - 1
 # Numbers put in place of a number of the seed.
 EXTREMES: list[Any] = [0, -1, -2, -(1 << 63), INT64_MAX, 1 << 63, 1 << 64, MAX_BYTES + 1, 0.5, 1.5, -0.0,
                        1e308, -1e308, 5e-324, 7]
-# Literals no JSON parser may accept (Python's json writes them by default).
-NOT_JSON = ["NaN", "Infinity", "-Infinity"]
+# Raw tokens put in place of a number of the seed, as text (Python's json
+# cannot write them all), and whether every reader must refuse them: literals
+# that are not JSON (Python's json writes NaN and Infinity by default), numbers
+# beyond a double's range (issue 27), and valid spellings of zero.
+RAW_TOKENS = {"NaN": True, "Infinity": True, "-Infinity": True, "1e400": True, "-1e400": True,
+              "1" + "0" * 400: True, "-0": False, "-0.0": False, "0e0": False, "1e-400": False}
 
 
 @dataclass
@@ -142,14 +148,14 @@ def shape_of(path: Path_) -> tuple:
 def mutate_json(rng: random.Random, doc: Any, rules: Rules) -> Mutation:
     doc = copy.deepcopy(doc)
     nodes = walk(doc)
-    kind = rng.choice(["number", "number", "type", "nest", "duplicate", "reverse", "remove", "swap", "not_json", "key"])
-    if kind == "not_json":
+    kind = rng.choice(["number", "number", "type", "nest", "duplicate", "reverse", "remove", "swap", "raw", "key"])
+    if kind == "raw":
         numbers = [(p, v) for p, v in nodes if isinstance(v, (int, float)) and not isinstance(v, bool)]
         if numbers:
             p, _ = rng.choice(numbers)
-            token = rng.choice(NOT_JSON)
+            token = rng.choice(sorted(RAW_TOKENS))
             text = json.dumps(put(doc, p, "@@TOKEN@@")).replace('"@@TOKEN@@"', token)
-            return Mutation(text.encode(), f"{'/'.join(map(str, p))} = {token}", True)
+            return Mutation(text.encode(), f"{'/'.join(map(str, p))} = {token[:24]}", RAW_TOKENS[token])
         kind = "number"
     if kind == "number":
         numbers = [(p, v) for p, v in nodes if isinstance(v, (int, float)) and not isinstance(v, bool)]
@@ -230,7 +236,7 @@ def mutate_ir(rng: random.Random, data: bytes) -> Mutation:
         return Mutation(b, what, False)
     lines = data.decode().split("\n")
     body = [i for i, l in enumerate(lines) if l and not l.startswith("graph ")]
-    kind = rng.choice(["dup", "delete", "swap", "reverse", "number", "name", "long"])
+    kind = rng.choice(["dup", "delete", "swap", "reverse", "number", "name", "long", "attr"])
     i = rng.choice(body)
     if kind == "dup":
         lines.insert(i, lines[i])
@@ -252,9 +258,25 @@ def mutate_ir(rng: random.Random, data: bytes) -> Mutation:
         nums = [w for w in words if w.lstrip("-").replace(".", "", 1).isdigit()]
         if nums:
             old = rng.choice(nums)
-            new = str(rng.choice([-1, 0, 1 << 62, 1 << 64, "1e308", "nan", "inf", -(1 << 63), 3]))
+            new = str(rng.choice([-1, 0, 1 << 62, 1 << 64, "1e308", "1e400", "-1e400", "-0", "nan", "inf", "NaN",
+                                  "Infinity", -(1 << 63), 3]))
             lines[i] = lines[i].replace(old, new, 1)
             return Mutation("\n".join(lines).encode(), f"line {i + 1}: {old} -> {new}", False)
+    if kind == "attr":  # an attribute dropped, or given a value of another type (issue 27)
+        attrs = [(i, m) for i, l in enumerate(lines) for m in [re.search(r"\{([^}]*)\}", l)] if m]
+        if attrs:
+            i, m = rng.choice(attrs)
+            entries = re.split(r", (?=[A-Za-z_]+=)", m.group(1))
+            k = rng.randrange(len(entries))
+            key = entries[k].split("=", 1)[0]
+            new = rng.choice([None, '"x"', "[1]", "1.5", "7"])
+            if new is None:
+                del entries[k]
+            else:
+                entries[k] = f"{key}={new}"
+            lines[i] = lines[i][:m.start()] + "{" + ", ".join(entries) + "}" + lines[i][m.end():]
+            return Mutation("\n".join(lines).encode(), f"line {i + 1}: {key} {'dropped' if new is None else '= ' + new}",
+                            False)
     if kind == "long":
         lines[i] = lines[i] + " " + "x" * rng.choice([10, 100000])
         return Mutation("\n".join(lines).encode(), f"line {i + 1} lengthened", True)

@@ -1,0 +1,197 @@
+// Bad input files are the user's errors (issue 27): a JSON number no double
+// holds, NaN or Infinity in a profile, step file or any JSON mutwo reads, and
+// a node without an attribute its op needs, or with one of another type, are
+// UserErrors naming the field or the node, never an internal error. ATen-free.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "autodiff/autodiff.h"
+#include "ir/text.h"
+#include "models/model.h"
+#include "ops/op.h"
+#include "profile/profile.h"
+#include "stepfile/step_file.h"
+#include "support/error.h"
+#include "support/files.h"
+#include "support/json_input.h"
+
+namespace mutwo {
+namespace {
+
+// The UserError's message of `f`; a failure where it throws nothing or something else.
+template <class F>
+std::string user_error(F f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a UserError: " << e.what();
+    return "";
+  }
+  ADD_FAILURE() << "accepted";
+  return "";
+}
+
+void expect_has(const std::string& msg, const std::vector<std::string>& parts) {
+  for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+}
+
+std::string parse_error(const std::string& text) {
+  return user_error([&] { parse_json_input(text, "F"); });
+}
+
+TEST(Inputs, JsonNumbersNoDoubleHoldsAreRefusedNamingTheField) {
+  expect_has(parse_error(R"({"a": {"b": [1, 2, 1e400]}})"), {"F: field 'a.b[2]' is 1e400", "beyond the range"});
+  expect_has(parse_error(R"({"a": [{"x": 1}, {"y": -1e400}]})"), {"field 'a[1].y' is -1e400"});
+  expect_has(parse_error("[" + std::string(400, '9') + "]"), {"field '[0]' is 9999", "..."});  // cut short
+  expect_has(parse_error("1e400"), {"the top-level value is 1e400"});
+  // Below the smallest double is zero, not an error.
+  EXPECT_EQ(parse_json_input(R"({"a": 1e-400})", "F")["a"].get<double>(), 0.0);
+}
+
+TEST(Inputs, JsonNaNAndInfinityAreRefusedNamingTheField) {
+  expect_has(parse_error(R"({"a": NaN})"), {"F: field 'a' is NaN", "no number for"});
+  expect_has(parse_error(R"({"a": [1, Infinity]})"), {"field 'a[1]' is Infinity"});
+  expect_has(parse_error(R"({"a": {"b": -Infinity}})"), {"field 'a.b' is -Infinity"});
+  expect_has(parse_error(R"({"a": [1, 2)"), {"F: not valid JSON (error at byte", "in field 'a[2]'", "truncated"});
+  expect_has(parse_error(std::string(100, '[')), {"nested deeper than 64 levels"});
+}
+
+// A profile of the mlp's step, as JSON text, for the reader's tests.
+std::string mlp_profile_text() {
+  models::ModelOptions o;
+  o.name = "mlp";
+  o.batch = 2;
+  models::Model m = models::build_model(o);
+  return profile::to_json_text(profile::describe(autodiff::build_training_step(std::move(m.graph), m.loss, {})));
+}
+
+// `text` with the first number of `key` made `token`.
+std::string with_number(const std::string& text, const std::string& key, const std::string& token) {
+  const std::regex number("\"" + key + "\": -?[0-9][0-9.eE+-]*");
+  EXPECT_TRUE(std::regex_search(text, number)) << key;
+  return std::regex_replace(text, number, "\"" + key + "\": " + token, std::regex_constants::format_first_only);
+}
+
+TEST(Inputs, ProfileNumbersOutOfRangeNameTheFieldAndMinusZeroIsZero) {
+  const std::string text = mlp_profile_text();
+  auto error = [&](const std::string& bad) { return user_error([&] { profile::from_json_text(bad, "p.json"); }); };
+  expect_has(error(with_number(text, "step_ms", "1e400")), {"p.json: field 'step_ms' is 1e400"});
+  expect_has(error(with_number(text, "step_ms", "-1e400")), {"field 'step_ms' is -1e400"});
+  expect_has(error(with_number(text, "step_ms", "NaN")), {"field 'step_ms' is NaN"});
+  expect_has(error(with_number(text, "ms", "Infinity")), {"field 'nodes[0].ms' is Infinity"});
+  const profile::Profile p = profile::from_json_text(with_number(text, "step_ms", "-0.0"), "p.json");
+  EXPECT_EQ(p.step_ms, 0.0);
+  EXPECT_FALSE(std::signbit(p.step_ms)) << "-0.0 is read as 0";
+  EXPECT_EQ(profile::from_json_text(with_number(text, "batch", "-0"), "p.json").batch, 0);
+}
+
+TEST(Inputs, StepFileNumberOutOfRangeNamesTheFileAndField) {
+  const std::string path = ::testing::TempDir() + "inputs_step.json";
+  write_file(path, R"({"format": "mutwo-step", "version": 1, "values": [{"shape": [2, 1e400]}]})");
+  expect_has(user_error([&] { stepfile::load_step(path, {}); }), {path, "field 'values[0].shape[1]' is 1e400"});
+}
+
+// ---- attributes
+
+// The verifier's message for the mlp's IR text with `from` replaced by `to`.
+std::string ir_error(const std::string& from, const std::string& to) {
+  models::ModelOptions o;
+  o.name = "mlp";
+  o.batch = 2;
+  models::Model m = models::build_model(o);
+  std::string text = ir::print(autodiff::build_training_step(std::move(m.graph), m.loss, {}));
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  if (at == std::string::npos) return "";
+  text.replace(at, from.size(), to);
+  return user_error([&] { ops::verify(ir::parse(text)); });
+}
+
+TEST(Inputs, AMissingOrMistypedAttributeNamesTheNodeOpAndAttribute) {
+  expect_has(ir_error("log_softmax(%head.out) {dim=1}", "log_softmax(%head.out)"),
+             {"verifier: node", "log_softmax(%head.out)", "op log_softmax needs the attribute 'dim' (an integer)"});
+  expect_has(ir_error("{dim=1}", "{dim=\"x\"}"), {"op log_softmax: attribute 'dim' must be an integer, got a string"});
+  expect_has(ir_error("{dim=1}", "{dim=1.5}"), {"'dim' must be an integer, got a floating-point number"});
+  expect_has(ir_error("{p=0.1}", "{p=[1]}"), {"attribute 'p' must be a number, got a list"});
+  expect_has(ir_error("{p=0.1}", "{p=1}"), {"dropout: p must be in [0, 1)"});  // an integer is a number
+}
+
+TEST(Inputs, IrTextNumbersOutOfRangeAreRefused) {
+  expect_has(ir_error("{dim=1}", "{dim=99999999999999999999}"), {"integer out of range"});
+  expect_has(ir_error("{p=0.1}", "{p=1e400}"), {"number out of range"});
+}
+
+// Graphs that hold every family of op the zoo builds: each node of them,
+// without one of its attributes or with it of another type, is accepted or
+// refused as the user's error by ops::check and its FLOPs, never an internal
+// error: every attribute a reader takes is declared in the op's row.
+std::vector<ir::Graph> zoo_steps() {
+  std::vector<ir::Graph> out;
+  for (const char* name : {"mlp", "resnet-18", "bert-tiny", "transformer-lm"}) {
+    models::ModelOptions o;
+    o.name = name;
+    o.batch = 2;
+    if (std::string(name) == "resnet-18") o.image_size = 32;
+    if (std::string(name) == "bert-tiny") o.seq = 8;
+    models::Model m = models::build_model(o);
+    autodiff::OptimizerConfig adam;
+    adam.kind = autodiff::Optimizer::adam;
+    out.push_back(autodiff::build_training_step(std::move(m.graph), m.loss,
+                                                std::string(name) == "mlp" ? autodiff::OptimizerConfig{} : adam));
+  }
+  return out;
+}
+
+ir::Node without(const ir::Node& n, std::string_view key) {
+  ir::Node out = n;
+  out.attrs = {};
+  for (const auto& [k, v] : n.attrs.items())
+    if (k != key) out.attrs.set(k, v);
+  return out;
+}
+
+void expect_user_error_or_none(const ir::Graph& g, const ir::Node& n, const std::string& what) {
+  try {
+    ops::check(g, n);
+    ops::flops(g, n);
+    ops::workspace_bytes(g, n);
+  } catch (const UserError&) {
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << n.op << " " << what << ": not a UserError: " << e.what();
+  }
+}
+
+TEST(Inputs, EveryAttributeAReaderTakesIsDeclared) {
+  size_t tried = 0;
+  for (const ir::Graph& g : zoo_steps()) {
+    for (const ir::Node& n : g.nodes()) {
+      for (const auto& [key, value] : n.attrs.items()) {
+        expect_user_error_or_none(g, without(n, key), "without " + key);
+        for (const ir::Attr& other : {ir::Attr{int64_t{7}}, ir::Attr{0.5}, ir::Attr{std::vector<int64_t>{1}},
+                                      ir::Attr{std::string("x")}}) {
+          if (other.index() == value.index()) continue;
+          ir::Node retyped = n;
+          retyped.attrs.set(key, other);
+          expect_user_error_or_none(g, retyped, "with " + key + " of another type");
+          ++tried;
+        }
+      }
+      // Each required attribute is refused missing, naming it.
+      for (const ops::AttrSpec& s : ops::op(n.op).attrs) {
+        if (!s.required) continue;
+        expect_has(user_error([&] { ops::check(g, without(n, s.name)); }),
+                   {"needs the attribute '" + std::string(s.name) + "'"});
+      }
+    }
+  }
+  EXPECT_GT(tried, 100u);
+}
+
+}  // namespace
+}  // namespace mutwo
