@@ -141,9 +141,7 @@ int MaxBatchCommand::search(nlohmann::json& result) const {
   const int64_t cap = device_memory_bytes(dev, memory.empty() ? "free" : memory);
   result["memory_bytes"] = cap;
   json& rows = result["results"];
-  fmt::print("| planner | largest batch | measured peak | device peak |
-|---|---|---|---|
-");
+  fmt::print("| planner | largest batch | measured peak | device peak |\n|---|---|---|---|\n");
   for (const std::string& planner : planner_list(planners)) {
     const int64_t device_memory_cap = device_memory.empty() ? 0 : device_memory_bytes(dev, device_memory);
     // Device bytes of `planner` at batch b (0 if it does not fit `cap`). A
