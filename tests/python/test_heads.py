@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import hf_models
-import mutwo.torch
+import mutwo.torch as mutwo_torch
 from mutwo.capture import capture
 from mutwo_cli import last_json, mutwo
 
@@ -123,10 +123,10 @@ class _LossOnly(nn.Module):
 def test_wrapped_head_is_fused_when_the_logits_are_not_returned(tmp_path, loss_only: bool) -> None:
     model, (ids, labels), loss_fn = hf_models.factory("llama", **SIZE)
     eager = loss_fn(model, ids, labels).item()
-    wrapped = mutwo.torch.wrap(_LossOnly(model) if loss_only else model, "100%", planner="none")
+    wrapped = mutwo_torch.wrap(_LossOnly(model) if loss_only else model, "100%", planner="none")
     loss = wrapped(ids, labels) if loss_only else wrapped(input_ids=ids, labels=labels).loss
     loss.backward()
     assert loss.item() == pytest.approx(eager, rel=1e-6)
-    mutwo.torch.report(wrapped, str(tmp_path))
+    mutwo_torch.report(wrapped, str(tmp_path))
     ir = (tmp_path / "rewritten.ir").read_text()
     assert ("= linear_cross_entropy(" in ir) == loss_only, ir
