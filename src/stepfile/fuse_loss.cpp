@@ -251,6 +251,24 @@ bool match_forward(const View& v, size_t i, Match& m) {
   return logits != kNoValue && v.shape(logits) == v.shape(logp) && match_linear(v, logits, m);
 }
 
+// The gradient of the head's logits, from the log-softmax's gradient G: G and
+// its reshapes, or with an upcast, those of G's one cast back to the head's
+// dtype (autograd's backward of the upcast); none if that cast is not one.
+std::vector<ValueId> logits_gradient(const View& v, Match& m, ValueId g) {
+  std::vector<ValueId> grad = reshapes_of(v, g);
+  if (!m.upcast) return grad;
+  std::optional<size_t> down;
+  for (ValueId x : grad)
+    for (int32_t u : v.users(x))
+      if (is_cast(v, static_cast<size_t>(u), v.g.type(m.hidden).dtype, /*any_device=*/true)) {
+        if (down) return {};
+        down = static_cast<size_t>(u);
+      }
+  if (!down) return {};
+  m.replaced.insert(*down);
+  return reshapes_of(v, v.node(*down).outputs[0]);
+}
+
 // The backward part: nll_loss_backward of the forward's total weight, then
 // _log_softmax_backward_data (the logits' gradient G), and what the linear's
 // backward makes of G: d_hidden = G @ weight, d_weight = Gᵀ @ hidden (or
@@ -282,19 +300,8 @@ bool match_backward(const View& v, Match& m) {
       dtype->value("dtype", "") != ir::to_string(v.g.type(logp).dtype) || v.node(sb).outputs.size() != 1)
     return false;
   m.replaced.insert(sb);
-  std::vector<ValueId> grad = reshapes_of(v, v.node(sb).outputs[0]);  // G (N, V) and its reshapes
-  if (m.upcast) {  // the upcast's backward: G cast back to the head's dtype, once
-    std::optional<size_t> down;
-    for (ValueId x : grad)
-      for (int32_t u : v.users(x))
-        if (is_cast(v, static_cast<size_t>(u), v.g.type(m.hidden).dtype, /*any_device=*/true)) {
-          if (down) return false;
-          down = static_cast<size_t>(u);
-        }
-    if (!down) return false;
-    m.replaced.insert(*down);
-    grad = reshapes_of(v, v.node(*down).outputs[0]);
-  }
+  const std::vector<ValueId> grad = logits_gradient(v, m, v.node(sb).outputs[0]);  // G (N, V) and its reshapes
+  if (grad.empty()) return false;
   const int64_t n = v.shape(logp)[0], vocab = v.shape(logp)[1], h = v.shape(m.hidden)[1];
   // The one node among the readers of `vs` that `is_it` accepts; false if two are.
   auto find_one = [&](const std::vector<ValueId>& vs, auto&& is_it, std::optional<size_t>& found) {
