@@ -3,7 +3,10 @@
 // (B, T, H) hidden state, F.cross_entropy(logits.view(-1, V), target.view(-1))),
 // written as a step file and its tensor file for the loader's fusion
 // (src/stepfile/fuse_loss.h): test_core.cpp checks the graph, test_vocab_loss.cpp
-// the numbers. ATen-free: mutwo_core_tests includes it too.
+// the numbers. With `upcast`, the head is bf16 and its logits are cast to
+// `upcast` before the loss (Hugging Face LLaMA's `logits.float()`, as torch
+// 2.11 captures it: `_to_copy` forward, `_to_copy` back to bf16 in the
+// backward). ATen-free: mutwo_core_tests includes it too.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,7 @@ struct Options {
   int64_t ignore_index = -100;  // targets in row 0..2 are this (ignored) when `ignore_rows`
   bool ignore_rows = false;
   bool logits_read_elsewhere = false;  // a near miss: an amax of the logits also made
+  std::string upcast;  // "" (an f32 head), or the dtype a bf16 head's logits are cast to: "f32" (fused), "f64" (not)
   std::string name = "head";
 };
 
@@ -48,9 +52,21 @@ inline std::string write(const std::string& dir, const Options& o) {
     }
     entries.emplace_back(name, e);
   };
-  add("h", ir::DType::f32, {kB, kT, kH}, [&](int64_t) { return uniform(); });
-  add("lm_head.weight", ir::DType::f32, {kV, kH}, [&](int64_t) { return 0.5f * uniform(); });
-  if (o.bias) add("lm_head.bias", ir::DType::f32, {kV}, [&](int64_t) { return 0.1f * uniform(); });
+  const bool bf16 = !o.upcast.empty();
+  const char* H = bf16 ? "bf16" : "f32";                     // the head's dtype
+  const char* L = bf16 ? o.upcast.c_str() : "f32";           // the logits' dtype at the loss
+  auto head = [&](const char* name, ir::Shape shape, float scale) {  // f32, or bf16 rounded to nearest even
+    if (!bf16) return add(name, ir::DType::f32, shape, [&](int64_t) { return scale * uniform(); });
+    add(name, ir::DType::bf16, shape, [&](int64_t) {
+      const float x = scale * uniform();
+      uint32_t b;
+      std::memcpy(&b, &x, 4);
+      return static_cast<uint16_t>((b + 0x7fff + ((b >> 16) & 1)) >> 16);
+    });
+  };
+  head("h", {kB, kT, kH}, 1.0f);
+  head("lm_head.weight", {kV, kH}, 0.5f);
+  if (o.bias) head("lm_head.bias", {kV}, 0.1f);
   add("input0", ir::DType::i64, {kB, kT}, [&](int64_t i) {
     return o.ignore_rows && i < 3 ? o.ignore_index : static_cast<int64_t>((uniform() + 1.0f) * 0.5f * (kV - 1));
   });
@@ -69,38 +85,40 @@ inline std::string write(const std::string& dir, const Options& o) {
                                 R"("alias_of":{},"scope":"","phase":"forward"}})",
                                 target, overload, args, outs, view ? R"(["view"])" : "[]", view ? "0" : "null"));
   };
-  value("p_h", "parameter", {kB, kT, kH}, R"(,"qualname":"h")");
-  value("p_w", "parameter", {kV, kH}, R"(,"qualname":"lm_head.weight")");
-  if (o.bias) value("p_b", "parameter", {kV}, R"(,"qualname":"lm_head.bias")");
+  value("p_h", "parameter", {kB, kT, kH}, R"(,"qualname":"h")", H);
+  value("p_w", "parameter", {kV, kH}, R"(,"qualname":"lm_head.weight")", H);
+  if (o.bias) value("p_b", "parameter", {kV}, R"(,"qualname":"lm_head.bias")", H);
   value("tokens", "input", {kB, kT}, R"(,"index":0)", "i64");
-  value("tangents_1", "tangent", {});
-  value("t", "intermediate", {kH, kV});
-  value("view", "intermediate", {kN, kH});
-  value("mm", "intermediate", {kN, kV});
-  value("view_1", "intermediate", {kB, kT, kV});
-  value("view_2", "intermediate", {kN, kV});
+  value("tangents_1", "tangent", {}, "", L);
+  value("t", "intermediate", {kH, kV}, "", H);
+  value("view", "intermediate", {kN, kH}, "", H);
+  value("mm", "intermediate", {kN, kV}, "", H);
+  value("view_1", "intermediate", {kB, kT, kV}, "", H);
+  if (bf16) value("up", "intermediate", {kB, kT, kV}, "", L);
+  value("view_2", "intermediate", {kN, kV}, "", L);
   value("view_3", "intermediate", {kN}, "", "i64");
-  value("logp", "intermediate", {kN, kV});
-  value("detach", "intermediate", {kN, kV});
-  value("loss", "intermediate", {});
-  value("total", "intermediate", {});
-  if (o.logits_read_elsewhere) value("amax", "intermediate", {kN});
-  value("g1", "intermediate", {kN, kV});
-  value("detach_1", "intermediate", {kN, kV});
-  value("g2", "intermediate", {kN, kV});
-  value("ra", "intermediate", {kB, kT, kV});
-  value("ra_1", "intermediate", {kN, kV});
-  value("t_1", "intermediate", {kV, kH});
-  value("mm_1", "intermediate", {kN, kH});
-  value("t_2", "intermediate", {kV, kN});
-  value("mm_2", "intermediate", {kV, kH});
-  value("t_3", "intermediate", {kH, kV});
+  value("logp", "intermediate", {kN, kV}, "", L);
+  value("detach", "intermediate", {kN, kV}, "", L);
+  value("loss", "intermediate", {}, "", L);
+  value("total", "intermediate", {}, "", L);
+  if (o.logits_read_elsewhere) value("amax", "intermediate", {kN}, "", L);
+  value("g1", "intermediate", {kN, kV}, "", L);
+  value("detach_1", "intermediate", {kN, kV}, "", L);
+  value("g2", "intermediate", {kN, kV}, "", L);
+  value("ra", "intermediate", {kB, kT, kV}, "", L);
+  if (bf16) value("down", "intermediate", {kB, kT, kV}, "", H);
+  value("ra_1", "intermediate", {kN, kV}, "", H);
+  value("t_1", "intermediate", {kV, kH}, "", H);
+  value("mm_1", "intermediate", {kN, kH}, "", H);
+  value("t_2", "intermediate", {kV, kN}, "", H);
+  value("mm_2", "intermediate", {kV, kH}, "", H);
+  value("t_3", "intermediate", {kH, kV}, "", H);
   if (o.bias) {
-    value("sum", "intermediate", {1, kV});
-    value("d_b", "gradient", {kV}, R"(,"of":"p_b")");
+    value("sum", "intermediate", {1, kV}, "", H);
+    value("d_b", "gradient", {kV}, R"(,"of":"p_b")", H);
   }
-  value("d_h", "gradient", {kB, kT, kH}, R"(,"of":"p_h")");
-  value("d_w", "gradient", {kV, kH}, R"(,"of":"p_w")");
+  value("d_h", "gradient", {kB, kT, kH}, R"(,"of":"p_h")", H);
+  value("d_w", "gradient", {kV, kH}, R"(,"of":"p_w")", H);
 
   const std::string dims = fmt::format("[{},{},{}]", kB, kT, kV);
   node("aten::t", R"({"t":"p_w"})", R"("t")", true);
@@ -108,7 +126,8 @@ inline std::string write(const std::string& dir, const Options& o) {
   if (o.bias) node("aten::addmm", R"({"t":"p_b"},{"t":"view"},{"t":"t"},1,1)", R"("mm")");
   else node("aten::mm", R"({"t":"view"},{"t":"t"})", R"("mm")");
   node(o.bias ? "aten::view" : "aten::_unsafe_view", fmt::format(R"({{"t":"mm"}},{})", dims), R"("view_1")", true);
-  node("aten::view", fmt::format(R"({{"t":"view_1"}},[-1,{}])", kV), R"("view_2")", true);
+  if (bf16) node("aten::_to_copy", fmt::format(R"({{"t":"view_1"}},{{"dtype":"{}"}},null,null,null,false,null)", L), R"("up")");
+  node("aten::view", fmt::format(R"({{"t":"{}"}},[-1,{}])", bf16 ? "up" : "view_1", kV), R"("view_2")", true);
   node("aten::view", R"({"t":"tokens"},[-1])", R"("view_3")", true);
   node("aten::_log_softmax", R"({"t":"view_2"},1,false)", R"("logp")");
   node("aten::detach", R"({"t":"logp"})", R"("detach")", true);
@@ -119,9 +138,14 @@ inline std::string write(const std::string& dir, const Options& o) {
        fmt::format(R"({{"t":"tangents_1"}},{{"t":"logp"}},{{"t":"view_3"}},null,1,{},{{"t":"total"}})", o.ignore_index),
        R"("g1")");
   node("aten::detach", R"({"t":"detach"})", R"("detach_1")", true);
-  node("aten::_log_softmax_backward_data", R"({"t":"g1"},{"t":"detach_1"},1,{"dtype":"f32"})", R"("g2")");
+  node("aten::_log_softmax_backward_data", fmt::format(R"({{"t":"g1"}},{{"t":"detach_1"}},1,{{"dtype":"{}"}})", L),
+       R"("g2")");
   node("aten::_reshape_alias", fmt::format(R"({{"t":"g2"}},{},[{},{},1])", dims, kT * kV, kV), R"("ra")", true);
-  node("aten::_reshape_alias", fmt::format(R"({{"t":"ra"}},[{},{}],[{},1])", kN, kV, kV), R"("ra_1")", true);
+  if (bf16)
+    node("aten::_to_copy", fmt::format(R"({{"t":"ra"}},{{"dtype":"{}"}},{{"layout":"strided"}},{{"device":"cpu"}},null,false,null)", H),
+         R"("down")");
+  node("aten::_reshape_alias", fmt::format(R"({{"t":"{}"}},[{},{}],[{},1])", bf16 ? "down" : "ra", kN, kV, kV), R"("ra_1")",
+       true);
   node("aten::t", R"({"t":"t"})", R"("t_1")", true);
   node("aten::mm", R"({"t":"ra_1"},{"t":"t_1"})", R"("mm_1")");
   node("aten::t", R"({"t":"ra_1"})", R"("t_2")", true);

@@ -442,6 +442,31 @@ TEST(Core, StepFileFusesTheVocabularyHead) {
   }
 }
 
+// A bf16 head whose logits are cast to f32 before the loss (captured_head.h's
+// `upcast`) is fused with logits_dtype f32, both casts removed; a cast to f64
+// (a near miss: linear_cross_entropy reduces bf16 logits in f32 only) is not.
+TEST(Core, StepFileFusesAnUpcastVocabularyHead) {
+  const std::string dir = ::testing::TempDir();
+  captured_head::Options o;
+  o.upcast = "f32";
+  o.name = "upcast_head";
+  ir::Graph g = stepfile::load_step(captured_head::write(dir, o), {});
+  int fused = 0;
+  for (const ir::Node& n : g.nodes()) {
+    EXPECT_NE(n.op == "aten" ? n.attrs.s("target") : "", "aten::_to_copy") << "the casts are part of the fused pair";
+    if (n.op != "linear_cross_entropy" && n.op != "linear_cross_entropy_backward") continue;
+    ++fused;
+    EXPECT_EQ(n.attrs.s("logits_dtype"), "f32");
+    EXPECT_EQ(g.type(n.inputs[0]).dtype, ir::DType::bf16);
+  }
+  EXPECT_EQ(fused, 2);
+  EXPECT_EQ(g.type(g.find("loss")).dtype, ir::DType::f32);
+  EXPECT_EQ(g.type(g.find("d_w")).dtype, ir::DType::bf16);
+  o.upcast = "f64";
+  ir::Graph near = stepfile::load_step(captured_head::write(dir, o), {});
+  for (const ir::Node& n : near.nodes()) EXPECT_EQ(n.op.find("linear_cross_entropy"), std::string::npos);
+}
+
 // A hand-written step file (docs/step-file.md) and its tensor file: the
 // loader's rewrites as a golden text. y = dropout(relu(x @ w)); loss = sum(y).
 // The joint graph makes a view of the saved relu in the forward part (a detach,

@@ -90,8 +90,12 @@ at::Tensor chunk_logits(const at::Tensor& h, const at::Tensor& w, const at::Tens
 at::Tensor optional_input(const KernelCall& k, size_t i) {
   return k.node.inputs.size() > i && k.input(i).defined() ? k.input(i) : at::Tensor();
 }
+// The dtype the logits are reduced in: the head's, or f32 for an upcast head.
+at::ScalarType logits_type(const KernelCall& k, const at::Tensor& h) {  // (the attribute is checked on load)
+  return k.node.attrs.has("logits_dtype") ? to_aten(ops::vocab_logits_dtype(k.node, ir::DType::f32)) : h.scalar_type();
+}
 int64_t chunk_rows(const KernelCall& k, const at::Tensor& h, const at::Tensor& w) {
-  return ops::vocab_chunk_rows(k.node, h.size(0), w.size(0), h.element_size());
+  return ops::vocab_chunk_rows(k.node, h.size(0), w.size(0), at::elementSize(logits_type(k, h)));
 }
 // lse = logsumexp of each row of x, with ATen's arithmetic (logsumexp_out: the
 // row maxima, infinite ones taken as 0, subtracted; exp; sum; log; plus the
@@ -109,22 +113,23 @@ void linear_cross_entropy_kernel(KernelCall& k) {
   const at::Tensor& target = k.input(2);
   const at::Tensor bias = optional_input(k, 3);
   const int64_t n = h.size(0), rows = chunk_rows(k, h, w);
+  const at::TensorOptions f = h.options().dtype(logits_type(k, h));  // the logits' dtype
   // Every per-row temporary is a slice of a buffer of all N rows, allocated
   // once: besides them the kernel holds one chunk of logits, so what it holds
   // beyond the declared workspace does not depend on the chunk (the planners
   // re-scale a measured workspace to another chunk: plan/chunks.cpp).
-  at::Tensor lse = at::empty({n}, h.options());        // (N)
-  at::Tensor picked = at::empty({n, 1}, h.options());  // (N, 1): each row's target logit
-  at::Tensor maxes = at::empty({n, 1}, h.options());   // (N, 1): each row's largest logit
+  at::Tensor lse = at::empty({n}, f);        // (N)
+  at::Tensor picked = at::empty({n, 1}, f);  // (N, 1): each row's target logit
+  at::Tensor maxes = at::empty({n, 1}, f);   // (N, 1): each row's largest logit
   at::Tensor index = target.clamp_min(0).unsqueeze(1);
   for (int64_t r = 0; r < n; r += rows) {
     const int64_t m = std::min(rows, n - r);
-    at::Tensor logits = chunk_logits(h.narrow(0, r, m), w, bias);  // (m, V)
+    at::Tensor logits = chunk_logits(h.narrow(0, r, m), w, bias).to(f.dtype());  // (m, V), upcast if asked
     at::Tensor pc = picked.narrow(0, r, m);
     at::gather_out(pc, logits, 1, index.narrow(0, r, m));
     logsumexp_over(logits, lse.narrow(0, r, m), maxes.narrow(0, r, m));
   }
-  auto [valid, count] = counted(target, k.node, h.scalar_type());
+  auto [valid, count] = counted(target, k.node, lse.scalar_type());
   k.output(0) = ((lse - picked.squeeze(1)) * valid).sum() / count;
   k.output(1) = lse;
 }
@@ -132,6 +137,8 @@ void linear_cross_entropy_kernel(KernelCall& k) {
 // (softmax - onehot) * g / count on counted rows; d_hidden's rows are that
 // times the weight; d_weight (and d_bias) add it block by block of
 // kVocabBlockRows rows in row order, so their bits do not depend on the chunk.
+// With an upcast the logits' gradient is made in f32, rounded to the head's
+// dtype for its products, and d_weight and d_bias add up in f32 (see nn.cpp).
 void linear_cross_entropy_backward_kernel(KernelCall& k) {
   const at::Tensor& h = k.input(0);
   const at::Tensor& w = k.input(1);
@@ -139,33 +146,35 @@ void linear_cross_entropy_backward_kernel(KernelCall& k) {
   const at::Tensor& lse = k.input(3);
   const at::Tensor bias = optional_input(k, 5);
   const int64_t n = h.size(0), rows = chunk_rows(k, h, w);
-  at::Tensor d_hidden = at::empty_like(h);                            // (N, H)
-  at::Tensor d_weight = at::zeros_like(w);                            // (V, H)
-  at::Tensor d_bias = bias.defined() ? at::zeros_like(bias) : bias;   // (V)
-  auto [valid, count] = counted(target, k.node, h.scalar_type());
+  const at::ScalarType f = logits_type(k, h);
+  at::Tensor d_hidden = at::empty_like(h);                                      // (N, H)
+  at::Tensor d_weight = at::zeros(w.sizes(), w.options().dtype(f));             // (V, H), in the logits' dtype
+  at::Tensor d_bias = bias.defined() ? at::zeros(bias.sizes(), bias.options().dtype(f)) : bias;  // (V)
+  auto [valid, count] = counted(target, k.node, f);
   at::Tensor scale = valid * (k.input(4) / count);  // (N)
   at::Tensor index = target.clamp_min(0).unsqueeze(1);
-  at::Tensor picked = at::empty({n, 1}, h.options());  // (N, 1): per-row temporaries of all rows, as forward
+  at::Tensor picked = at::empty({n, 1}, h.options().dtype(f));  // (N, 1): per-row temporaries of all rows, as forward
   for (int64_t r = 0; r < n; r += rows) {
     const int64_t m = std::min(rows, n - r);
     at::Tensor hc = h.narrow(0, r, m);
-    at::Tensor grad = chunk_logits(hc, w, bias);  // (m, V)
+    at::Tensor grad = chunk_logits(hc, w, bias).to(f);  // (m, V)
     grad.sub_(lse.narrow(0, r, m).unsqueeze(1)).exp_();
     at::Tensor ic = index.narrow(0, r, m), pc = picked.narrow(0, r, m);
     grad.scatter_(1, ic, at::gather_out(pc, grad, 1, ic).sub_(1));
     grad.mul_(scale.narrow(0, r, m).unsqueeze(1));
+    grad = grad.to(h.scalar_type());  // an upcast's gradient, rounded to the head's dtype (else itself)
     at::Tensor dh = d_hidden.narrow(0, r, m);
     at::mm_out(dh, grad, w);
     for (int64_t b = 0; b < m; b += ops::kVocabBlockRows) {
       const int64_t bm = std::min(ops::kVocabBlockRows, m - b);
-      at::Tensor gb = grad.narrow(0, b, bm);
-      d_weight.addmm_(gb.t(), hc.narrow(0, b, bm));
+      at::Tensor gb = grad.narrow(0, b, bm).to(f);
+      d_weight.addmm_(gb.t(), hc.narrow(0, b, bm).to(f));
       if (d_bias.defined()) d_bias.add_(gb.sum(0));
     }
   }
   k.output(0) = d_hidden;
-  k.output(1) = d_weight;
-  if (d_bias.defined()) k.output(2) = d_bias;
+  k.output(1) = d_weight.to(w.scalar_type());
+  if (d_bias.defined()) k.output(2) = d_bias.to(bias.scalar_type());
 }
 
 void cross_entropy_backward_kernel(KernelCall& k) {

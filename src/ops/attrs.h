@@ -32,6 +32,10 @@ int64_t nll_reduction(const ir::Node& n);
 inline constexpr int64_t kVocabBlockRows = 32;
 inline constexpr int64_t kVocabChunkBytes = int64_t{32} << 20;
 int64_t vocab_chunk_rows(const ir::Node& n, int64_t rows, int64_t vocab, int64_t elem_bytes);
+// nn.cpp: the dtype linear_cross_entropy reduces its logits in, {logits_dtype}:
+// "f32" for a bf16 or f16 head whose logits are upcast before the loss (Hugging
+// Face's `logits.float()`); absent, the hidden state's `hidden`.
+ir::DType vocab_logits_dtype(const ir::Node& n, ir::DType hidden);
 
 // optim.cpp: what each input list of an optimizer step holds, in input order.
 using OptimLists = std::vector<std::string_view>;

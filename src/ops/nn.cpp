@@ -22,6 +22,11 @@ int64_t vocab_chunk_rows(const ir::Node& n, int64_t rows, int64_t vocab, int64_t
   return std::max<int64_t>(1, std::min(want, rows));
 }
 
+ir::DType vocab_logits_dtype(const ir::Node& n, ir::DType hidden) {
+  if (!n.attrs.has("logits_dtype")) return hidden;
+  return ir::parse_dtype(n.attrs.s("logits_dtype")).value_or(hidden);  // checked by shape inference
+}
+
 namespace {
 
 using ir::Shape;
@@ -163,11 +168,14 @@ Types cross_entropy_backward_infer(const InferArgs& a) {
 double cross_entropy_flops(const FlopArgs& a) { return 6.0 * static_cast<double>(a.in[0]->numel()); }
 
 // linear_cross_entropy(hidden (N,H), weight (V,H), target (N) i64, bias (V)?)
-//   {chunk_rows, ignore_index} -> (loss (), logsumexp (N)):
+//   {chunk_rows, ignore_index, logits_dtype?} -> (loss (), logsumexp (N)):
 // cross_entropy(linear(hidden, weight, bias), target), computed chunk by chunk
 // of rows (ops::vocab_chunk_rows): each chunk's logits are made, reduced to
 // their rows' logsumexp and target logit, and freed. Its temporaries are one
-// chunk of logits (the declared workspace), never the (N, V) whole.
+// chunk of logits (the declared workspace), never the (N, V) whole. With
+// logits_dtype "f32" on a bf16 or f16 head, each chunk's logits are made in
+// the head's dtype and upcast before the reduction, and the loss and
+// logsumexp are f32 (`cross_entropy(linear(h, w).float(), target)`).
 Types linear_cross_entropy_infer(const InferArgs& a) {
   const TensorType& h = a.input(0);
   const TensorType& w = a.input(1);
@@ -186,7 +194,14 @@ Types linear_cross_entropy_infer(const InferArgs& a) {
   MUTWO_CHECK(a.node.attrs.i_or("chunk_rows", 0) >= 0,
               "linear_cross_entropy: chunk_rows must be positive (or 0: about {} MiB of logits per chunk), got {}",
               kVocabChunkBytes >> 20, a.node.attrs.i_or("chunk_rows", 0));
-  return {TensorType{{}, h.dtype}, TensorType{{h.shape[0]}, h.dtype}};
+  if (a.node.attrs.has("logits_dtype")) {
+    const std::string& s = a.node.attrs.s("logits_dtype");
+    MUTWO_CHECK(s == ir::to_string(h.dtype) || (s == "f32" && (h.dtype == ir::DType::bf16 || h.dtype == ir::DType::f16)),
+                "linear_cross_entropy: logits_dtype \"{}\" on a {} head; expected \"f32\" on a bf16 or f16 head, "
+                "or the head's own dtype", s, ir::to_string(h.dtype));
+  }
+  const ir::DType logits = vocab_logits_dtype(a.node, h.dtype);
+  return {TensorType{{}, logits}, TensorType{{h.shape[0]}, logits}};
 }
 // One gradient node for hidden, weight and bias; the target gets none, and
 // the logsumexp output none (it is not differentiable here).
@@ -209,7 +224,10 @@ Grads linear_cross_entropy_grad(GradArgs& a) {
 //   -> (d_hidden (N,H), d_weight (V,H), d_bias (V) with a bias): each chunk's
 // logits made again, turned into (softmax - onehot) * g / count in place, then
 // multiplied into d_hidden's rows and added into d_weight (and d_bias) block
-// by block (ops::kVocabBlockRows).
+// by block (ops::kVocabBlockRows). With an upcast (logits_dtype f32 on a bf16
+// head) the gradient of the logits is rounded to the head's dtype before its
+// products, as autograd's `.float()` backward does, and d_weight and d_bias add
+// up in f32 buffers, rounded once at the end, as one matmul over all rows does.
 Types linear_cross_entropy_backward_infer(const InferArgs& a) {
   std::vector<const TensorType*> fwd_in{a.in[0], a.in[1], a.in[2]};
   if (a.has(5)) fwd_in.push_back(a.in[5]);
@@ -232,17 +250,25 @@ double linear_cross_entropy_flops(const FlopArgs& a) {
 double linear_cross_entropy_backward_flops(const FlopArgs& a) {
   return 3.0 * vocab_products(a) + 6.0 * static_cast<double>(a.in[0]->shape[0] * a.in[1]->shape[0]);
 }
-// One chunk of logits, in both directions.
+// One chunk of logits, in both directions (with an upcast, in both dtypes).
 int64_t linear_cross_entropy_workspace(const FlopArgs& a) {
-  const int64_t n = a.in[0]->shape[0], v = a.in[1]->shape[0], elem = ir::element_size(a.in[0]->dtype);
-  return vocab_chunk_rows(a.node, n, v, elem) * v * elem;
+  const ir::DType head = a.in[0]->dtype, logits = vocab_logits_dtype(a.node, head);
+  const int64_t n = a.in[0]->shape[0], v = a.in[1]->shape[0], elem = ir::element_size(logits);
+  return vocab_chunk_rows(a.node, n, v, elem) * v * (elem + (logits != head ? ir::element_size(head) : 0));
+}
+// The backward's chunk, and with an upcast its f32 buffers of d_weight and d_bias.
+int64_t linear_cross_entropy_backward_workspace(const FlopArgs& a) {
+  const ir::DType head = a.in[0]->dtype, logits = vocab_logits_dtype(a.node, head);
+  const int64_t sums = logits != head ? (a.in[1]->numel() + a.in[1]->shape[0]) * ir::element_size(logits) : 0;
+  return linear_cross_entropy_workspace(a) + sums;
 }
 
 }  // namespace
 
 void add_nn_ops(std::vector<OpDef>& t) {
   const AttrSpec dim{"dim", kIntAttr}, ignore{"ignore_index", kIntAttr, kOptional},
-      reduction{"reduction", kIntAttr, kOptional}, chunk{"chunk_rows", kIntAttr, kOptional};
+      reduction{"reduction", kIntAttr, kOptional}, chunk{"chunk_rows", kIntAttr, kOptional},
+      logits{"logits_dtype", kStringAttr, kOptional};
   // name, tags, inputs (min, max), shape inference, derivative, FLOPs, attributes
   t.push_back({"linear", kHeavy, 2, 3, linear_infer, linear_grad, linear_flops});
   t.push_back({"linear_backward_input", kHeavy, 2, 2, linear_backward_input_infer, nullptr,
@@ -260,12 +286,12 @@ void add_nn_ops(std::vector<OpDef>& t) {
   t.push_back({"cross_entropy_backward_", kView | kOverwrite, 4, 4, cross_entropy_backward_infer, nullptr,
                cross_entropy_flops, {ignore}});
   OpDef lce{"linear_cross_entropy", kHeavy | kReduction, 3, 4, linear_cross_entropy_infer, linear_cross_entropy_grad,
-            linear_cross_entropy_flops, {chunk, ignore}};
+            linear_cross_entropy_flops, {chunk, ignore, logits}};
   lce.workspace = linear_cross_entropy_workspace;
   t.push_back(lce);
   OpDef lce_backward{"linear_cross_entropy_backward", kHeavy, 5, 6, linear_cross_entropy_backward_infer, nullptr,
-                     linear_cross_entropy_backward_flops, {chunk, ignore}};
-  lce_backward.workspace = linear_cross_entropy_workspace;
+                     linear_cross_entropy_backward_flops, {chunk, ignore, logits}};
+  lce_backward.workspace = linear_cross_entropy_backward_workspace;
   t.push_back(lce_backward);
 }
 

@@ -21,7 +21,7 @@ bool chunked_op(const ir::Node& n) {
 int64_t rows_of(const ir::Graph& g, const ir::Node& n) {
   const ir::TensorType& h = g.type(n.inputs[0]);
   const ir::TensorType& w = g.type(n.inputs[1]);
-  return ops::vocab_chunk_rows(n, h.shape[0], w.shape[0], ir::element_size(h.dtype));
+  return ops::vocab_chunk_rows(n, h.shape[0], w.shape[0], ir::element_size(ops::vocab_logits_dtype(n, h.dtype)));
 }
 
 // The profile's workspace of node `n`, re-scaled from the chunk it was

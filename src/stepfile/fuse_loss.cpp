@@ -144,11 +144,36 @@ std::vector<ValueId> reshapes_of(const View& v, ValueId x) {
 }
 bool contains(const std::vector<ValueId>& vs, ValueId x) { return std::find(vs.begin(), vs.end(), x) != vs.end(); }
 
+// Node i converts a tensor to `to` and changes nothing else: `_to_copy(x,
+// dtype=to)`, layout absent or strided, no pinning, blocking, memory format
+// absent; the device absent, or (autograd's own cast back, `any_device`) any.
+bool is_cast(const View& v, size_t i, ir::DType to, bool any_device) {
+  if (!v.is(i, "aten::_to_copy") || v.tensor(i, 0) == kNoValue || v.node(i).outputs.size() != 1 ||
+      v.g.type(v.node(i).outputs[0]).dtype != to)
+    return false;
+  const json* dtype = v.arg(i, 1);
+  const json* layout = v.arg(i, 2);
+  const json* device = v.arg(i, 3);
+  const json* blocking = v.arg(i, 5);
+  return dtype && dtype->is_object() && dtype->size() == 1 && dtype->value("dtype", "") == ir::to_string(to) && layout &&
+         (layout->is_null() || *layout == json{{"layout", "strided"}}) && device &&
+         (device->is_null() || (any_device && device->is_object() && device->contains("device"))) &&
+         (v.is_null(i, 4) || *v.arg(i, 4) == false) && blocking && *blocking == false &&
+         (!v.arg(i, 6) || v.is_null(i, 6)) && !v.arg(i, 7);
+}
+// `logits.float()` of a bf16 or f16 head: a cast to f32 (Hugging Face's LLaMA family).
+bool is_upcast(const View& v, size_t i) {
+  if (!is_cast(v, i, ir::DType::f32, /*any_device=*/false)) return false;
+  const ir::DType from = v.g.type(v.tensor(i, 0)).dtype;
+  return from == ir::DType::bf16 || from == ir::DType::f16;
+}
+
 // One `linear -> cross_entropy` and its backward, as found.
 struct Match {
   size_t loss_node = 0, grad_node = 0;  // nll_loss_forward, nll_loss_backward
   ValueId hidden = kNoValue, weight = kNoValue, bias = kNoValue, target = kNoValue, seed = kNoValue;
   int64_t ignore_index = -100;
+  bool upcast = false;  // the head's logits cast to f32 before the loss (is_upcast)
   // What the fused backward makes, under these existing ids (kNoValue: nobody reads it, a new value).
   ValueId d_hidden = kNoValue, d_weight = kNoValue, d_bias = kNoValue;
   std::set<size_t> replaced;  // the compute nodes the fused pair stands for
@@ -156,12 +181,20 @@ struct Match {
 
 // The logits' producer: addmm(bias, hidden, weightᵀ), mm(hidden, weightᵀ),
 // or add(mm(hidden, weightᵀ) reshaped, bias) (torch's linear on a 3-D input
-// where it cannot flatten it first). `logits` is (N, V).
+// where it cannot flatten it first), possibly upcast to f32 (is_upcast).
+// `logits` is (N, V).
 bool match_linear(const View& v, ValueId logits, Match& m) {
   const int64_t n = v.shape(logits)[0], vocab = v.shape(logits)[1];
   ValueId x = logits;
   for (auto p = v.made_by(x); p && is_reshape(v, *p); p = v.made_by(x)) x = v.tensor(*p, 0);
   auto c = v.made_by(x);
+  if (c && is_upcast(v, *c)) {
+    m.upcast = true;
+    m.replaced.insert(*c);
+    x = v.tensor(*c, 0);
+    for (auto p = v.made_by(x); p && is_reshape(v, *p); p = v.made_by(x)) x = v.tensor(*p, 0);
+    c = v.made_by(x);
+  }
   if (!c) return false;
   if (v.is(*c, "aten::add", "Tensor") && v.is_one(*c, 2)) {
     m.bias = v.tensor(*c, 1);
@@ -191,7 +224,7 @@ bool match_linear(const View& v, ValueId logits, Match& m) {
   m.weight = w;
   const ir::Shape& h = v.shape(m.hidden);
   if (!odd || h.size() != 2 || h[0] != n || v.shape(w) != ir::Shape{vocab, h[1]}) return false;
-  const ir::DType dt = v.g.type(logits).dtype;
+  const ir::DType dt = v.g.type(x).dtype;  // the head's (the logits' unless upcast)
   return v.g.type(m.hidden).dtype == dt && v.g.type(w).dtype == dt &&
          (m.bias == kNoValue || v.g.type(m.bias).dtype == dt);
 }
@@ -216,6 +249,24 @@ bool match_forward(const View& v, size_t i, Match& m) {
   m.replaced.insert(*ls);
   const ValueId logits = v.tensor(*ls, 0);
   return logits != kNoValue && v.shape(logits) == v.shape(logp) && match_linear(v, logits, m);
+}
+
+// The gradient of the head's logits, from the log-softmax's gradient G: G and
+// its reshapes, or with an upcast, those of G's one cast back to the head's
+// dtype (autograd's backward of the upcast); none if that cast is not one.
+std::vector<ValueId> logits_gradient(const View& v, Match& m, ValueId g) {
+  std::vector<ValueId> grad = reshapes_of(v, g);
+  if (!m.upcast) return grad;
+  std::optional<size_t> down;
+  for (ValueId x : grad)
+    for (int32_t u : v.users(x))
+      if (is_cast(v, static_cast<size_t>(u), v.g.type(m.hidden).dtype, /*any_device=*/true)) {
+        if (down) return {};
+        down = static_cast<size_t>(u);
+      }
+  if (!down) return {};
+  m.replaced.insert(*down);
+  return reshapes_of(v, v.node(*down).outputs[0]);
 }
 
 // The backward part: nll_loss_backward of the forward's total weight, then
@@ -249,7 +300,8 @@ bool match_backward(const View& v, Match& m) {
       dtype->value("dtype", "") != ir::to_string(v.g.type(logp).dtype) || v.node(sb).outputs.size() != 1)
     return false;
   m.replaced.insert(sb);
-  const std::vector<ValueId> grad = reshapes_of(v, v.node(sb).outputs[0]);  // G (N, V) and its reshapes
+  const std::vector<ValueId> grad = logits_gradient(v, m, v.node(sb).outputs[0]);  // G (N, V) and its reshapes
+  if (grad.empty()) return false;
   const int64_t n = v.shape(logp)[0], vocab = v.shape(logp)[1], h = v.shape(m.hidden)[1];
   // The one node among the readers of `vs` that `is_it` accepts; false if two are.
   auto find_one = [&](const std::vector<ValueId>& vs, auto&& is_it, std::optional<size_t>& found) {
@@ -349,10 +401,12 @@ std::optional<std::vector<ir::Node>> rewrite(ir::Graph& g, const Match& m, const
   fwd.op = "linear_cross_entropy";
   fwd.inputs = {m.hidden, m.weight, m.target};
   if (m.bias != kNoValue) fwd.inputs.push_back(m.bias);
-  const ir::TensorType& h = g.type(m.hidden);
-  const ValueId lse = g.add_value(g.unique_name(g.value(loss).name + ".logsumexp"), {{h.shape[0]}, h.dtype}, ir::Role::other);
+  const ir::TensorType h = g.type(m.hidden);  // a copy: add_value below may move the table
+  const ir::DType logits = g.type(loss).dtype;  // the head's, or f32 when upcast
+  const ValueId lse = g.add_value(g.unique_name(g.value(loss).name + ".logsumexp"), {{h.shape[0]}, logits}, ir::Role::other);
   fwd.outputs = {loss, lse};
   fwd.attrs = {{"chunk_rows", int64_t{0}}, {"ignore_index", m.ignore_index}};
+  if (m.upcast) fwd.attrs.set("logits_dtype", std::string(ir::to_string(logits)));
   fwd.scope = loss_node.scope;
   for (size_t i : m.replaced)
     if (!nodes[i].scope.empty() && (nodes[i].op != "aten" || nodes[i].attrs.s("target") != "aten::_log_softmax")) {

@@ -523,19 +523,20 @@ std::vector<ir::ValueId> append_buffer_updates(Loader& L, const json& doc) {
   return out;
 }
 
-// The vocabulary head fused (fuse_loss.h): the loss and the buffer updates
-// are read after it, as are the gradients; the values it left unmade are
-// dropped and the loader's names follow the renumbering.
-void fuse_loss(Loader& L, ir::ValueId& loss, const std::vector<ir::ValueId>& updates) {
-  std::vector<ir::ValueId> keep = updates;
-  keep.push_back(loss);
+// The vocabulary head fused (fuse_loss.h): `kept` (the loss or the module's
+// outputs, the buffer updates, the values the caller holds) is read after it,
+// as are the gradients; the values it left unmade are dropped, and the
+// loader's names and `kept` follow the renumbering.
+void fuse_loss(Loader& L, const std::vector<ir::ValueId*>& kept) {
+  std::vector<ir::ValueId> keep;
+  for (const ir::ValueId* v : kept) keep.push_back(*v);
   if (fuse_linear_cross_entropy(L.g, keep) == 0) return;
   const std::vector<ir::ValueId> remap = remove_unused_values(L.g);
   for (auto it = L.by_step_name.begin(); it != L.by_step_name.end();) {
     it->second = remap[static_cast<size_t>(it->second)];
     it = it->second == ir::kNoValue ? L.by_step_name.erase(it) : std::next(it);
   }
-  loss = remap[static_cast<size_t>(loss)];
+  for (ir::ValueId* v : kept) *v = remap[static_cast<size_t>(*v)];
 }
 
 // (primal, gradient) for every value with role "gradient", in the file's order.
@@ -591,8 +592,12 @@ ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& op
     ir::ValueId loss = L.value(str(doc, "loss", "top level"), "field 'loss'");
     MUTWO_CHECK(L.g.type(loss).shape.empty() && ir::is_floating(L.g.type(loss).dtype),
                 "field 'loss': %{} must be a floating-point scalar, not {}", L.g.value(loss).name, ir::to_string(L.g.type(loss)));
-    const std::vector<ir::ValueId> updates = append_buffer_updates(L, doc);
-    if (options.fuse_loss) fuse_loss(L, loss, updates);
+    std::vector<ir::ValueId> updates = append_buffer_updates(L, doc);
+    if (options.fuse_loss) {
+      std::vector<ir::ValueId*> kept{&loss};
+      for (ir::ValueId& u : updates) kept.push_back(&u);
+      fuse_loss(L, kept);
+    }
     resolve_inplace(L.g);
     order_by_phase(L.g, {loss});
     infer_scopes(L.g);
@@ -641,6 +646,13 @@ ModuleStep load_module_step(const std::string& text, const std::string& source) 
     }
     std::vector<ir::ValueId> roots = m.outputs;
     for (ir::ValueId v : append_buffer_updates(L, doc)) roots.push_back(v);  // updated in the forward pass, as eager does
+    {  // a module that returns the loss of its vocabulary head (not the logits): fused as for the command line
+      std::vector<ir::ValueId*> kept;
+      for (auto* list : {&roots, &m.outputs, &m.primals, &m.constants})
+        for (ir::ValueId& v : *list) kept.push_back(&v);
+      for (auto& [pos, t] : m.tangents) kept.push_back(&t);
+      fuse_loss(L, kept);
+    }
     resolve_inplace(L.g);
     order_by_phase(L.g, roots);
     infer_scopes(L.g);

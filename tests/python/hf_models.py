@@ -45,8 +45,8 @@ def hf_loss(names: tuple[str, ...]) -> Callable:
     return loss_fn
 
 
-def _inputs(kind: str, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    ids = torch.randint(1, VOCAB, (BATCH, SEQ), generator=gen)
+def _inputs(kind: str, gen: torch.Generator, batch: int = BATCH, seq: int = SEQ) -> dict[str, torch.Tensor]:
+    ids = torch.randint(1, VOCAB, (batch, seq), generator=gen)
     if kind == "causal":
         return {"input_ids": ids, "labels": ids.clone()}
     if kind == "masked":
@@ -54,17 +54,18 @@ def _inputs(kind: str, gen: torch.Generator) -> dict[str, torch.Tensor]:
         labels[:, ::3] = ids[:, ::3]
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": labels}
     assert kind == "seq2seq", kind
-    return {"input_ids": ids, "labels": torch.randint(1, VOCAB, (BATCH, SEQ // 2), generator=gen)}
+    return {"input_ids": ids, "labels": torch.randint(1, VOCAB, (batch, seq // 2), generator=gen)}
 
 
-def factory(name: str) -> tuple[nn.Module, tuple, Callable]:
-    """(model, input tensors, loss_fn) for one row of ARCHS, the same on every call."""
+def factory(name: str, batch: int = BATCH, seq: int = SEQ, **config_changes: Any) -> tuple[nn.Module, tuple, Callable]:
+    """(model, input tensors, loss_fn) for one row of ARCHS, the same on every
+    call; `config_changes` override the row's config (a larger vocabulary, no dropout)."""
     import transformers
 
     arch = ARCHS[name]
     torch.manual_seed(0)
-    config = getattr(transformers, arch.config)(**arch.kwargs)
+    config = getattr(transformers, arch.config)(**{**arch.kwargs, **config_changes})
     config._attn_implementation = "sdpa"  # what Hugging Face picks by default, made explicit
     model = getattr(transformers, arch.model)(config).train()
-    inputs = _inputs(arch.inputs, torch.Generator().manual_seed(1))
+    inputs = _inputs(arch.inputs, torch.Generator().manual_seed(1), batch, seq)
     return model, tuple(inputs.values()), hf_loss(tuple(inputs))
