@@ -10,7 +10,8 @@
 #   4. mutwo.torch.wrap on Hugging Face T5 (0-dim CPU tensors) two steps;
 #   5. the CUDA-only pytest cases.
 # JSON lines in $OUT/results.jsonl with card, torch and date; log in $OUT/log.txt.
-#   MODELS="resnet-152 bert-base" KEEP=12 bench/shared_card_gpu.sh
+# SECTIONS picks some (default "1 2 3 4 5").
+#   SECTIONS="1 3 4 5" bench/shared_card_gpu.sh; SECTIONS=2 MODELS="resnet-152 bert-base" KEEP=12 bench/shared_card_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-bench/out/shared}
@@ -18,6 +19,8 @@ mkdir -p "$out"
 exec > >(tee -a "$out/log.txt") 2>&1
 res="$out/results.jsonl"
 keep=${KEEP:-12}
+sections=" ${SECTIONS:-1 2 3 4 5} "
+on() { [[ "$sections" == *" $1 "* ]]; }
 timeout -k 5 "${BUILD_TIMEOUT:-300}" scripts/build-cuda.sh || { echo "build failed or timed out"; tail -30 build-cuda.log; exit 1; }
 m=$PWD/build-cuda/src/cli/mutwo
 card=$(python3 -c 'import torch; print(torch.cuda.get_device_name())'); torchv=$(python3 -c 'import torch; print(torch.__version__)')
@@ -37,9 +40,9 @@ sleep 15
 nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader
 
 echo "== 1. run on the shared card (${SECONDS}s)"
-tag "$($m run --model resnet-50 --batch 32 --steps 3 --device cuda --json | tail -n 1)" run-resnet-50
+on 1 && tag "$($m run --model resnet-50 --batch 32 --steps 3 --device cuda --json | tail -n 1)" run-resnet-50
 echo "== 2. max-batch without --memory (${SECONDS}s)"
-for model in ${MODELS:-resnet-152 bert-base}; do
+on 2 && for model in ${MODELS:-resnet-152 bert-base}; do
   j=$(timeout 200 $m max-batch --model $model --device cuda --planners ${PLANNERS:-none,per-layer,mutwo} --out "$out/mb_$model" --json --quiet | tail -n 1)
   tag "$j" "max-batch-$model"
   for p in none per-layer mutwo; do
@@ -49,16 +52,16 @@ for model in ${MODELS:-resnet-152 bert-base}; do
   done
 done
 echo "== 3. captured LLaMA, optimize --check on CUDA (${SECONDS}s)"
-PYTHONPATH=python:tests/python timeout 120 python3 - "$out/llama" <<'PY'
+on 3 && PYTHONPATH=python:tests/python timeout 120 python3 - "$out/llama" <<'PY'
 import sys, torch, hf_models
 from mutwo.capture import capture
 model, inputs, loss = hf_models.factory("llama")
 model = model.cuda(); inputs = tuple(t.cuda() for t in inputs)
 capture(model, inputs, loss, sys.argv[1] + "/step.json")
 PY
-tag "$(timeout 120 $m optimize --graph "$out/llama/step.json" --device cuda --budget 70% --check --json --quiet --out "$out/llama/o" | tail -n 1)" optimize-llama-check
+on 3 && tag "$(timeout 120 $m optimize --graph "$out/llama/step.json" --device cuda --budget 70% --check --json --quiet --out "$out/llama/o" | tail -n 1)" optimize-llama-check
 echo "== 4. wrap T5 on CUDA (${SECONDS}s)"
-PYTHONPATH=python:tests/python MUTWO_LIBRARY=$PWD/build-cuda/src/torchext/libmutwo_torch.so timeout 120 python3 - <<'PY' | tail -n 1 > "$out/t5.json"
+on 4 && PYTHONPATH=python:tests/python MUTWO_LIBRARY=$PWD/build-cuda/src/torchext/libmutwo_torch.so timeout 120 python3 - <<'PY' | tail -n 1 > "$out/t5.json"
 import json, torch, hf_models, mutwo.torch
 model, inputs, loss = hf_models.factory("t5")
 w = mutwo.torch.wrap(model.cuda(), "70%")
@@ -69,9 +72,9 @@ for _ in range(2):
 info = mutwo.torch.report(w)
 print(json.dumps({"losses": losses, "feasible": info["feasible"], "measured_peak_bytes": info["measured_peak_bytes"], "budget_bytes": info["budget_bytes"]}))
 PY
-tag "$(cat "$out/t5.json" 2>/dev/null || echo '{"error": "wrap failed"}')" wrap-t5
+on 4 && tag "$(cat "$out/t5.json" 2>/dev/null || echo '{"error": "wrap failed"}')" wrap-t5
 kill $hog; wait $hog 2>/dev/null
 echo "== 5. CUDA pytest cases, card free again (${SECONDS}s)"
-MUTWO_BIN=$m MUTWO_LIBRARY=$PWD/build-cuda/src/torchext/libmutwo_torch.so PYTHONPATH=python:tests/python \
+on 5 && MUTWO_BIN=$m MUTWO_LIBRARY=$PWD/build-cuda/src/torchext/libmutwo_torch.so PYTHONPATH=python:tests/python \
   timeout 150 python3 -m pytest tests/python -q -p no:cacheprovider -k "cuda" 2>&1 | tail -n 5
 echo "done in ${SECONDS}s"

@@ -5,6 +5,7 @@
 // kernel fills a stack from them, makes the boxed call and puts the returned
 // tensors into the node's outputs, checking their types against the captured
 // ones on the first run.
+#include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 
@@ -47,7 +48,7 @@ struct Prepared {
   std::vector<Arg> args;
   std::vector<int64_t> returns;
   std::vector<ir::TensorType> types;  // the captured output types
-  bool default_generator = false;     // random, with no generator argument (CUDA's native_dropout)
+  bool default_generator = false;     // random, with no generator argument (torch 2's native_dropout)
   mutable bool checked = false;  // output types compared with the captured ones (first run)
 };
 
@@ -219,15 +220,26 @@ std::shared_ptr<const void> aten_prepare(const ir::Graph& g, const ir::Node& n) 
 }
 
 // While alive, the device's default generator continues the executor's
-// sequence (CUDA's Philox: seed and offset); the executor's takes the offset
-// back after. A no-op where the executor's generator is the default one (a
-// captured CUDA graph) and on the CPU, where torch 1.13's captures draw through
-// generator arguments (bernoulli_).
+// sequence, for an op that draws from the default generator (it takes no
+// generator argument: torch 2's native_dropout, rand_like); the executor's
+// generator takes the advanced state back after, and the default one is left
+// as it was. CUDA: Philox's seed and offset. CPU: the Mersenne Twister engine
+// and the cached normal samples, copied by value (no tensor is allocated, so
+// nothing shows in the measured memory). A no-op where the executor's
+// generator is the default one (mutwo.torch, a captured CUDA graph).
 class DefaultGeneratorSwap {
  public:
   DefaultGeneratorSwap(bool needed, KernelCall& k) {
+    if (!needed) return;
+    if (k.options.device().is_cpu()) {
+      def_ = at::detail::getDefaultCPUGenerator();
+      if (def_ == k.generator) return;
+      mine_ = &k.generator;
+      saved_cpu_ = cpu_state(def_);
+      set_cpu_state(def_, cpu_state(*mine_));
+      return;
+    }
 #ifdef MUTWO_WITH_CUDA
-    if (!needed || !k.options.device().is_cuda()) return;
     const auto index = k.options.device().has_index() ? k.options.device().index() : c10::DeviceIndex(0);
     def_ = at::cuda::detail::getDefaultCUDAGenerator(index);
     if (def_ == k.generator) return;
@@ -238,14 +250,16 @@ class DefaultGeneratorSwap {
     offset_ = def_.get_offset();
     def_.set_current_seed(mine_->current_seed());
     def_.set_offset(mine_->get_offset());
-#else
-    (void)needed;
-    (void)k;
 #endif
   }
   ~DefaultGeneratorSwap() {
-#ifdef MUTWO_WITH_CUDA
     if (!mine_) return;
+    if (def_.device().is_cpu()) {
+      set_cpu_state(*mine_, cpu_state(def_));
+      set_cpu_state(def_, saved_cpu_);
+      return;
+    }
+#ifdef MUTWO_WITH_CUDA
     mine_->set_offset(def_.get_offset());
     def_.set_current_seed(seed_);
     def_.set_offset(offset_);
@@ -255,12 +269,41 @@ class DefaultGeneratorSwap {
   DefaultGeneratorSwap& operator=(const DefaultGeneratorSwap&) = delete;
 
  private:
-#ifdef MUTWO_WITH_CUDA
+  struct CpuState {
+    at::mt19937 engine;
+    std::optional<float> next_float;
+    std::optional<double> next_double;
+  };
+  static CpuState cpu_state(const at::Generator& g) {
+    auto* impl = at::check_generator<at::CPUGeneratorImpl>(g);
+    return {impl->engine(), impl->next_float_normal_sample(), impl->next_double_normal_sample()};
+  }
+  static void set_cpu_state(at::Generator& g, const CpuState& s) {
+    auto* impl = at::check_generator<at::CPUGeneratorImpl>(g);
+    impl->set_engine(s.engine);
+    impl->set_next_float_normal_sample(s.next_float);
+    impl->set_next_double_normal_sample(s.next_double);
+  }
+
   at::Generator def_;
   at::Generator* mine_ = nullptr;
+  CpuState saved_cpu_;
   uint64_t seed_ = 0, offset_ = 0;
-#endif
 };
+
+// Whether `t` holds a storage of its own larger than its elements: a new
+// tensor laid out like a view (aten::copy of a slice returns self's strides
+// and storage offset in a storage of the whole base: 1024 B for an i64
+// [8, 15] slice of [8, 16], seen in T5's captured label shift). Every value
+// is charged its elements' bytes (analysis::liveness), so it is made compact.
+bool owns_more_than_its_elements(const KernelCall& k, const at::Tensor& t) {
+  if (!t.defined() || ops::has(k.node, ops::kView) || ops::has(k.node, ops::kInplace)) return false;
+  if (t.storage().nbytes() <= static_cast<size_t>(t.numel()) * t.element_size()) return false;
+  for (size_t i = 0; i < k.node.inputs.size(); ++i)
+    if (k.input(i).defined() && k.input(i).has_storage() && k.input(i).storage().is_alias_of(t.storage()))
+      return false;  // an output that aliases an input (an op the capture did not mark a view)
+  return true;
+}
 
 void put_output(KernelCall& k, const Prepared& p, size_t& flat, const at::Tensor& t) {
   MUTWO_CHECK(flat < p.returns.size(), "{}: returned more tensors than the capture recorded ({})", display_name(k.node),
@@ -268,7 +311,7 @@ void put_output(KernelCall& k, const Prepared& p, size_t& flat, const at::Tensor
   int64_t slot = p.returns[flat++];
   if (slot < 0) return;
   MUTWO_CHECK(t.defined(), "{}: output {} is undefined, but the capture recorded a tensor", display_name(k.node), slot);
-  k.output(static_cast<size_t>(slot)) = t;
+  k.output(static_cast<size_t>(slot)) = owns_more_than_its_elements(k, t) ? t.clone(at::MemoryFormat::Contiguous) : t;
 }
 
 void aten_kernel(KernelCall& k) {
