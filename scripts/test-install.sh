@@ -24,7 +24,7 @@ import os, sys
 import torch
 import mutwo.torch
 root = sys.argv[1]
-assert not mutwo.torch.__file__.startswith(root), f"imported the source tree's mutwo: {mutwo.torch.__file__}"
+assert not mutwo.torch.__file__.startswith(os.path.join(root, "python")), f"imported the source tree's mutwo: {mutwo.torch.__file__}"
 model = mutwo.torch.wrap(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)), "100%")
 model(torch.randn(4, 8)).sum().backward()
 print("test-install: mutwo.torch from", os.path.dirname(mutwo.torch.__file__))
