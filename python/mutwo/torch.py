@@ -39,7 +39,11 @@ class BudgetError(MutwoError):
 
 
 def _library_path() -> str:
-    path = os.environ.get("MUTWO_LIBRARY") or os.path.join(os.path.dirname(os.path.abspath(__file__)), _LIBRARY_NAME)
+    here = os.path.dirname(os.path.abspath(__file__))
+    # MUTWO_LIBRARY, else an installed mutwo's (pip install .: mutwo/lib/), else a source build's copy.
+    path = os.environ.get("MUTWO_LIBRARY") or next(
+        (p for p in (os.path.join(here, "lib", _LIBRARY_NAME), os.path.join(here, _LIBRARY_NAME)) if os.path.exists(p)),
+        os.path.join(here, _LIBRARY_NAME))
     if not os.path.exists(path):
         raise MutwoError(f"{path} does not exist: build mutwo first (scripts/build.sh; the build copies the "
                          f"extension into python/mutwo/) or point MUTWO_LIBRARY at {_LIBRARY_NAME}")
