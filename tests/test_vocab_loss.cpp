@@ -375,6 +375,27 @@ TEST(VocabLoss, ASavedPlanAppliesItsChunks) {
   EXPECT_EQ(q.predicted.peak_bytes, p.predicted.peak_bytes);
 }
 
+// A captured head's step file (captured_head.h) loaded with its head fused or
+// as captured, run one step: the loss, then d_h, d_w and d_b where present.
+Tensors run_captured_head(const std::string& path, bool fuse) {
+  stepfile::LoadOptions lo;
+  lo.fuse_loss = fuse;
+  ir::Graph g = stepfile::load_step(path, {}, lo);
+  for (const char* grad : {"d_h", "d_w", "d_b"})
+    if (g.find(grad) != ir::kNoValue) g.outputs.push_back(g.find(grad));
+  int fused = 0;
+  for (const ir::Node& n : g.nodes()) fused += n.op == "linear_cross_entropy";
+  EXPECT_EQ(fused, fuse ? 1 : 0);
+  runtime::ExecutorOptions eo;
+  eo.keep_outputs = true;
+  runtime::Executor ex(g, eo);
+  ex.initialize();
+  ex.step();
+  Tensors out;
+  for (ValueId v : g.outputs) out.push_back(ex.value(v).clone());
+  return out;
+}
+
 // A captured step's head (tests/captured_head.h, torch 1.13's nodes) fused on
 // load against the same step file run as captured (ATen's addmm, log_softmax,
 // nll_loss and their backward): the loss within 1e-6 relative, the hidden,
@@ -386,25 +407,7 @@ TEST(VocabLoss, ACapturedHeadFusedEqualsItRunAsCaptured) {
     o.bias = bias;
     o.ignore_rows = true;
     const std::string path = captured_head::write(::testing::TempDir(), o);
-    auto run = [&](bool fuse) {
-      stepfile::LoadOptions lo;
-      lo.fuse_loss = fuse;
-      ir::Graph g = stepfile::load_step(path, {}, lo);
-      for (const char* grad : {"d_h", "d_w", "d_b"})
-        if (g.find(grad) != ir::kNoValue) g.outputs.push_back(g.find(grad));
-      int fused = 0;
-      for (const ir::Node& n : g.nodes()) fused += n.op == "linear_cross_entropy";
-      EXPECT_EQ(fused, fuse ? 1 : 0);
-      runtime::ExecutorOptions eo;
-      eo.keep_outputs = true;
-      runtime::Executor ex(g, eo);
-      ex.initialize();
-      ex.step();
-      Tensors out;
-      for (ValueId v : g.outputs) out.push_back(ex.value(v).clone());
-      return out;
-    };
-    const Tensors fused = run(true), captured = run(false);
+    const Tensors fused = run_captured_head(path, true), captured = run_captured_head(path, false);
     ASSERT_EQ(fused.size(), bias ? 4u : 3u);
     ASSERT_EQ(captured.size(), fused.size());
     for (size_t i = 0; i < fused.size(); ++i) EXPECT_TRUE(close(fused[i], captured[i], 1e-6)) << kNames[i == 0 ? 0 : i + 1];
@@ -425,25 +428,7 @@ TEST(VocabLoss, AnUpcastCapturedHeadFusedEqualsItRunAsCaptured) {
     o.upcast = "f32";
     o.name = "upcast_head";
     const std::string path = captured_head::write(::testing::TempDir(), o);
-    auto run = [&](bool fuse) {
-      stepfile::LoadOptions lo;
-      lo.fuse_loss = fuse;
-      ir::Graph g = stepfile::load_step(path, {}, lo);
-      for (const char* grad : {"d_h", "d_w", "d_b"})
-        if (g.find(grad) != ir::kNoValue) g.outputs.push_back(g.find(grad));
-      int fused = 0;
-      for (const ir::Node& n : g.nodes()) fused += n.op == "linear_cross_entropy";
-      EXPECT_EQ(fused, fuse ? 1 : 0);
-      runtime::ExecutorOptions eo;
-      eo.keep_outputs = true;
-      runtime::Executor ex(g, eo);
-      ex.initialize();
-      ex.step();
-      Tensors out;
-      for (ValueId v : g.outputs) out.push_back(ex.value(v).clone());
-      return out;
-    };
-    const Tensors fused = run(true), captured = run(false);
+    const Tensors fused = run_captured_head(path, true), captured = run_captured_head(path, false);
     ASSERT_EQ(fused.size(), bias ? 4u : 3u);
     ASSERT_EQ(captured.size(), fused.size());
     EXPECT_EQ(fused[0].scalar_type(), at::kFloat);

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import hf_models
+import loop
 import mutwo.torch
 from mutwo.capture import CaptureError, capture
 from mutwo_cli import last_json
@@ -45,21 +46,7 @@ def test_captured_step_optimizes_and_checks(tmp_path, name: str) -> None:
 
 
 def _train(name: str, budget: str | None, planner: str = "mutwo", steps: int = 2) -> dict:
-    model, inputs, loss_fn = hf_models.factory(name)
-    if budget is not None:
-        model = mutwo.torch.wrap(model, budget, planner=planner)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    torch.manual_seed(1)  # dropout's draws
-    losses, grads = [], []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model, *inputs)
-        loss.backward()
-        grads.append([p.grad.clone() for p in model.parameters()])
-        opt.step()
-        losses.append(loss.item())
-    return {"losses": losses, "grads": grads, "params": [p.detach().clone() for p in model.parameters()],
-            "model": model}
+    return loop.train(lambda: hf_models.factory(name), "adamw", budget, planner, steps)
 
 
 @pytest.mark.parametrize("name", ARCHS)

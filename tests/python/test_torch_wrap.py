@@ -16,6 +16,7 @@ import sys
 import pytest
 import torch
 
+import loop
 import models
 import mutwo.torch
 from mutwo.torch import BudgetError, MutwoError
@@ -26,32 +27,10 @@ MODELS = ["vit", "mobilenet", "unet", "llama"]
 BUDGETS = ["80%", "60%", "40%"]
 
 
-def _optimizer(name: str, params) -> torch.optim.Optimizer:
-    if name == "sgd":
-        return torch.optim.SGD(params, lr=0.05, momentum=0.9)
-    return torch.optim.AdamW(params, lr=1e-3, weight_decay=0.01)
-
-
 def train(name: str, optimizer: str, budget: str | None, planner: str = "mutwo", steps: int = 3,
           report: str | None = None) -> dict:
-    """`steps` steps of a plain loop; the model wrapped when a budget is given."""
-    model, inputs, loss_fn = models.FACTORIES[name]()
-    if budget is not None:
-        model = mutwo.torch.wrap(model, budget, planner=planner, report=report)
-    opt = _optimizer(optimizer, model.parameters())
-    torch.manual_seed(1)  # dropout's draws
-    losses, grads = [], []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model, *inputs)
-        loss.backward()
-        grads.append([p.grad.clone() for p in model.parameters()])
-        opt.step()
-        losses.append(loss.item())
-    plain = model.module if budget is not None else model
-    return {"losses": losses, "grads": grads, "params": [p.detach().clone() for p in plain.parameters()],
-            "buffers": {k: b.clone() for k, b in plain.named_buffers()}, "rng": torch.get_rng_state(),
-            "model": model}
+    """`steps` steps of a plain loop (loop.py); the model wrapped when a budget is given."""
+    return loop.train(models.FACTORIES[name], optimizer, budget, planner, steps, report)
 
 
 def same(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
@@ -150,7 +129,7 @@ def test_flops_profile_plans_without_running_first() -> None:
     base = train("llama", "sgd", "100%", planner="none")
     model, inputs, loss_fn = models.llama()
     w = mutwo.torch.wrap(model, "80%", profile="flops")
-    opt = _optimizer("sgd", w.parameters())
+    opt = loop.optimizer("sgd", w.parameters())
     torch.manual_seed(1)
     for _ in range(3):
         opt.zero_grad(set_to_none=True)
