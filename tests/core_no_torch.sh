@@ -3,7 +3,7 @@
 #   core_no_torch.sh BIN BUILD_DIR SOURCE_DIR
 # BIN (mutwo_core_tests) loads no libtorch or c10 (ldd); its link line in
 # BUILD_DIR/build.ninja names none; and no source of the core's folders
-# includes an ATen, c10 or torch header (Debian's libtorch-dev puts those on
+# includes an ATen, c10 or torch header (a system libtorch, as Debian's, puts those on
 # the default include path, so a compile here would not notice).
 set -euo pipefail
 bin=$(realpath "$1") build=$2 src=$3
