@@ -108,10 +108,23 @@ def measure(a: argparse.Namespace, variant: str) -> dict:
     elif variant.startswith("backend:"):
         import torch._dynamo as dynamo
         dynamo.reset()
-        backend = mutwo_torch().backend(variant.split(":", 1)[1])
+        backend = mutwo_torch().backend(variant.split(":", 1)[1], compiler="mutwo")
         loss_fn = torch.compile(loss_fn, backend=backend)
+    elif variant.startswith(("inductor:", "inductor-peak:")):
+        # mutwo plans, Inductor compiles. inductor:B is the backend's own budget (what the
+        # step adds); inductor-peak:P holds the whole process to a peer's measured peak P:
+        # the budget is P less what the process holds beside the step (parameters, inputs,
+        # the optimizer's momentum, which the first step creates).
+        budget = variant.split(":", 1)[1]
+        if variant.startswith("inductor-peak:"):
+            held = torch.cuda.memory_allocated() if a.device.startswith("cuda") else 0
+            momentum = sum(p.numel() * p.element_size() for p in model.parameters())
+            budget = str(max(1, int(budget) - held - momentum))
+        backend = mutwo_torch().backend(budget)
+        loss_fn = torch.compile(loss_fn, backend=backend, dynamic=False)
     elif variant != "eager":
-        raise ValueError(f"unknown variant {variant!r}: eager, checkpoint, sac, compile, compile:X, wrap:B, backend:B")
+        raise ValueError(f"unknown variant {variant!r}: eager, checkpoint, sac, compile, compile:X, wrap:B, backend:B, "
+                         "inductor:B, inductor@VARIANT")
     if a.autocast:
         plain_loss = loss_fn
 
@@ -147,7 +160,13 @@ def measure(a: argparse.Namespace, variant: str) -> dict:
                       dropped=len(info["dropped"]), mutwo_step_peak_bytes=info["measured_peak_bytes"])
     elif variant.startswith("backend:"):
         fields.update(graphs=len(backend.graphs))
-    system = "mutwo" if variant.startswith(("wrap:", "backend:")) else "pytorch"
+    elif variant.startswith("inductor"):
+        info = mutwo_torch().report(backend)
+        fields.update(graphs=len(info["graphs"]), budget_bytes=info["budget_bytes"],
+                      predicted_peak_bytes=info["predicted_peak_bytes"], mutwo_step_peak_bytes=info["measured_peak_bytes"],
+                      recompilations=sum(g["recompilations"] for g in info["graphs"]),
+                      recomputed=sum(a["decision"] == "recompute" for a in info["activations"]))
+    system = "mutwo" if variant.startswith(("wrap:", "backend:", "inductor")) else "pytorch"
     return row(a, variant, system=system, peak_bytes=peak, step_ms=round(statistics.median(times), 3), loss=float(loss),
                steps=a.steps, **({"autocast": a.autocast} if a.autocast else {}), **fields)
 
@@ -221,7 +240,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--steps", type=int, default=10, help="measured steps, after 2 warm-up steps")
-    ap.add_argument("--variants", default="eager,checkpoint", help="eager, checkpoint, sac, compile, compile:X, wrap:B, backend:B")
+    ap.add_argument("--variants", default="eager,checkpoint",
+                    help="eager, checkpoint, sac, compile, compile:X, wrap:B, backend:B (mutwo's executor), inductor:B "
+                         "(mutwo plans, Inductor compiles), inductor@VARIANT (that at an earlier variant's peak)")
     ap.add_argument("--out", help="append the JSON lines to this file too")
     ap.add_argument("--timeout", type=float, default=300, help="seconds per variant")
     ap.add_argument("--sdpa", default="auto", help="attention backend: auto, or math, efficient_attention, ...")
@@ -235,8 +256,20 @@ def main() -> None:
     if a.capture:
         return capture_step(a)
     signal.signal(signal.SIGTERM, on_term)
+    peaks: dict[str, int] = {}  # measured so far, for inductor@VARIANT
     for variant in a.variants.split(","):
-        line = json.dumps(run_variant(a, variant))
+        if variant.startswith("inductor@"):  # mutwo's backend at that variant's measured peak
+            at = variant.split("@", 1)[1]
+            if at not in peaks:
+                print(json.dumps(row(a, variant, error=f"{at} has no measured peak in this call")), flush=True)
+                continue
+            r = run_variant(a, f"inductor-peak:{peaks[at]}")
+            r["variant"] = variant
+        else:
+            r = run_variant(a, variant)
+        if r.get("peak_bytes"):
+            peaks[variant] = r["peak_bytes"]
+        line = json.dumps(r)
         print(line, flush=True)
         if a.out:
             with open(a.out, "a") as f:

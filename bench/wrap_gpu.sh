@@ -45,7 +45,8 @@ for r in rows:
     peak, ms = r.get("peak_bytes"), r.get("step_ms")
     note = "ERROR " + r["error"][:90] if "error" in r else (
         f"predicted {r['predicted_peak_bytes'] / 2**20:.0f} MiB, budget {r['budget_bytes'] / 2**20:.0f} MiB, "
-        f"{r['dropped']} dropped" if "budget_bytes" in r else "")
+        f"{r.get('dropped', r.get('recomputed'))} dropped, {r.get('recompilations', 0)} recompilations"
+        if "budget_bytes" in r else "")
     print(f"{r['model']:<9} {r['batch']:>5} {r['variant']:<14} {f'{peak / 2**20:.0f}' if peak else '-':>9} "
           f"{f'{ms:.1f}' if ms else '-':>9}  {note}")
 PY

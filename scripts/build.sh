@@ -34,6 +34,8 @@ run() {  # runs a step, its output in $log when quiet
 }
 : >"$log"
 start=$(date +%s)
-run cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${args[@]}"
+# -U SKBUILD*: scripts/test-install.sh's pip install . may have built in this
+# folder (reusing its objects), which leaves scikit-build-core's settings cached.
+run cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -U 'SKBUILD*' "${args[@]}"
 run ninja -C "$dir" -j"$(nproc)" "${targets[@]}"
 echo "build: $dir in $(( $(date +%s) - start )) s"

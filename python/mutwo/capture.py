@@ -497,6 +497,8 @@ def _is_tensor_meta(m: Any) -> bool:
 
 
 class _Writer:
+    namespaces: tuple[str, ...] = ("aten::",)  # the ops mutwo's executor runs
+
     def __init__(self, joint: Joint, recorded: dict, shares: dict) -> None:
         self.joint, self.rec, self.shares = joint, recorded, shares
         self.values: list[dict] = []
@@ -575,7 +577,7 @@ class _Writer:
         if not isinstance(op, torch._ops.OpOverload):
             raise _node_error(n, "not an ATen operator (a higher-order op or Python function)")
         schema = op._schema
-        if not schema.name.startswith("aten::"):
+        if not schema.name.startswith(self.namespaces):
             raise _node_error(n, "not an ATen operator")
         args = _normalize_args(n)
         if self.data_dependent(op, args):
@@ -710,16 +712,21 @@ def document(joint: Joint, name: str, data: str) -> tuple[dict, dict[str, torch.
     rec = _Recorder(joint.gm)
     with _rng_preserved(), torch.no_grad():
         _compat.run_fx(rec, joint.inputs())
-    w = _Writer(joint, rec.meta, rec.shares)
+    return written(_Writer(joint, rec.meta, rec.shares), name, data)
+
+
+def written(w: _Writer, name: str, data: Optional[str]) -> tuple[dict, dict[str, torch.Tensor]]:
+    """The document of a joint graph whose nodes' metadata `w` holds."""
+    joint, meta = w.joint, w.rec
     values, nodes = w.build()
     if joint.loss is not None:
-        loss_meta = rec.meta[joint.loss]
+        loss_meta = meta[joint.loss]
         if not _is_tensor_meta(loss_meta) or loss_meta[1] != () or not loss_meta[0].is_floating_point:
             raise CaptureError(f"the loss ({joint.loss.name}) must be a floating-point scalar, not {loss_meta}")
     updates = []
     for i, node in joint.buffer_updates:
         ph = joint.placeholders[i]
-        if rec.meta[node][:2] != rec.meta[ph][:2]:
+        if meta[node][:2] != meta[ph][:2]:
             raise _node_error(node, f"new value of {joint.primals[i].key} has the wrong dtype or shape")
         updates.append({"buffer": w.value_of[ph], "value": w.value_of[node]})
     doc = {"format": FORMAT, "version": VERSION, "name": name,

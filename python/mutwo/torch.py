@@ -261,11 +261,21 @@ def wrap(module: torch.nn.Module, budget: str = "100%", *, planner: str = "mutwo
     return Wrapped(module, _options(budget, planner, profile, report, type(module).__name__))
 
 
-def report(module: Wrapped, directory: Optional[str] = None) -> dict:
+def report(module: Any, directory: Optional[str] = None) -> dict:
     """The plan of the module's latest step: predicted and measured peak, what was
     dropped, the predicted extra time (docs/python.md lists the keys). With a
     directory, also writes there the CLI's files: profile.json and its tables and
-    plots, plan.json, plan.csv, rewritten.ir, summary.json and report.md."""
+    plots, plan.json, plan.csv, rewritten.ir, summary.json and report.md.
+
+    `module`: what wrap() returned, or a backend() after its compiled model ran:
+    with compiler="inductor", the latest graph's plan (each value's decision
+    and why), its predicted and measured peaks and its recompilations, and
+    under "graphs" every graph's (no files are written)."""
+    compiled = [g for g in getattr(module, "graphs", []) if not isinstance(g, Wrapped)]
+    if compiled:  # a backend(compiler="inductor"): each graph's plan, predicted and measured
+        return {**compiled[-1].info(), "graphs": [g.info() for g in compiled]}
+    if getattr(module, "graphs", None):  # a backend(compiler="mutwo")
+        module = module.graphs[-1]
     sessions = module._sessions if isinstance(module, Wrapped) else getattr(module, "_mutwo_sessions", None)
     last = module._last if isinstance(module, Wrapped) else getattr(module, "_mutwo_last", None)
     if sessions is None:
@@ -279,21 +289,49 @@ def report(module: Wrapped, directory: Optional[str] = None) -> dict:
     return info
 
 
-def backend(budget: str = "100%", *, planner: str = "mutwo", profile: str = "measure",
+def backend(budget: str = "100%", *, compiler: str = "inductor", planner: str = "mutwo", profile: str = "measure",
             report: Optional[str] = None) -> Callable:
-    """A torch.compile backend: each graph Dynamo hands it is captured
-    with AOTAutograd on its first call, partitioned by mutwo's plan and run as
-    wrap() runs a module. A percentage budget applies to each graph; a byte
-    budget needs the model in one graph and raises MutwoError on a graph break."""
+    """A torch.compile backend under a memory budget.
+
+    compiler="inductor" (the default): mutwo plans, Inductor compiles. Each
+    graph's joint forward and backward is planned by mutwo (keep or recompute
+    each forward value, from costs that know what Inductor fuses) and
+    partitioned and compiled by Inductor. The budget is bytes ("6GiB") or a
+    percentage of the step's predicted peak with everything kept, and bounds
+    what the compiled forward and backward add to what was allocated when the
+    step began: each step is measured, a step over budget plans again with
+    the overshoot taken off and recompiles (at most three times), then the
+    next call raises BudgetError naming the lowest measured peak.
+
+    compiler="mutwo": each graph is captured and run by mutwo's own executor,
+    as wrap() runs a module (`profile` and `report` apply to it). A
+    percentage budget applies to each graph; a byte budget needs the model in
+    one graph and raises MutwoError on a graph break."""
+    if compiler not in ("inductor", "mutwo"):
+        raise MutwoError(f"compiler={compiler!r}: use 'inductor' (mutwo plans, Inductor compiles) or 'mutwo' "
+                         "(mutwo's executor)")
     options = _options(budget, planner, profile, report, "compiled")
     by_percent = options["budget"].endswith("%")
-    graphs: list[Wrapped] = []
+    graphs: list[Any] = []
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
         if graphs and not by_percent:
             raise MutwoError(f"torch.compile made a second graph (a graph break, or a recompilation for new "
                              f"shapes): a byte budget ({options['budget']}) cannot be split between graphs; "
                              "use a percentage budget, fix the break (torch._dynamo.explain), or mutwo.torch.wrap")
+        if compiler == "inductor":
+            _ops()
+            from mutwo._inductor import CompiledGraph
+            try:
+                compiled = CompiledGraph(gm, example_inputs, dict(options), memory, BudgetError)
+            except BudgetError as e:  # raised from the call, not wrapped in Dynamo's BackendCompilerFailed
+                error = e
+
+                def refuse(*args: Any) -> Any:
+                    raise error
+                return refuse
+            graphs.append(compiled)
+            return compiled
         w = wrap(gm, options["budget"], planner=planner, profile=profile, report=report)
         graphs.append(w)
 

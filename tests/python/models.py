@@ -76,9 +76,10 @@ def _rotate_half(x: torch.Tensor) -> torch.Tensor:
 
 
 class Attention(nn.Module):
-    def __init__(self, dim: int, heads: int) -> None:
+    def __init__(self, dim: int, heads: int, dropout: float = 0.0) -> None:
         super().__init__()
         self.heads, self.head_dim = heads, dim // heads
+        self.dropout = nn.Dropout(dropout)
         self.wq = nn.Linear(dim, dim, bias=False)
         self.wk = nn.Linear(dim, dim, bias=False)
         self.wv = nn.Linear(dim, dim, bias=False)
@@ -91,7 +92,7 @@ class Attention(nn.Module):
         k = k * cos + _rotate_half(k) * sin
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(self.head_dim)
         scores = scores.masked_fill(~mask, float("-inf"))
-        y = F.softmax(scores, dim=-1) @ v
+        y = self.dropout(F.softmax(scores, dim=-1)) @ v
         return self.wo(y.transpose(1, 2).reshape(b, t, d))
 
 
@@ -107,26 +108,27 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim: int, heads: int, hidden: int) -> None:
+    def __init__(self, dim: int, heads: int, hidden: int, dropout: float = 0.0) -> None:
         super().__init__()
+        self.dropout = nn.Dropout(dropout)
         self.attention_norm = RMSNorm(dim)
-        self.attention = Attention(dim, heads)
+        self.attention = Attention(dim, heads, dropout)
         self.ffn_norm = RMSNorm(dim)
         self.feed_forward = FeedForward(dim, hidden)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        x = x + self.attention(self.attention_norm(x), cos, sin, mask)
-        return x + self.feed_forward(self.ffn_norm(x))
+        x = x + self.dropout(self.attention(self.attention_norm(x), cos, sin, mask))
+        return x + self.dropout(self.feed_forward(self.ffn_norm(x)))
 
 
 class Llama(nn.Module):
     """Decoder-only LM; the output projection is tied to the embedding."""
 
     def __init__(self, vocab: int = 128, dim: int = 64, layers: int = 2, heads: int = 4, hidden: int = 176,
-                 max_seq: int = 32) -> None:
+                 max_seq: int = 32, dropout: float = 0.0) -> None:
         super().__init__()
         self.tok_embeddings = nn.Embedding(vocab, dim)
-        self.layers = nn.ModuleList(Block(dim, heads, hidden) for _ in range(layers))
+        self.layers = nn.ModuleList(Block(dim, heads, hidden, dropout) for _ in range(layers))
         self.norm = RMSNorm(dim)
         self.output = nn.Linear(dim, vocab, bias=False)
         self.output.weight = self.tok_embeddings.weight
@@ -152,10 +154,10 @@ def lm_loss(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor) -> to
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def llama() -> Factory:
+def llama(dropout: float = 0.0, batch: int = 8) -> Factory:
     torch.manual_seed(0)
-    model = Llama()
-    text = torch.randint(128, (8, 33))
+    model = Llama(dropout=dropout)
+    text = torch.randint(128, (batch, 33))
     return model, (text[:, :-1].contiguous(), text[:, 1:].contiguous()), lm_loss
 
 

@@ -1,0 +1,97 @@
+// Planning without running (see plan_step.h).
+#include "torchext/plan_step.h"
+
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include "plan/plan.h"
+#include "profile/profile.h"
+#include "stepfile/step_file.h"
+#include "support/error.h"
+#include "support/units.h"
+#include "torchext/session.h"
+
+namespace mutwo::torchext {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr double kFusedFraction = 0.05;
+
+// Bytes of the values the step is given: never the plan's to free.
+int64_t given_bytes(const ir::Graph& g) {
+  int64_t total = 0;
+  for (const ir::Value& v : g.values())
+    if (v.role == ir::Role::parameter || v.role == ir::Role::buffer || v.role == ir::Role::input) total += v.type.bytes();
+  return total;
+}
+
+}  // namespace
+
+std::string plan_step(const std::string& step_json, const std::string& options_json) {
+  const json o = json::parse(options_json);
+  const std::string planner = o.value("planner", "mutwo");
+  const std::string budget = o.value("budget", "100%");
+  stepfile::ModuleStep step = stepfile::load_module_step(step_json, "the compiled step");
+  // Temporaries the compiler keeps in registers (a pointwise chain fused into
+  // one kernel) never take memory: modelled as empty.
+  if (auto it = o.find("unmaterialized"); it != o.end())
+    for (const json& name : *it) {
+      const ir::ValueId v = step.graph.find(name.get<std::string>());
+      MUTWO_ASSERT(v != ir::kNoValue, "unmaterialized: no value {}", name.dump());
+      step.graph.value(v).type.shape = {0};
+    }
+  profile::Profile prof = profile::estimate_profile(step.graph, o.value("device", "cpu"));
+  prof.model = o.value("label", "compiled");
+  // Nodes the compiler fuses into the kernels around them (pointwise, views)
+  // cost a fraction of their roofline: recomputed inside a consumer they add
+  // arithmetic, not a round trip through memory.
+  if (auto it = o.find("fused"); it != o.end()) {
+    const std::set<std::string> fused(it->begin(), it->end());
+    for (profile::NodeRecord& r : prof.nodes)
+      if (fused.count(r.name)) r.ms *= kFusedFraction;
+  }
+  profile::summarize(prof);
+  prof.step_ms = prof.node_ms_sum;
+  plan::PlanInput in = plan::make_input(prof);
+  in.swap = false;  // Inductor runs what it is given; copies to host memory are not its partitioner's to place
+
+  const int64_t given = given_bytes(in.graph);
+  const int64_t unplanned = plan::simulate(in, {}).peak_bytes - given;
+  const int64_t added_budget = parse_budget(budget, unplanned);
+  plan::Plan p = plan::run_planner(planner, in, added_budget + given);
+  if (!p.feasible) {
+    const plan::Plan low = plan::run_planner(planner, in, 0);
+    throw BudgetError(fmt::format("budget {} cannot be met: the lowest the {} planner reaches is {} above the {} the "
+                                  "step is given, of an unplanned {}; raise the budget or lower the batch",
+                                  format_bytes(added_budget), planner, format_bytes(low.predicted.peak_bytes - given),
+                                  format_bytes(given), format_bytes(unplanned)));
+  }
+  json values = json::array();
+  for (const plan::ActivationRecord& r : plan::activation_records(in, p))
+    values.push_back({{"name", r.name}, {"bytes", r.bytes}, {"decision", r.decision}, {"reason", r.reason},
+                      {"recompute_ms", r.recompute_ms}});
+  json by_role = json::object();
+  for (size_t r = 0; r < p.predicted.peak_by_role.size(); ++r)
+    if (p.predicted.peak_by_role[r] > 0)
+      by_role[std::string(ir::to_string(static_cast<ir::Role>(r)))] = p.predicted.peak_by_role[r];
+  const rewrite::Recomputed planned = plan::rewrite_plan(in, p);
+  const auto& at = planned.graph.nodes().at(static_cast<size_t>(std::max(0, p.predicted.peak_node)));
+  json j{{"planner", planner},
+         {"predicted_peak_by_role", by_role},
+         {"predicted_peak_at", at.outputs.empty() ? json() : json(planned.graph.value(at.outputs[0]).name)},
+         {"budget_bytes", added_budget},
+         {"given_bytes", given},
+         {"unplanned_peak_bytes", unplanned},
+         {"predicted_peak_bytes", p.predicted.peak_bytes - given},
+         {"predicted_extra_ms", p.predicted.extra_ms},
+         {"step_ms", prof.step_ms},
+         {"from", p.from},
+         {"note", p.note},
+         {"activations", values}};
+  return j.dump();
+}
+
+}  // namespace mutwo::torchext
