@@ -5,9 +5,7 @@
 #   python3 -m mutwo.capture MODULE:FUNCTION --out step.json [--name NAME]
 from __future__ import annotations
 
-import argparse
 import copy
-import importlib
 import math
 import operator
 import os
@@ -760,50 +758,10 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Call
     return doc
 
 
-# ---------------------------------------------------------------------------------------------
-# Command line
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        print(f"mutwo.capture: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def main(argv: Optional[list[str]] = None) -> int:
-    ap = _Parser(prog="python3 -m mutwo.capture",
-                 usage="python3 -m mutwo.capture MODULE:FUNCTION --out step.json [--name NAME]",
-                 description="Write a model's training step (forward, loss and backward, traced by AOTAutograd) "
-                             "as a mutwo step file: OUT (JSON) and OUT's stem + .safetensors beside it.",
-                 epilog="FUNCTION() takes no arguments and returns (model, example_inputs, loss_fn), where "
-                        "loss_fn(model, *example_inputs) returns the scalar loss. MODULE is imported from the "
-                        "current directory or PYTHONPATH. Errors: one line on stderr, exit status 2.")
-    ap.add_argument("target", metavar="MODULE:FUNCTION", help="e.g. models:resnet18")
-    ap.add_argument("--out", required=True, metavar="STEP.json", help="the step file to write")
-    ap.add_argument("--name", help="the model's name in the file (default: the model's class name)")
-    a = ap.parse_args(argv)
-    try:
-        module_name, sep, func_name = a.target.partition(":")
-        if not sep or not module_name or not func_name:
-            raise CaptureError(f"expected MODULE:FUNCTION, got {a.target!r}")
-        if os.getcwd() not in sys.path and "" not in sys.path:
-            sys.path.insert(0, os.getcwd())
-        module = importlib.import_module(module_name)
-        fn = getattr(module, func_name, None)
-        if not callable(fn):
-            raise CaptureError(f"{module_name} has no function {func_name}")
-        got = fn()
-        if not isinstance(got, tuple) or len(got) != 3:
-            raise CaptureError(f"{a.target}() must return (model, example_inputs, loss_fn)")
-        model, inputs, loss_fn = got
-        doc = capture(model, inputs, loss_fn, a.out, a.name)
-    except Exception as e:  # one line, exit 2
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        kind = "" if isinstance(e, CaptureError) else f"{type(e).__name__}: "
-        print(f"mutwo.capture: error: {kind}{msg}", file=sys.stderr)
-        return 2
-    print(f"wrote {a.out} ({len(doc['nodes'])} nodes, {len(doc['values'])} values) and {doc['data']}")
-    return 0
+    """python3 -m mutwo.capture MODULE:FUNCTION --out step.json (mutwo/_capture_cli.py)."""
+    from mutwo._capture_cli import main as cli
+    return cli(argv)
 
 
 if __name__ == "__main__":
