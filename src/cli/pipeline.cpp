@@ -100,9 +100,7 @@ Planned profile_for_plan(const ir::Graph& g, const c10::Device& device, uint64_t
       n.peak_during = at(3);
     }
   }
-  p.input = plan::make_input(*prof);
-  apply_swap_flags(p.input);
-  p.unplanned_peak = plan::simulate(p.input, {}).peak_bytes;
+  static_cast<plan::Planned&>(p) = plan::prepare(*prof, apply_swap_flags);
   return p;
 }
 
@@ -124,7 +122,7 @@ Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, 
                   const std::string& budget, bool progress, const std::string& model, int64_t batch,
                   int64_t device_memory) {
   Planned p = profile_for_plan(g, device, seed, progress, model, batch, device_memory);
-  p.plan = plan::run_planner(planner, p.input, parse_budget(budget, p.unplanned_peak));
+  plan::run(p, {planner, budget});
   rewrite_planned(p);
   return p;
 }

@@ -28,10 +28,7 @@ struct Measured {
 // measured ones, from `seed`.
 Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps, bool cuda_graph = false);
 
-struct Planned {
-  plan::PlanInput input;  // the profiled step (its graph is the baseline)
-  int64_t unplanned_peak = 0;  // simulated, without recomputation
-  plan::Plan plan;
+struct Planned : plan::Planned {  // profiled and planned (plan::prepare, plan::run), then:
   rewrite::Recomputed rewritten;
   // Set when the unplanned step ran out of memory (or was predicted to pass
   // --device-memory) and was profiled under the most recomputation instead:

@@ -74,16 +74,16 @@ void PlanCommand::add_to(CLI::App& app) {
 }
 
 int PlanCommand::run() const {
-  plan::PlanInput in = [&] {
+  plan::Planned planned = [&] {
     const profile::Profile prof = profile::read_profile(profile_path);
     try {
-      return plan::make_input(prof);
+      return plan::prepare(prof, apply_swap_flags);
     } catch (const UserError& e) {
       MUTWO_FAIL("{}: {}", profile_path, e.what());
     }
   }();
-  apply_swap_flags(in);
-  const int64_t unplanned = plan::simulate(in, {}).peak_bytes;
+  const plan::PlanInput& in = planned.input;
+  const int64_t unplanned = planned.unplanned_peak;
   fs::path out_path(out);
   if (out_path.has_parent_path()) make_dirs(out_path.parent_path().string());
   std::string dir = out_path.has_parent_path() ? out_path.parent_path().string() : ".";
@@ -107,7 +107,8 @@ int PlanCommand::run() const {
     if (json_out) std::cout << json{{"sweep", rows}, {"out_dir", dir}}.dump() << std::endl;
     return 0;
   }
-  plan::Plan p = plan::run_planner(planner, in, parse_budget(budget, unplanned));
+  plan::run(planned, {planner, budget});
+  const plan::Plan& p = planned.plan;
   print_plan(in, p, unplanned);
   plan::write_plan_json(in, p, unplanned, out);
   std::string csv = (out_path.parent_path() / out_path.stem()).string() + ".csv";

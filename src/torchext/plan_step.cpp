@@ -55,20 +55,14 @@ std::string plan_step(const std::string& step_json, const std::string& options_j
   }
   profile::summarize(prof);
   prof.step_ms = prof.node_ms_sum;
-  plan::PlanInput in = plan::make_input(prof);
-  in.swap = false;  // Inductor runs what it is given; copies to host memory are not its partitioner's to place
-
-  const int64_t given = given_bytes(in.graph);
-  const int64_t unplanned = plan::simulate(in, {}).peak_bytes - given;
-  const int64_t added_budget = parse_budget(budget, unplanned);
-  plan::Plan p = plan::run_planner(planner, in, added_budget + given);
-  if (!p.feasible) {
-    const plan::Plan low = plan::run_planner(planner, in, 0);
-    throw BudgetError(fmt::format("budget {} cannot be met: the lowest the {} planner reaches is {} above the {} the "
-                                  "step is given, of an unplanned {}; raise the budget or lower the batch",
-                                  format_bytes(added_budget), planner, format_bytes(low.predicted.peak_bytes - given),
-                                  format_bytes(given), format_bytes(unplanned)));
-  }
+  // Inductor runs what it is given; copies to host memory are not its partitioner's to place.
+  plan::Planned planned = plan::prepare(prof, [](plan::PlanInput& in) { in.swap = false; });
+  const plan::PlanOptions po{planner, budget, given_bytes(planned.input.graph)};
+  plan::run(planned, po);
+  if (!planned.plan.feasible) throw BudgetError(plan::infeasible_text(planned, po));
+  const plan::PlanInput& in = planned.input;
+  const plan::Plan& p = planned.plan;
+  const int64_t given = po.exempt_bytes, unplanned = planned.unplanned_peak - given;
   json values = json::array();
   for (const plan::ActivationRecord& r : plan::activation_records(in, p))
     values.push_back({{"name", r.name}, {"bytes", r.bytes}, {"decision", r.decision}, {"reason", r.reason},
@@ -77,12 +71,12 @@ std::string plan_step(const std::string& step_json, const std::string& options_j
   for (size_t r = 0; r < p.predicted.peak_by_role.size(); ++r)
     if (p.predicted.peak_by_role[r] > 0)
       by_role[std::string(ir::to_string(static_cast<ir::Role>(r)))] = p.predicted.peak_by_role[r];
-  const rewrite::Recomputed planned = plan::rewrite_plan(in, p);
-  const auto& at = planned.graph.nodes().at(static_cast<size_t>(std::max(0, p.predicted.peak_node)));
+  const rewrite::Recomputed rewritten = plan::rewrite_plan(in, p);
+  const auto& at = rewritten.graph.nodes().at(static_cast<size_t>(std::max(0, p.predicted.peak_node)));
   json j{{"planner", planner},
          {"predicted_peak_by_role", by_role},
-         {"predicted_peak_at", at.outputs.empty() ? json() : json(planned.graph.value(at.outputs[0]).name)},
-         {"budget_bytes", added_budget},
+         {"predicted_peak_at", at.outputs.empty() ? json() : json(rewritten.graph.value(at.outputs[0]).name)},
+         {"budget_bytes", p.budget_bytes - given},
          {"given_bytes", given},
          {"unplanned_peak_bytes", unplanned},
          {"predicted_peak_bytes", p.predicted.peak_bytes - given},

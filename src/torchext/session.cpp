@@ -94,16 +94,13 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
   }
 
   // Phase 2: the plan.
-  input_ = plan::make_input(prof);
-  unplanned_peak_ = plan::simulate(input_, {}).peak_bytes;
-  plan_ = plan::run_planner(options_.planner, input_, parse_budget(options_.budget, unplanned_peak_));
-  if (!plan_.feasible) {
-    // The lowest peak this planner reaches, and what is live there.
-    const plan::Plan low = plan::run_planner(options_.planner, input_, 0);
-    throw BudgetError(fmt::format("budget {} cannot be met: {} for this step, of an unplanned {}; raise the budget or lower the batch",
-                                  format_bytes(plan_.budget_bytes), plan::floor_text(low, options_.planner),
-                                  format_bytes(unplanned_peak_)));
-  }
+  plan::Planned planned = plan::prepare(prof);
+  const plan::PlanOptions po{options_.planner, options_.budget};
+  plan::run(planned, po);
+  if (!planned.plan.feasible) throw BudgetError(plan::infeasible_text(planned, po));
+  input_ = std::move(planned.input);
+  unplanned_peak_ = planned.unplanned_peak;
+  plan_ = std::move(planned.plan);
 
   // Phase 3: the rewrite, run by the executor part by part.
   planned_ = plan::rewrite_plan(input_, plan_).graph;
