@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import operator
+import pathlib
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -32,7 +33,7 @@ from mutwo import capture
 
 MAX_RECOMPILES = 3  # plans after the first one, per graph, before BudgetError
 _MARGIN = 0.01  # of the budget, taken off again when a step is over it
-_SOURCE_HASH = hashlib.sha256(open(__file__, "rb").read()).hexdigest()[:16]
+_SOURCE_HASH = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()[:16]  # in the partitioner's uuid
 
 
 class _PlanWriter(capture._Writer):
@@ -202,7 +203,7 @@ class Attempt:
     """One plan of one graph, as compiled and as measured."""
     planner_budget: int  # the budget the planner was given (bytes added)
     plan: dict = field(default_factory=dict)  # torch.ops.mutwo.plan's answer
-    tags: dict = field(default_factory=dict)
+    tags: dict = field(default_factory=dict)  # forward nodes tagged recompute and save
     measured: list[int] = field(default_factory=list)  # each step's measured added peak
 
 
