@@ -78,7 +78,6 @@ def _scope(path: str) -> str:
 class JointView:
     """What the planner needs of AOTAutograd's joint graph."""
     document: dict
-    given_bytes: int
     value_node: dict[str, torch.fx.Node]  # value name -> the FX node holding it
     fused: list[str]  # first outputs of nodes Inductor fuses into their consumers
     unmaterialized: list[str]  # temporaries it never writes to memory
@@ -97,10 +96,7 @@ def _fused(node: torch.fx.Node) -> bool:
     its own random numbers): recomputing one inside a consumer costs little."""
     if _pointwise(node):
         return True
-    val = node.meta.get("val")
-    return isinstance(val, torch.Tensor) and any(
-        isinstance(a, torch.fx.Node) and isinstance(a.meta.get("val"), torch.Tensor)
-        and val.untyped_storage()._cdata == a.meta["val"].untyped_storage()._cdata for a in node.all_input_nodes)
+    return isinstance(node.target, torch._ops.OpOverload) and bool(_shares(node)[0])  # a view
 
 
 _REALIZE_READS = 4  # Inductor realizes a buffer read this many times or more (config.realize_reads_threshold)
@@ -165,9 +161,7 @@ def view_joint(gm: torch.fx.GraphModule, joint_inputs: Sequence[Any], num_fwd_ou
         n.args[0] if n.target is operator.getitem else n)]
     forward = set().union(*(capture._ancestors(o) for o in fwd))
     unmaterialized = [name for name, n in value_node.items() if _unmaterialized(n, forward)]
-    given = sum(v.meta["val"].untyped_storage().nbytes() for v in primal_nodes
-                if isinstance(v.meta.get("val"), torch.Tensor))
-    return JointView(doc, given, value_node, fused, unmaterialized, forward)
+    return JointView(doc, value_node, fused, unmaterialized, forward)
 
 
 def tag(gm: torch.fx.GraphModule, view: JointView, decisions: dict[str, str]) -> dict[str, int]:

@@ -20,14 +20,6 @@ using json = nlohmann::json;
 
 constexpr double kFusedFraction = 0.05;
 
-// Bytes of the values the step is given: never the plan's to free.
-int64_t given_bytes(const ir::Graph& g) {
-  int64_t total = 0;
-  for (const ir::Value& v : g.values())
-    if (v.role == ir::Role::parameter || v.role == ir::Role::buffer || v.role == ir::Role::input) total += v.type.bytes();
-  return total;
-}
-
 }  // namespace
 
 std::string plan_step(const std::string& step_json, const std::string& options_json) {
@@ -57,7 +49,8 @@ std::string plan_step(const std::string& step_json, const std::string& options_j
   prof.step_ms = prof.node_ms_sum;
   // Inductor runs what it is given; copies to host memory are not its partitioner's to place.
   plan::Planned planned = plan::prepare(prof, [](plan::PlanInput& in) { in.swap = false; });
-  const plan::PlanOptions po{planner, budget, given_bytes(planned.input.graph)};
+  // The step's parameters, buffers and inputs: what it is given, outside the budget.
+  const plan::PlanOptions po{planner, budget, planned.input.profile.persistent_bytes};
   plan::run(planned, po);
   if (!planned.plan.feasible) throw BudgetError(plan::infeasible_text(planned, po));
   const plan::PlanInput& in = planned.input;
@@ -67,15 +60,9 @@ std::string plan_step(const std::string& step_json, const std::string& options_j
   for (const plan::ActivationRecord& r : plan::activation_records(in, p))
     values.push_back({{"name", r.name}, {"bytes", r.bytes}, {"decision", r.decision}, {"reason", r.reason},
                       {"recompute_ms", r.recompute_ms}});
-  json by_role = json::object();
-  for (size_t r = 0; r < p.predicted.peak_by_role.size(); ++r)
-    if (p.predicted.peak_by_role[r] > 0)
-      by_role[std::string(ir::to_string(static_cast<ir::Role>(r)))] = p.predicted.peak_by_role[r];
-  const rewrite::Recomputed rewritten = plan::rewrite_plan(in, p);
-  const auto& at = rewritten.graph.nodes().at(static_cast<size_t>(std::max(0, p.predicted.peak_node)));
   json j{{"planner", planner},
-         {"predicted_peak_by_role", by_role},
-         {"predicted_peak_at", at.outputs.empty() ? json() : json(rewritten.graph.value(at.outputs[0]).name)},
+         {"predicted_peak_by_role", peak_by_role_json(p.predicted)},
+         {"predicted_peak_op", p.predicted.peak_op},
          {"budget_bytes", p.budget_bytes - given},
          {"given_bytes", given},
          {"unplanned_peak_bytes", unplanned},

@@ -140,6 +140,13 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
 
 Session::~Session() = default;
 
+json peak_by_role_json(const plan::Simulation& s) {
+  json by_role = json::object();
+  for (size_t r = 0; r < s.peak_by_role.size(); ++r)
+    if (s.peak_by_role[r] > 0) by_role[std::string(ir::to_string(static_cast<ir::Role>(r)))] = s.peak_by_role[r];
+  return by_role;
+}
+
 void Session::bind(const std::vector<at::Tensor>& primals) {
   MUTWO_CHECK(primals.size() == primals_.size(), "the step takes {} tensors (parameters, buffers, inputs), given {}",
               primals_.size(), primals.size());
@@ -223,9 +230,6 @@ std::string Session::info_json() const {
     dropped.push_back(input_.graph.value(v).name);
     dropped_bytes += input_.graph.type(v).bytes();
   }
-  json by_role = json::object();
-  for (size_t r = 0; r < plan_.predicted.peak_by_role.size(); ++r)
-    if (plan_.predicted.peak_by_role[r] > 0) by_role[std::string(ir::to_string(static_cast<ir::Role>(r)))] = plan_.predicted.peak_by_role[r];
   json j{{"model", options_.label},
          {"device", device_.str()},
          {"planner", options_.planner},
@@ -235,7 +239,7 @@ std::string Session::info_json() const {
          {"feasible", plan_.feasible},
          {"unplanned_peak_bytes", unplanned_peak_},
          {"predicted_peak_bytes", plan_.predicted.peak_bytes},
-         {"predicted_peak_by_role", by_role},
+         {"predicted_peak_by_role", peak_by_role_json(plan_.predicted)},
          {"predicted_extra_ms", plan_.predicted.extra_ms},
          {"profiled_step_ms", input_.profile.step_ms},
          {"dropped", dropped},

@@ -9,6 +9,8 @@
 
 #include <ATen/ATen.h>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -38,6 +40,10 @@ class BudgetError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// What is live at a predicted peak, by role, leaving out roles that hold
+// nothing: report()'s predicted_peak_by_role, for sessions and compiled steps.
+nlohmann::json peak_by_role_json(const plan::Simulation& s);
 
 class Session {
  public:
