@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-NAMES = ("vit_b_16", "llama", "bert", "gpt2")
+NAMES = ("vit_b_16", "llama", "bert", "gpt2", "t5")
 HF_ATTENTION = "eager"  # transformers' attention, as in bench/peers.py
 
 Made = tuple[nn.Module, tuple[torch.Tensor, ...], Callable[..., torch.Tensor], list[nn.Module]]
@@ -121,6 +121,10 @@ def _hf_masked_loss(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, lab
     return model(input_ids=ids, attention_mask=mask, labels=labels).loss
 
 
+def _hf_seq2seq_loss(model: nn.Module, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return model(input_ids=ids, labels=labels).loss
+
+
 def _hf_model(cls: type, config: object) -> nn.Module:
     try:
         return cls._from_config(config, attn_implementation=HF_ATTENTION)
@@ -166,6 +170,15 @@ def make(name: str, batch: int, device: str = "cpu", small: bool = False) -> Mad
         ids = torch.randint(0, config.vocab_size, (batch, seq))
         inputs = (ids, torch.ones(batch, seq, dtype=torch.int64), ids.clone())
         loss_fn, blocks = _hf_masked_loss, list(model.transformer.h)
+    elif name == "t5":
+        # t5-small's shape (issue 26): 6+6 layers, d_model 512, dropout 0.1; 256 source and 64 target tokens.
+        from transformers import T5Config, T5ForConditionalGeneration
+        size = dict(vocab_size=1000, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=2) if small else {}
+        config = T5Config(dropout_rate=0.1, use_cache=False, decoder_start_token_id=0, pad_token_id=0, **size)
+        src, tgt = (32, 8) if small else (256, 64)
+        model = _hf_model(T5ForConditionalGeneration, config)
+        inputs = (torch.randint(1, config.vocab_size, (batch, src)), torch.randint(1, config.vocab_size, (batch, tgt)))
+        loss_fn, blocks = _hf_seq2seq_loss, list(model.encoder.block) + list(model.decoder.block)
     else:
         raise ValueError(f"unknown model {name!r}; one of {', '.join(NAMES)}")
     model = model.to(device=device, dtype=torch.float32).train()

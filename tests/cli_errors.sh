@@ -148,7 +148,8 @@ expect_error "cannot make the folder $blocker/s" sweep --model mlp --batches 8 -
 expect_error "cannot make the folder $blocker/p" profile --model mlp --batch 8 --quiet --out "$blocker/p"
 rm -f "$blocker"
 
-# A loaded graph that recomputes a random op, or names no outputs, is refused (issue 15).
+# A loaded graph that recomputes a random op without its generator state, or
+# names no outputs, is refused (issues 15 and 26).
 ir_dir=$(mktemp -d)
 "$mutwo" show --model mlp > "$ir_dir/mlp.ir" 2>/dev/null
 python3 - "$ir_dir" <<'PY'
@@ -160,7 +161,7 @@ lines.insert(i + 1, "%fc1.dropout_mask.rc : bool[64,512] other = dropout_mask(%f
 open(f"{d}/random.ir", "w").write("\n".join(lines))
 open(f"{d}/no_outputs.ir", "w").write("\n".join(l for l in lines[:i + 1] + lines[i + 2:] if not l.startswith("outputs")))
 PY
-expect_error "dropout_mask may not be recomputed: it is random" run --graph "$ir_dir/random.ir" --steps 1
+expect_error "dropout_mask may not be recomputed without its generator state: it is random" run --graph "$ir_dir/random.ir" --steps 1
 expect_error "--model excludes --graph" run --graph "$ir_dir/mlp.ir" --model bert-base --steps 1
 expect_error "--batch excludes --graph" run --graph "$ir_dir/mlp.ir" --batch 8 --steps 1
 expect_error "/dev/zero is not a regular file" run --graph /dev/zero --steps 1
@@ -308,6 +309,31 @@ sed '/^# IR after reinplace/,$d' "$dump_dir/dump.txt" >"$dump_dir/autodiff.ir"
 grep -q "^# IR after recompute (mlp)" "$dump_dir/recompute.txt" \
   && echo "ok: --dump-ir-after recompute" || { echo "FAIL: --dump-ir-after recompute: $(head -c 300 "$dump_dir/recompute.txt")"; fails=$((fails+1)); }
 rm -rf "$dump_dir"
+# A rewritten step that replays random nodes (issue 26: per-layer drops the
+# dropout masks inside the blocks), saved as IR by optimize, runs again with
+# run --graph as the graph it was planned from: the same losses and the same
+# parameters after three steps, bit for bit.
+rg_dir=$(mktemp -d)
+"$mutwo" optimize --model transformer-lm --batch 4 --planner per-layer --budget 100% --no-swap --steps 1 --quiet \
+  --out "$rg_dir/o" >/dev/null 2>&1
+python3 -c 'import json,sys; open(sys.argv[2], "w").write(json.load(open(sys.argv[1]))["graph"])' \
+  "$rg_dir/o/profile.json" "$rg_dir/unplanned.ir"
+for g in unplanned o/rewritten; do
+  "$mutwo" run --graph "$rg_dir/$g.ir" --steps 3 --seed 7 --json --save "$rg_dir/${g#o/}.safetensors" 2>/dev/null \
+    | tail -n 1 | python3 -c 'import json,sys; print(json.loads(sys.stdin.read())["losses"])' >"$rg_dir/${g#o/}.losses"
+done
+if grep -q "rng_replay=1" "$rg_dir/o/rewritten.ir" && [ -s "$rg_dir/unplanned.losses" ] \
+   && cmp -s "$rg_dir/unplanned.losses" "$rg_dir/rewritten.losses" \
+   && cmp -s "$rg_dir/unplanned.safetensors" "$rg_dir/rewritten.safetensors"; then
+  echo "ok: a rewritten step with replayed masks runs from its IR as the unplanned step"
+else
+  echo "FAIL: the rewritten step with replayed masks differs from the unplanned one run from IR: $(cat "$rg_dir"/*.losses)"
+  fails=$((fails+1))
+fi
+# A captured CUDA graph cannot replay a generator state: refused before anything runs.
+expect_error "--cuda-graph: the step recomputes the random node %transformer.h.1.attn.attn_dropout_mask.recompute (dropout_mask) by replaying" \
+  run --graph "$rg_dir/o/rewritten.ir" --cuda-graph --steps 1
+rm -rf "$rg_dir"
 # A saved plan is applied by optimize --plan (issue 15): bert-tiny's plan at
 # batch 8 and 70% (activations dropped and the vocabulary loss chunked below
 # its default) gives the same rewritten step as the optimize that made it, and is
@@ -333,7 +359,7 @@ d = sys.argv[1]
 base = json.load(open(f"{d}/a/plan.json"))
 def mutated(name, f):
     p = json.loads(json.dumps(base)); f(p); json.dump(p, open(f"{d}/{name}.json", "w"))
-def recompute_mask(p):  # a random value marked recompute, the summary made to agree
+def recompute_mask(p):  # a random value marked recompute, the summary made to agree, its replay not listed
     a = next(a for a in p["activations"] if a["name"].endswith("dropout_mask") and a["decision"] == "keep")
     a.update(decision="recompute", sources=[])
     p["dropped"] += 1; p["dropped_bytes"] += a["bytes"]
@@ -343,7 +369,7 @@ mutated("version", lambda p: p.update(version=1))
 mutated("renamed", lambda p: p["activations"][0].update(name="zzz"))
 mutated("budget", lambda p: p.update(budget_bytes=-1))
 PY
-for m in mask:"which may not be recomputed" count:"field 'dropped' is" version:"version 1 is not supported" \
+for m in mask:"but its drops replay" count:"field 'dropped' is" version:"version 1 is not supported" \
          renamed:"the plan has %zzz" budget:"'budget_bytes' must not be negative"; do
   expect_error "${m#*:}" optimize --plan "$sp_dir/${m%%:*}.json" --model bert-tiny --batch 8 --steps 1 --quiet --out "$sp_dir/c"
 done

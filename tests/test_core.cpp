@@ -292,7 +292,7 @@ TEST(Core, KeptAtBackwardTimeAtItsEdges) {
   ir::UseIndex uses(g);
   const std::vector<bool> kept = rewrite::kept_at_backward(g, uses, {});
   EXPECT_TRUE(kept[size_t(s.x)]) << "persistent";
-  EXPECT_TRUE(kept[size_t(s.mask)]) << "random: never recomputed, so held for a clone that reads it";
+  EXPECT_TRUE(kept[size_t(s.mask)]) << "random and not dropped: held for a clone that reads it (replayed only when dropped)";
   EXPECT_TRUE(kept[size_t(s.dropped)]) << "read by the backward pass and not dropped";
   EXPECT_FALSE(kept[size_t(s.linear_out)]) << "a forward temporary: relu_backward reads the relu's output";
   for (const ir::Value& v : g.values())

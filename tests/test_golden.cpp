@@ -116,7 +116,9 @@ TEST_P(Golden, PassesGiveTheExpectedIr) {
 INSTANTIATE_TEST_SUITE_P(Passes, Golden,
                          ::testing::Values(Case{"mlp", {"fc1.relu", "fc1.dropout"}, {"fc1.dropout_mask", "head.weight.grad"}},
                                            Case{"lm", {"logits", "fc.gelu", "ln.rows"}, {"emb", "fc.out", "wte.grad"}},
-                                           Case{"convnet", {"bn.relu", "gap.flat"}, {"conv.out", "logp"}}),
+                                           Case{"convnet", {"bn.relu", "gap.flat"}, {"conv.out", "logp"}},
+                                           Case{"dropout", {"fc1.dropout_mask", "fc1.dropout", "fc2.dropout_mask"},
+                                                {"head.weight.grad"}}),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -88,7 +88,10 @@ TEST(Rewrite, ClonesVerifyAndAreNamedAfterTheirSource) {
     const ir::Node& node = r.graph.nodes()[n];
     if (node.phase != ir::Phase::recompute) continue;
     cloned.insert(r.origin[n]);
-    EXPECT_FALSE(ops::op(node.op).has(ops::kRandom)) << "random ops are never recomputed";
+    if (ops::has(node, ops::kRandom)) {  // recomputed only with their generator state
+      EXPECT_TRUE(ops::replays_rng(node)) << node.op;
+      EXPECT_EQ(r.graph.type(node.inputs.back()), ops::rng_state_type()) << node.op;
+    }
     EXPECT_NE(r.graph.value(node.outputs[0]).name.find(".recompute"), std::string::npos);
   }
   for (int32_t o : cloned) EXPECT_EQ(cloned.count(o), 1u) << "node " << o << " recomputed more than once";

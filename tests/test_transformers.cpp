@@ -19,6 +19,7 @@
 #include "models/model.h"
 #include "runtime/executor.h"
 #include "support/error.h"
+#include "tiny_transformers.h"
 
 namespace mutwo {
 namespace {
@@ -286,24 +287,8 @@ at::Tensor gpt_reference(const models::GptConfig& c, Named& w) {
   return at::nll_loss(at::log_softmax(shifted.view({-1, V}), 1), labels.view(-1));
 }
 
-// A tiny model of either family (BERT and GPT configs name these fields alike).
-template <class Config>
-Config tiny(const char* name, double dropout) {
-  Config c;
-  c.name = name;
-  c.batch = 2;
-  c.seq = 8;
-  c.vocab = 50;
-  c.max_positions = 16;
-  c.hidden = 32;
-  c.layers = 2;
-  c.heads = 2;
-  c.intermediate = 128;
-  c.dropout = dropout;
-  return c;
-}
-models::BertConfig tiny_bert(double dropout) { return tiny<models::BertConfig>("bert-test", dropout); }
-models::GptConfig tiny_gpt(double dropout) { return tiny<models::GptConfig>("gpt2-test", dropout); }
+using testing::tiny_bert;  // tiny_transformers.h
+using testing::tiny_gpt;
 
 // Tolerance of the model references: float32, where the only differences are
 // the order BLAS sums products in (linear's weight gradient, matmul with a

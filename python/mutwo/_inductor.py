@@ -181,11 +181,17 @@ def tag(gm: torch.fx.GraphModule, view: JointView, decisions: dict[str, str]) ->
     for n in list(recompute):  # a multi-output op is recomputed whole
         if n.target is operator.getitem:
             recompute.add(n.args[0])
+
+    def recomputable(n: torch.fx.Node) -> bool:  # a seeded random op is never (attention with dropout_p, too)
+        if n.target is operator.getitem:
+            return recomputable(n.args[0])
+        return torch.Tag.nondeterministic_seeded not in getattr(n.target, "tags", ())
+
     counts = {"recompute": 0, "save": 0}
     for n in gm.graph.nodes:
         if n.op != "call_function" or n not in view.forward:
             continue
-        must = n in recompute and torch.Tag.nondeterministic_seeded not in getattr(n.target, "tags", ())
+        must = n in recompute and recomputable(n)
         n.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE if must else CheckpointPolicy.MUST_SAVE
         n.meta["ac_graph_id"] = 0
         counts["recompute" if must else "save"] += 1

@@ -69,7 +69,8 @@ int OptimizeCommand::run() const {
   const std::string name = step.name(g);
   const int64_t memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
   Planned p = saved ? apply_saved_plan(g, dev, seed, *saved, plan_path, !quiet, name, step.batch_or_none(), memory_cap)
-                    : plan_step(g, dev, seed, planner, budget, !quiet, name, step.batch_or_none(), memory_cap);
+                    : plan_step(g, dev, seed, planner, budget, !quiet, name, step.batch_or_none(), memory_cap,
+                                /*replay_random=*/!cuda_graph);
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
@@ -173,6 +174,7 @@ int OptimizeCommand::run() const {
              {"dropped_bytes", dropped_bytes},
              {"swapped", p.plan.swap.size()},
              {"swapped_bytes", swapped_bytes(base, p.plan)},
+             {"replayed", plan::replayed_random(p.input, p.plan).size()},
              {"host_peak_bytes", p.plan.predicted.host_peak_bytes},
              {"predicted_swap_ms", p.plan.predicted.swap_ms}}},
            {"fits", fits},

@@ -120,8 +120,9 @@ void rewrite_planned(Planned& p) {
 
 Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, const std::string& planner,
                   const std::string& budget, bool progress, const std::string& model, int64_t batch,
-                  int64_t device_memory) {
+                  int64_t device_memory, bool replay_random) {
   Planned p = profile_for_plan(g, device, seed, progress, model, batch, device_memory);
+  p.input.replay_random = replay_random;
   plan::run(p, {planner, budget});
   rewrite_planned(p);
   return p;

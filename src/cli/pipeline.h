@@ -39,10 +39,11 @@ struct Planned : plan::Planned {  // profiled and planned (plan::prepare, plan::
 // Profiles `g` on `device` (under the most recomputation when the unplanned
 // step does not fit: out of memory, or a predicted peak above
 // `device_memory`, 0 for none), plans under `budget` ("2GiB", "60%", ...)
-// with `planner`, rewrites.
+// with `planner`, rewrites. Without `replay_random` (--cuda-graph: a capture
+// cannot replay the generator) random nodes are never recomputed.
 Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, const std::string& planner,
                   const std::string& budget, bool progress, const std::string& model, int64_t batch,
-                  int64_t device_memory = 0);
+                  int64_t device_memory = 0, bool replay_random = true);
 
 // As plan_step, with a saved plan (plan.json, read by plan::read_plan from
 // `saved_path`) instead of a planner: refused (UserError naming the file and

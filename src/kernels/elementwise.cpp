@@ -1,7 +1,9 @@
 // Kernels of the pointwise ops (rows in src/ops/elementwise.cpp): add, mul,
-// full, relu, gelu, and dropout's random mask and mask-and-scale.
+// full, relu, gelu, dropout's random mask and mask-and-scale, and rng_save
+// (the state a recomputed random node replays: rng_state.h).
 #include "kernels/kernel.h"
 #include "kernels/kernels.h"
+#include "kernels/rng_state.h"
 #include "ops/attrs.h"
 
 namespace mutwo::kernels {
@@ -44,6 +46,8 @@ void dropout_apply_kernel(KernelCall& k) {
     k.output(0) = at::where(k.input(1), x, 0.0).mul_(dropout_scale(k.node));
 }
 
+void rng_save_kernel(KernelCall& k) { k.output(0) = save_rng_state(k.generator); }
+
 }  // namespace
 
 void add_elementwise_kernels(KernelRows& t) {
@@ -58,6 +62,7 @@ void add_elementwise_kernels(KernelRows& t) {
   t.push_back({"gelu_backward", {gelu_backward_kernel}});
   t.push_back({"dropout_mask", {dropout_mask_kernel}});
   t.push_back({"dropout_apply", {dropout_apply_kernel}});
+  t.push_back({"rng_save", {rng_save_kernel}});
 }
 
 }  // namespace mutwo::kernels

@@ -41,7 +41,8 @@ struct Blocks {
     return outs[0];
   }
 
-  // torch.nn.Dropout(p) as a kept random mask and a recomputable mask-and-scale.
+  // torch.nn.Dropout(p) as a random mask (recomputed by replaying the
+  // generator) and a pointwise mask-and-scale.
   ir::ValueId drop(ir::ValueId x, std::string_view name) {
     if (dropout <= 0) return x;
     ir::ValueId mask = b.op("dropout_mask", {x}, {{"p", dropout}}, here(std::string(name) + "_mask"));

@@ -1,6 +1,7 @@
 // Pointwise ops: add, mul, full, relu, gelu, and dropout as two ops (a random
-// mask that is kept, and a pointwise mask-and-scale that may be recomputed);
-// accumulate, the sum of a parameter's gradient contributions.
+// mask, and a pointwise mask-and-scale); rng_save, the generator state a
+// recomputed random node replays; accumulate, the sum of a parameter's
+// gradient contributions.
 // Their kernels are in src/kernels/elementwise.cpp.
 #include "ops/attrs.h"
 #include "ops/builder.h"
@@ -71,7 +72,8 @@ Types gelu_backward_infer(const InferArgs& a) {
 }
 
 // dropout_mask {p}: a bool tensor of x's shape, true with probability 1-p.
-// Random: kept, never recomputed, so recomputation reproduces the same masks.
+// Random: recomputed only with its generator state (rng_save below), so a
+// recomputation draws the forward pass's mask.
 Types dropout_mask_infer(const InferArgs& a) {
   double p = a.node.attrs.f("p");
   MUTWO_CHECK(p >= 0 && p < 1, "dropout: p must be in [0, 1), got {}", p);
@@ -92,6 +94,14 @@ Grads dropout_apply_grad(GradArgs& a) {
   return {a.b.op("dropout_apply", {a.g(), a.in(1)}, a.node.attrs, a.grad_name(0)), ir::kNoValue};
 }
 
+// rng_save: the executor's generator state where the node runs, without
+// drawing (rewrite::insert_recomputation puts one just before every random
+// node it recomputes; the clone takes it as its last input, attribute
+// rng_replay). i64[kRngStateWords]: CPU's Mersenne Twister state, or CUDA's
+// Philox seed and offset in its first two words.
+Types rng_save_infer(const InferArgs&) { return {rng_state_type()}; }
+double no_flops(const FlopArgs&) { return 0; }
+
 double gelu_flops(const FlopArgs& a) { return 8.0 * static_cast<double>(a.out[0]->numel()); }
 
 }  // namespace
@@ -111,6 +121,7 @@ void add_elementwise_ops(std::vector<OpDef>& t) {
                {{"approximate", kStringAttr, kOptional}}});
   t.push_back({"dropout_mask", kRandom, 1, 1, dropout_mask_infer, nullptr, nullptr, {{"p", kNumberAttr}}});
   t.push_back({"dropout_apply", kPointwise, 2, 2, dropout_apply_infer, dropout_apply_grad, nullptr, {{"p", kNumberAttr}}});
+  t.push_back({"rng_save", kRngState, 0, 0, rng_save_infer, nullptr, no_flops});
 }
 
 }  // namespace mutwo::ops

@@ -19,7 +19,7 @@ namespace mutwo::ops {
 // What a planner or pass may do with an op (PyTorch's tags.yaml, ours).
 enum Tag : uint32_t {
   kPointwise = 1u << 0,  // elementwise: cheap to recompute
-  kRandom = 1u << 1,     // draws random numbers: never recomputed
+  kRandom = 1u << 1,     // draws random numbers: recomputed only with its generator state (rng_save, rng_replay)
   kView = 1u << 2,       // output 0 aliases input 0's storage
   kReduction = 1u << 3,  // reduces over dimensions
   kHeavy = 1u << 4,      // matmul/conv class: expensive per byte
@@ -28,6 +28,7 @@ enum Tag : uint32_t {
   kOverwrite = 1u << 7,  // with kView: output 0 is written over input 0, whose storage no later node may read
   kHost = 1u << 8,       // output 0 lives in host memory (swap_out): no device bytes
   kCollective = 1u << 9,  // talks to the other ranks (comm.cpp): never recomputed, run in graph order on every rank
+  kRngState = 1u << 10,   // reads the generator's state without drawing (rng_save): never recomputed
 };
 
 class Builder;
@@ -134,11 +135,23 @@ const std::vector<OpDef>& all_ops();
 // A node's tags: its op's, or for ops with per-node tags (tags_of), the node's.
 uint32_t tags(const ir::Node& n);
 inline bool has(const ir::Node& n, Tag t) { return (tags(n) & t) != 0; }
-// The one rule for what recomputation may repeat: neither random ops (a second
-// draw differs) nor in-place ones (a second write moves state) nor collectives
-// (every rank would have to repeat them). Their outputs are kept when needed in
-// the backward pass.
-inline bool recomputable(const ir::Node& n) { return (tags(n) & (kRandom | kInplace | kCollective)) == 0; }
+// The one rule for what recomputation may repeat: neither in-place ops (a
+// second write moves state) nor collectives (every rank would have to repeat
+// them) nor rng_save (it reads the generator where it runs). Their outputs are
+// kept when needed in the backward pass. A random op is recomputable, but only
+// with its generator state: its clone reads the state an rng_save node took
+// just before it in the forward pass and runs with attribute rng_replay
+// (rewrite/recompute.h), so it draws what the forward pass drew.
+inline bool recomputable(const ir::Node& n) { return (tags(n) & (kInplace | kCollective | kRngState)) == 0; }
+// A recompute clone of a random node: its last input is the generator state
+// (rng_save's output) it replays; the op's own inputs come before it.
+inline constexpr const char* kRngReplayAttr = "rng_replay";
+bool replays_rng(const ir::Node& n);
+// The state rng_save takes: the bytes of at::CPUGeneratorImpl's state
+// (5056: the Mersenne Twister's legacy layout), the larger of CPU's and CUDA's
+// (Philox seed and offset, 16 bytes, in its first two words).
+inline constexpr int64_t kRngStateWords = 632;
+ir::TensorType rng_state_type();
 
 // Checks arity and infers output types for a node as it stands in a graph.
 ir::OpCheck check(const ir::Graph& g, const ir::Node& n);

@@ -123,13 +123,43 @@ const OpDef& op(std::string_view name) {
   MUTWO_FAIL("unknown op '{}'; known ops: {}", name, fmt::join(names, ", "));
 }
 
-ir::OpCheck check(const ir::Graph& g, const ir::Node& n) {
-  const OpDef& d = op(n.op);
-  check_attrs(d, n);  // first: tags(n) below reads the generic op's attributes
-  // A recomputation repeats a node's work exactly; a random op would draw anew.
+bool replays_rng(const ir::Node& n) { return n.attrs.has(kRngReplayAttr) && n.attrs.i(kRngReplayAttr) != 0; }
+
+ir::TensorType rng_state_type() { return ir::TensorType{{kRngStateWords}, ir::DType::i64}; }
+
+namespace {
+
+// A recomputed random node draws again, so it must replay the generator state
+// rng_save took before the forward node (its last input, attribute rng_replay).
+// Returns the node as its op sees it: without that input.
+const ir::Node& without_replayed_state(const ir::Graph& g, const ir::Node& n, ir::Node& scratch) {
+  const bool replay = replays_rng(n);
+  if (n.phase == ir::Phase::recompute && has(n, kRandom))
+    MUTWO_CHECK(replay, "{} may not be recomputed without its generator state: it is random (its draws would differ "
+                "from the forward pass's); a recomputation takes the state an rng_save node made before the forward "
+                "node as its last input, with attribute {}=1", display_name(n), kRngReplayAttr);
+  if (!replay) return n;
+  MUTWO_CHECK(has(n, kRandom) && n.phase == ir::Phase::recompute,
+              "{}: attribute {} is for recomputations of random nodes (phase recompute)", display_name(n), kRngReplayAttr);
+  MUTWO_CHECK(!n.inputs.empty() && n.inputs.back() != ir::kNoValue && g.type(n.inputs.back()) == rng_state_type(),
+              "{}: a replayed random node takes the generator state (rng_save's {}) as its last input",
+              display_name(n), ir::to_string(rng_state_type()));
+  scratch = n;
+  scratch.inputs.pop_back();
+  return scratch;
+}
+
+}  // namespace
+
+ir::OpCheck check(const ir::Graph& g, const ir::Node& node) {
+  const OpDef& d = op(node.op);
+  check_attrs(d, node);  // first: tags(n) below reads the generic op's attributes
+  // A recomputation repeats a node's work exactly; a random op replays its state.
+  ir::Node scratch;
+  const ir::Node& n = without_replayed_state(g, node, scratch);
   MUTWO_CHECK(n.phase != ir::Phase::recompute || recomputable(n), "{} may not be recomputed: {}", display_name(n),
-              has(n, kRandom) ? "it is random (its draws would differ from the forward pass's)"
-                              : "it writes in place (a repeat would apply the write twice)");
+              has(n, kRngState) ? "it reads the generator's state where it runs"
+                                : "it writes in place (a repeat would apply the write twice)");
   auto count = static_cast<int>(n.inputs.size());
   MUTWO_CHECK(count >= d.min_inputs && count <= d.max_inputs, "op {} takes {} inputs, got {}", d.name,
               d.min_inputs == d.max_inputs ? fmt::format("{}", d.min_inputs)

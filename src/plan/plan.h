@@ -9,6 +9,7 @@
 
 #include <array>
 #include <functional>
+#include <optional>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct PlanInput {
   int64_t host_limit_bytes = 0;  // host memory the swapped copies may hold at once (--host-memory; by default
                                  // half the machine's on CUDA, none on the CPU)
   bool can_swap() const { return swap && h2d_bytes_per_ms > 0 && d2h_bytes_per_ms > 0 && host_limit_bytes > 0; }
+  // Random nodes' outputs are candidates, recomputed by replaying the
+  // generator's state (rewrite/recompute.h); false under --cuda-graph, whose
+  // capture cannot replay it: they are then kept.
+  bool replay_random = true;
 };
 PlanInput make_input(const profile::Profile& p);  // UserError if the profile's graph does not parse
 // Half the machine's physical memory: --host-memory's default on CUDA.
@@ -134,6 +139,13 @@ ir::Graph chunked_graph(const ir::Graph& g, const Plan& p);
 // The step the plan runs: `in`'s graph chunked, recomputation inserted, then
 // swaps (prefetch points placed from `in`'s node times and copy speed).
 rewrite::Recomputed rewrite_plan(const PlanInput& in, const Plan& p);
+// A random node the plan's step recomputes by replaying its generator state
+// (plan.json's `replayed`): its first output, its op, the state's value.
+struct ReplayedNode {
+  std::string node, op, state;
+  int64_t state_bytes = 0;
+};
+std::vector<ReplayedNode> replayed_random(const PlanInput& in, const Plan& p);
 
 // linear_cross_entropy's chunks, after the planner (chunks.cpp): choose_chunks
 // judged each node by its live bytes without recomputation, which the plan's
@@ -215,7 +227,10 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
 
 // plan.json (versioned; every activation with its decision, reason, rank,
 // recompute time and ratio, and sources; the graph's fingerprint) and plan.csv.
-inline constexpr int kPlanVersion = 3;  // 2: graph_fingerprint; 3: swapped (version 2 is read too)
+// 2: graph_fingerprint; 3: swapped; 4: replayed (random nodes recomputed from
+// their generator state). Versions 2 and 3 are read too: their plans drop no
+// random output (none was a candidate).
+inline constexpr int kPlanVersion = 4;
 void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak, const std::string& path);
 void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path);
 
@@ -253,6 +268,8 @@ struct SavedPlan {
   std::vector<std::pair<std::string, int64_t>> chunks;
   std::vector<std::pair<std::string, int64_t>> swap;  // storages swapped to host memory: name, bytes
   bool update_early = false;
+  // The random nodes it replays, by first output (version 4); absent in older plans.
+  std::optional<std::vector<std::string>> replayed;
 };
 SavedPlan read_plan(const std::string& path);
 

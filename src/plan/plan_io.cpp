@@ -175,6 +175,9 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
     const ir::Node& node = g.nodes()[static_cast<size_t>(c.node)];
     chunks.push_back({{"node", g.value(node.outputs.at(0)).name}, {"op", node.op}, {"chunk_rows", c.rows}});
   }
+  json replayed = json::array();
+  for (const ReplayedNode& r : replayed_random(in, p))
+    replayed.push_back({{"node", r.node}, {"op", r.op}, {"state", r.state}, {"state_bytes", r.state_bytes}});
   json j{{"format", "mutwo.plan"},
          {"version", kPlanVersion},
          {"model", in.profile.model},
@@ -198,7 +201,8 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
          {"note", p.note},
          {"activations", acts},
          {"swapped", swapped},
-         {"chunks", chunks}};
+         {"chunks", chunks},
+         {"replayed", replayed}};
   write_file(path, j.dump(1) + "\n");
 }
 
@@ -225,8 +229,8 @@ std::pair<SavedPlan, json> parse_plan(const std::string& path) {
   MUTWO_CHECK(json_tag_is(j, "format", "mutwo.plan"),
               "{}: not a mutwo plan (no \"format\": \"mutwo.plan\"; write one with mutwo plan or optimize)", path);
   const int version = json_field<int>(j, "version", path);
-  MUTWO_CHECK(version == kPlanVersion || version == 2,
-              "{}: plan format version {} is not supported (this mutwo reads versions 2 and {}); plan again", path, version,
+  MUTWO_CHECK(version >= 2 && version <= kPlanVersion,
+              "{}: plan format version {} is not supported (this mutwo reads versions 2 to {}); plan again", path, version,
               kPlanVersion);
   SavedPlan s;
   s.model = json_field<std::string>(j, "model", path);
@@ -307,6 +311,17 @@ std::pair<SavedPlan, json> parse_plan(const std::string& path) {
       s.chunks.emplace_back(node, rows);
     }
   }
+  if (version >= 4) {
+    const json& replayed = json_field<json>(j, "replayed", path);
+    MUTWO_CHECK(replayed.is_array(), "{}: field 'replayed' must be a list", path);
+    s.replayed.emplace();
+    for (size_t i = 0; i < replayed.size(); ++i) {
+      const std::string where = fmt::format("{} replayed[{}]", path, i);
+      s.replayed->push_back(json_field<std::string>(replayed[i], "node", where));
+      for (const char* key : {"op", "state"}) json_field<std::string>(replayed[i], key, where);
+      json_size(replayed[i], "state_bytes", where);
+    }
+  }
   // Counts that agree: what the summary says is what the list holds.
   const auto dropped = static_cast<int64_t>(
       std::count_if(s.activations.begin(), s.activations.end(), [](const SavedPlan::Activation& a) { return a.recompute; }));
@@ -378,8 +393,8 @@ Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
     if (n) covered.insert(c.members.begin(), c.members.end());
   }
   for (ir::ValueId v : drop)
-    MUTWO_CHECK(covered.count(v), "it recomputes %{}, which may not be recomputed (random, in place, or a view of a "
-                                  "parameter)", g.value(v).name);
+    MUTWO_CHECK(covered.count(v), "it recomputes %{}, which may not be recomputed (in place, a view of a parameter, "
+                                  "or random under --cuda-graph)", g.value(v).name);
   // The vocabulary chunks it chose, on the nodes of this graph that make them.
   std::vector<ChunkChoice> chunks;
   const ir::UseIndex uses(g);
@@ -395,6 +410,12 @@ Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
   apply_chunks(chunked, chunks);
   Plan p = finish(chunked, s.planner, s.budget_bytes, std::move(drop), std::move(swap), s.update_early);
   p.chunks = std::move(chunks);
+  if (s.replayed) {  // version 4: the random nodes it replays are the ones its rewrite replays
+    std::vector<std::string> now;
+    for (const ReplayedNode& r : replayed_random(in, p)) now.push_back(r.node);
+    MUTWO_CHECK(now == *s.replayed, "it replays the random nodes [{}], but its drops replay [{}] in this step",
+                fmt::join(*s.replayed, ", "), fmt::join(now, ", "));
+  }
   return p;
 }
 

@@ -90,7 +90,7 @@ std::vector<Candidate> candidates(const PlanInput& in) {
   ir::UseIndex uses(g);
   std::unordered_map<ir::ValueId, size_t> by_owner;
   std::vector<Candidate> out;
-  std::vector<bool> spoiled;  // a group holding what recomputation may not repeat is never dropped
+  std::vector<bool> spoiled;  // a group holding what recomputation may not repeat (or replay) is never dropped
   for (const ir::Value& v : g.values()) {
     if (v.role != ir::Role::activation) continue;
     ir::ValueId owner = L.storage[static_cast<size_t>(v.id)];
@@ -102,7 +102,8 @@ std::vector<Candidate> candidates(const PlanInput& in) {
     }
     out[it->second].members.push_back(v.id);
     int32_t p = uses.producer[static_cast<size_t>(v.id)];
-    if (!ops::recomputable(g.nodes()[static_cast<size_t>(p)])) spoiled[it->second] = true;
+    const ir::Node& made_by = g.nodes()[static_cast<size_t>(p)];
+    if (!ops::recomputable(made_by) || (!in.replay_random && ops::has(made_by, ops::kRandom))) spoiled[it->second] = true;
   }
   std::vector<Candidate> kept;
   for (size_t i = 0; i < out.size(); ++i)
@@ -119,7 +120,8 @@ rewrite::Recomputed rewrite_step(const PlanInput& in, const ir::Graph& g, const 
   if (swap.empty()) return r;
   rewrite::SwapTiming t;
   t.node_ms.reserve(r.origin.size());
-  for (size_t n = 0; n < r.origin.size(); ++n) t.node_ms.push_back(in.node_ms[static_cast<size_t>(r.origin[n])] * r.share_of(n));
+  for (size_t n = 0; n < r.origin.size(); ++n)  // rng_save (origin -1) takes no measured time
+    t.node_ms.push_back(r.origin[n] < 0 ? 0.0 : in.node_ms[static_cast<size_t>(r.origin[n])] * r.share_of(n));
   t.h2d_bytes_per_ms = in.copies_overlap ? in.h2d_bytes_per_ms : 0;  // in line, a copy cannot start early
   return rewrite::insert_swaps(r, swap, t);
 }
@@ -151,6 +153,7 @@ Timeline time_step(const PlanInput& in, const rewrite::Recomputed& r) {
       c += in.node_ms[static_cast<size_t>(r.origin[n])] * r.share_of(n);
       continue;
     }
+    if (node.inputs.empty()) continue;  // rng_save: no measured time, no copy
     const double bytes = static_cast<double>(r.graph.type(node.inputs[0]).bytes());
     if (node.op == "swap_out" || node.op == "swap_into") {
       const double ms = bytes / in.d2h_bytes_per_ms;
@@ -194,6 +197,19 @@ Timeline time_step(const PlanInput& in, const rewrite::Recomputed& r) {
 
 rewrite::Recomputed rewrite_plan(const PlanInput& in, const Plan& p) {
   return rewrite_step(in, chunked_graph(in.graph, p), p.drop, p.swap, p.update_early);
+}
+
+std::vector<ReplayedNode> replayed_random(const PlanInput& in, const Plan& p) {
+  const rewrite::Recomputed r = rewrite_plan(in, p);
+  std::vector<ReplayedNode> out;
+  for (size_t k = 0; k < r.graph.nodes().size(); ++k) {
+    const ir::Node& n = r.graph.nodes()[k];
+    if (!ops::replays_rng(n)) continue;
+    const ir::Node& random = in.graph.nodes()[static_cast<size_t>(r.origin[k])];
+    const ir::Value& state = r.graph.value(n.inputs.back());
+    out.push_back({in.graph.value(random.outputs.at(0)).name, ops::display_name(random), state.name, state.type.bytes()});
+  }
+  return out;
 }
 
 std::vector<ir::ValueId> swap_candidates(const PlanInput& in) {

@@ -43,7 +43,7 @@ struct ValueRecord {
   int32_t def = -1;  // producing rank, -1 for persistent values
   int32_t last_fwd = -1, first_bwd = -1, last_bwd = -1;
   double idle_ms = 0;
-  bool random = false;  // made by a random op (never recomputed)
+  bool random = false;  // made by a random op (recomputed by replaying its generator state)
   bool view = false;    // shares the storage of another value
 };
 

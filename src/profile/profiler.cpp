@@ -169,7 +169,7 @@ Profile profile_step_under(const ir::Graph& g, const std::vector<ir::ValueId>& d
   const analysis::Liveness L = analysis::analyze_liveness(g), Lr = analysis::analyze_liveness(r.graph);
   std::vector<int32_t> at(g.nodes().size(), -1);  // each node of g where it runs in r.graph, outside recomputation
   for (size_t k = 0; k < r.graph.nodes().size(); ++k)
-    if (r.graph.nodes()[k].phase != ir::Phase::recompute) at[static_cast<size_t>(r.origin[k])] = static_cast<int32_t>(k);
+    if (r.graph.nodes()[k].phase != ir::Phase::recompute && r.origin[k] >= 0) at[static_cast<size_t>(r.origin[k])] = static_cast<int32_t>(k);
   Profile p = describe(g);
   p.model = o.model;
   p.batch = o.batch;

@@ -27,7 +27,9 @@ std::vector<bool> kept_at_backward(const ir::Graph& g, const ir::UseIndex& uses,
     }
     bool read_in_bwd = false;
     for (int32_t u : uses.users[id]) read_in_bwd |= ir::is_backward(g.nodes()[static_cast<size_t>(u)].phase);
-    kept[id] = read_in_bwd && !dropped[id];
+    // A random output is replayed only where a planner dropped it (its state
+    // then costs bytes the simulator counts); otherwise held for any clone.
+    kept[id] = (read_in_bwd || ops::has(made_by, ops::kRandom)) && !dropped[id];
   }
   return kept;
 }
@@ -38,6 +40,30 @@ bool droppable(const ir::Graph& g, ir::ValueId v) {
   int32_t p = uses.producer[static_cast<size_t>(v)];
   return p >= 0 && ops::recomputable(g.nodes()[static_cast<size_t>(p)]);
 }
+
+namespace {
+
+// Puts an rng_save node just before every forward node in `state_of`, making
+// its state (origin -1: the input graph has no such node).
+void save_states(Recomputed& out, const std::vector<ir::Node>& original,
+                 const std::unordered_map<int32_t, ir::ValueId>& state_of) {
+  std::vector<ir::Node> nodes = std::move(out.graph.nodes());
+  std::vector<int32_t> origin = std::move(out.origin);
+  out.graph.nodes().clear();
+  out.origin.clear();
+  for (size_t k = 0; k < nodes.size(); ++k) {
+    auto it = nodes[k].phase == ir::Phase::recompute ? state_of.end() : state_of.find(origin[k]);
+    if (it != state_of.end()) {
+      const ir::Node& random = original[static_cast<size_t>(it->first)];
+      out.graph.append(ir::Node{"rng_save", {}, {it->second}, {}, random.phase, random.scope});
+      out.origin.push_back(-1);
+    }
+    out.graph.append(std::move(nodes[k]));
+    out.origin.push_back(origin[k]);
+  }
+}
+
+}  // namespace
 
 Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop) {
   const auto& nodes = g.nodes();
@@ -56,6 +82,17 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
   for (ir::ValueId v : drop) out.graph.value(v).role = ir::Role::other;
   out.graph.outputs = g.outputs;
   std::unordered_map<ir::ValueId, ir::ValueId> clone_of;  // original value -> its recomputed clone
+  // A recomputed random node replays the generator state where its forward
+  // node ran: rng_save's output, appended to the clone's inputs.
+  std::unordered_map<int32_t, ir::ValueId> state_of;  // random forward node -> its saved state
+  auto replay_state = [&](int32_t p, ir::Node& clone) {
+    const ir::Value& first = g.value(nodes[static_cast<size_t>(p)].outputs.at(0));
+    ir::ValueId s = out.graph.add_value(out.graph.unique_name(first.name + ".rng_state"), ops::rng_state_type(),
+                                        ir::Role::activation);
+    state_of.emplace(p, s);
+    clone.inputs.push_back(s);
+    clone.attrs.set(ops::kRngReplayAttr, int64_t{1});
+  };
 
   // Returns a value usable at the current backward position for `v`,
   // appending clones of its producer (and, recursively, its inputs) as needed.
@@ -65,7 +102,7 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
     int32_t p = uses.producer[static_cast<size_t>(v)];
     MUTWO_ASSERT(p >= 0, "%{} has no producer to recompute it from", g.value(v).name);
     const ir::Node& src = nodes[static_cast<size_t>(p)];
-    MUTWO_ASSERT(ops::recomputable(src), "%{} is made by {}, which is random or in place: it must be kept",
+    MUTWO_ASSERT(ops::recomputable(src), "%{} is made by {}, which writes in place or reads the generator: it must be kept",
                  g.value(v).name, src.op);
     ir::Node clone = src;
     clone.phase = ir::Phase::recompute;
@@ -76,6 +113,7 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
       if (static_cast<size_t>(i) < clone.inputs.size()) clone.inputs[static_cast<size_t>(i)] = ir::kNoValue;
     }
     for (ir::ValueId& in : clone.inputs) in = self(self, in);
+    if (ops::has(src, ops::kRandom)) replay_state(p, clone);
     clone.outputs.clear();
     for (ir::ValueId o : src.outputs) {
       const ir::Value& ov = g.value(o);
@@ -96,6 +134,7 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
     out.graph.append(std::move(node));
     out.origin.push_back(static_cast<int32_t>(n));
   }
+  if (!state_of.empty()) save_states(out, nodes, state_of);
   analysis::reinplace(out.graph);  // a clone may read a storage after a node that overwrote it in `g`
   return out;
 }

@@ -19,6 +19,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/kernels.h"
+#include "kernels/rng_state.h"
 #include "ops/op.h"
 #include "runtime/memory.h"
 #include "runtime/process_group.h"
@@ -35,6 +36,7 @@ struct Executor::Instr {
   std::vector<at::Tensor*> release;
   bool view;
   std::shared_ptr<const void> state;  // the kernel's prepare(node), if it has one
+  const at::Tensor* rng_state = nullptr;  // a replayed random node: the generator state it draws from (its last input)
 };
 
 // The captured step (ExecutorOptions::cuda_graph). The caching allocator
@@ -67,6 +69,7 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
     for (ir::ValueId v : node.inputs) ins.in.push_back(v == ir::kNoValue ? &absent_ : &slots_[static_cast<size_t>(v)]);
     for (ir::ValueId v : node.outputs) ins.out.push_back(&slots_[static_cast<size_t>(v)]);
     for (ir::ValueId v : liveness_.release_after[n]) ins.release.push_back(&slots_[static_cast<size_t>(v)]);
+    if (ops::replays_rng(node)) ins.rng_state = ins.in.back();
     program_.push_back(std::move(ins));
     swaps_ |= node.op == "swap_in";  // every swap copies back (rewrite/swap.h)
   }
@@ -76,6 +79,12 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
                   "--cuda-graph: {} changes its bias correction every step, which a captured graph cannot replay; "
                   "use --optimizer sgd or leave out --cuda-graph",
                   node.op);
+    for (const ir::Node& node : graph_.nodes())
+      MUTWO_CHECK(!ops::replays_rng(node),
+                  "--cuda-graph: the step recomputes the random node %{} ({}) by replaying the generator's state, "
+                  "which a captured graph cannot do (the Philox offset of a capture is the graph's own, not a number "
+                  "the host can put back); plan with --cuda-graph (random nodes are then kept) or leave out --cuda-graph",
+                  graph_.value(node.outputs.at(0)).name, ops::display_name(node));
     MUTWO_CHECK(options_.device.is_cuda(), "--cuda-graph needs --device cuda");
   }
 #ifdef MUTWO_WITH_CUDA
@@ -210,7 +219,12 @@ void Executor::run_range(size_t begin, size_t end) {
     if (observer_) observer_->before(n);
     kernels::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_, ins.state.get(),
                           options_.collectives};
-    ins.kernel(k);
+    if (ins.rng_state) {
+      kernels::ReplayedRngState replay(generator_, *ins.rng_state);  // the forward pass's draws, then the live state back
+      ins.kernel(k);
+    } else {
+      ins.kernel(k);
+    }
     check_aliasing(ins);
     for (at::Tensor* t : ins.release) t->reset();
     if (observer_) observer_->after(n);

@@ -210,12 +210,13 @@ std::string node_tags(Loader& L, const json& n, ir::Node& node, const std::vecto
   return out;
 }
 
-// Random ops are never recomputed, but dropout's output need not be random:
-// `out, mask = native_dropout(x, p, true)` becomes the draw (its output, read
-// by nobody, freed at once, and the mask, kept) and `out =
-// native_dropout_backward(x, mask, 1/(1-p))`, x * mask * scale as the forward
-// kernel computes it, which recomputation may repeat: a bool mask is kept
-// instead of the scaled output (the zoo's dropout_mask and dropout_apply).
+// A random op is recomputed only by replaying its generator state, and
+// dropout's output need not be random: `out, mask = native_dropout(x, p,
+// true)` becomes the draw (its output, read by nobody, freed at once, and the
+// mask) and `out = native_dropout_backward(x, mask, 1/(1-p))`, x * mask *
+// scale as the forward kernel computes it, which recomputation repeats
+// without the generator: a bool mask is kept (or replayed) instead of the
+// scaled output (the zoo's dropout_mask and dropout_apply).
 void split_dropout(Loader& L, ir::Node node, const json& args) {
   const bool train = args.size() == 3 && args[2].is_boolean() && args[2].get<bool>();
   const double p = args.size() == 3 && args[1].is_object() && args[1].contains("f") && args[1]["f"].is_number()

@@ -47,8 +47,14 @@ std::string plan_step(const std::string& step_json, const std::string& options_j
   }
   profile::summarize(prof);
   prof.step_ms = prof.node_ms_sum;
-  // Inductor runs what it is given; copies to host memory are not its partitioner's to place.
-  plan::Planned planned = plan::prepare(prof, [](plan::PlanInput& in) { in.swap = false; });
+  // Inductor runs what it is given; copies to host memory are not its
+  // partitioner's to place, and it recomputes a random node only from its own
+  // seeds (inductor_random, which is not a random op here): mutwo's generator
+  // replay is not its to run.
+  plan::Planned planned = plan::prepare(prof, [](plan::PlanInput& in) {
+    in.swap = false;
+    in.replay_random = false;
+  });
   // The step's parameters, buffers and inputs: what it is given, outside the budget.
   const plan::PlanOptions po{planner, budget, planned.input.profile.persistent_bytes};
   plan::run(planned, po);

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -22,3 +23,24 @@ def mutwo(*args: str, expect: int | None = 0, cwd: str | None = None) -> subproc
 def last_json(r: subprocess.CompletedProcess) -> dict:
     """The JSON object every --json command prints on its last line."""
     return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def random_recomputations(ir_text: str) -> list[str]:
+    """The recompute lines of a rewritten step's IR that draw random numbers,
+    after asserting that each replays its generator state: attribute
+    rng_replay=1 and, as its last input, a state an rng_save node made (random
+    nodes are recomputed only with their state)."""
+    lines = ir_text.splitlines()
+    saved = {m.group(1) for l in lines if (m := re.match(r"(%\S+) : i64\[\d+\] \w+ = rng_save\(\)", l))}
+    out = []
+    for l in lines:
+        if not re.search(r"\) (\{.*\} )?recompute", l):
+            continue
+        random = 'tags="random' in l or "random" in l.split("tags=")[-1][:30] or " = dropout_mask(" in l
+        if not random:
+            continue
+        assert "rng_replay=1" in l, f"a random node recomputed without its generator state: {l}"
+        args = re.search(r" = \w+\(([^)]*)\)", l).group(1).split(", ")
+        assert args[-1] in saved, f"its last input is no rng_save output: {l}"
+        out.append(l)
+    return out
