@@ -5,6 +5,8 @@ the context and libraries hold), expandable segments on as in mutwo. A batch
 fits when it trains 10 steps (bench/peers.py's step: SGD, momentum 0.9)
 without running out of memory; the largest is found by doubling, then
 bisection, each trial in its own process. One JSON line per model and variant.
+`--cap free` sets no fraction: the limit is what the card has free (a card
+another process shares, bench/shared_card_gpu.sh).
   python3 bench/capped_peers.py --cap 8GiB --models resnet-152,bert-base --variants eager,ckpt
 """
 import argparse, json, os, subprocess, sys, time
@@ -19,7 +21,8 @@ free, total = torch.cuda.mem_get_info()
 torch.empty(1, device="cuda")
 free, total = torch.cuda.mem_get_info()
 outside = (total - free) - torch.cuda.memory_reserved()
-torch.cuda.set_per_process_memory_fraction(({cap} - outside) / total)
+if {cap} > 0:  # else (--cap free) what the card has free is the limit: a card another process shares
+    torch.cuda.set_per_process_memory_fraction(({cap} - outside) / total)
 import peers
 try:
     r = peers.measure({model!r}, {batch}, {variant!r}, 10)
@@ -70,14 +73,14 @@ def largest(model: str, variant: str, cap: int, limit: int, timeout: float, hint
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cap", default="8GiB")
+    ap.add_argument("--cap", default="8GiB", help="what the process may hold (8GiB), or free: what the card has free")
     ap.add_argument("--models", default="resnet-152,bert-base")
     ap.add_argument("--variants", default="eager,ckpt")
     ap.add_argument("--limit", type=int, default=1024)
     ap.add_argument("--timeout", type=float, default=60, help="seconds per trial")
     ap.add_argument("--hints", default="", help="where to start, per variant: eager=40,ckpt=110")
     a = ap.parse_args()
-    cap = int(float(a.cap[:-3]) * UNITS[a.cap[-3:]]) if a.cap[-3:] in UNITS else int(a.cap)
+    cap = 0 if a.cap == "free" else int(float(a.cap[:-3]) * UNITS[a.cap[-3:]]) if a.cap[-3:] in UNITS else int(a.cap)
     hints = {k: int(v) for k, v in (h.split("=") for h in a.hints.split(",") if h)}
     import torch
     card = torch.cuda.get_device_name()

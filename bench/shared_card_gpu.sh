@@ -10,8 +10,12 @@
 #   4. mutwo.torch.wrap on Hugging Face T5 (0-dim CPU tensors) two steps;
 #   5. the CUDA-only pytest cases.
 # JSON lines in $OUT/results.jsonl with card, torch and date; log in $OUT/log.txt.
-# SECTIONS picks some (default "1 2 3 4 5").
-#   SECTIONS="1 3 4 5" bench/shared_card_gpu.sh; SECTIONS=2 MODELS="resnet-152 bert-base" KEEP=12 bench/shared_card_gpu.sh
+#   6. PyTorch eager and per-block checkpointing's largest batches on the
+#      same shared card (bench/capped_peers.py --cap free, bisection).
+# SECTIONS picks some (default "1 2 3 4 5"; 6 only when named).
+#   SECTIONS="1 3 4 5" bench/shared_card_gpu.sh
+#   SECTIONS=2 MODELS=resnet-152 LIMIT=512 MB_TIMEOUT=450 bench/shared_card_gpu.sh
+#   SECTIONS=6 MODELS=resnet-152 HINTS=eager=64,ckpt=180 bench/shared_card_gpu.sh
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${OUT:-bench/out/shared}
@@ -43,7 +47,8 @@ echo "== 1. run on the shared card (${SECONDS}s)"
 on 1 && tag "$($m run --model resnet-50 --batch 32 --steps 3 --device cuda --json | tail -n 1)" run-resnet-50
 echo "== 2. max-batch without --memory (${SECONDS}s)"
 on 2 && for model in ${MODELS:-resnet-152 bert-base}; do
-  j=$(timeout 200 $m max-batch --model $model --device cuda --planners ${PLANNERS:-none,per-layer,mutwo} --out "$out/mb_$model" --json --quiet | tail -n 1)
+  j=$(timeout "${MB_TIMEOUT:-200}" $m max-batch --model $model --device cuda --planners ${PLANNERS:-none,per-layer,mutwo} \
+    --limit "${LIMIT:-4096}" --out "$out/mb_$model" --json --quiet | tail -n 1)
   tag "$j" "max-batch-$model"
   for p in none per-layer mutwo; do
     [ -f "$out/mb_$model/$p.ir" ] || continue
@@ -73,6 +78,11 @@ info = mutwo.torch.report(w)
 print(json.dumps({"losses": losses, "feasible": info["feasible"], "measured_peak_bytes": info["measured_peak_bytes"], "budget_bytes": info["budget_bytes"]}))
 PY
 on 4 && tag "$(cat "$out/t5.json" 2>/dev/null || echo '{"error": "wrap failed"}')" wrap-t5
+echo "== 6. PyTorch's largest batches on the same card (${SECONDS}s)"
+on 6 && for model in ${MODELS:-resnet-152 bert-base}; do  # HINTS: where to start, e.g. eager=64,ckpt=180
+  timeout "${PEERS_TIMEOUT:-400}" python3 bench/capped_peers.py --cap free --models $model --variants eager,ckpt \
+    --hints "${HINTS:-}" --timeout 90 | tee -a "$res"
+done
 kill $hog; wait $hog 2>/dev/null
 echo "== 5. CUDA pytest cases, card free again (${SECONDS}s)"
 on 5 && MUTWO_BIN=$m MUTWO_LIBRARY=$PWD/build-cuda/src/torchext/libmutwo_torch.so PYTHONPATH=python:tests/python \

@@ -148,6 +148,24 @@ def real_tensors_as_constants() -> Iterator[None]:
         aa.construct_fake_mode = original
 
 
+@contextmanager
+def compiling() -> Iterator[None]:
+    """torch.compiler.is_compiling() true while tracing, as torch.export's
+    non-strict tracing sets it: libraries then take their traceable paths
+    (Hugging Face's masks skip the data-dependent `.all()` that decides
+    whether a padding mask may be dropped)."""
+    compiler = torch.compiler
+    if not hasattr(compiler, "_is_compiling_flag"):  # an older torch: nothing to set
+        yield
+        return
+    old = compiler._is_compiling_flag
+    compiler._is_compiling_flag = True
+    try:
+        yield
+    finally:
+        compiler._is_compiling_flag = old
+
+
 def scopes(gm: torch.fx.GraphModule, wrapper_attr: str) -> dict[torch.fx.Node, str]:
     """Each node's module path: the innermost entry of its nn_module_stack, or,
     for a backward node without one, that of the forward node whose autograd

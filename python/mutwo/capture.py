@@ -182,11 +182,36 @@ def trace(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Option
     model (parameters, buffers) nor the RNG state changes.
     """
     with _rng_preserved(), torch.enable_grad():
-        return _trace(model, tuple(example_inputs), loss_fn, out_spec)
+        try:
+            return _trace(model, tuple(example_inputs), loss_fn, out_spec)
+        except _ViewedOutputs as e:  # trace again, those outputs made tensors of their own
+            return _trace(model, tuple(example_inputs), loss_fn, out_spec, e.positions)
+
+
+class _ViewedOutputs(Exception):
+    """Module outputs that are views of other outputs (CLIP's logits_per_text is
+    logits_per_image.t()): AOTAutograd gives them no tangent of their own."""
+
+    def __init__(self, positions: frozenset[int]) -> None:
+        super().__init__(sorted(positions))
+        self.positions = positions
+
+
+def _viewed_outputs(results: Any) -> frozenset[int]:
+    """Positions, among the tensor outputs of a real run, of those that share
+    storage with an earlier one."""
+    seen, viewed = set(), set()
+    tensors = [x for x in torch.utils._pytree.tree_flatten(results)[0] if isinstance(x, torch.Tensor)]
+    for k, t in enumerate(tensors):
+        storage = t.untyped_storage().data_ptr()
+        if storage in seen:
+            viewed.add(k)
+        seen.add(storage)
+    return frozenset(viewed)
 
 
 def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Callable],
-           out_spec: Optional[list]) -> Joint:
+           out_spec: Optional[list], cloned: frozenset[int] = frozenset()) -> Joint:
     wrapper = _Wrapper(copy.deepcopy(model), loss_fn)
     prefix = WRAPPER_ATTR + "."
     named_params = list(wrapper.named_parameters())  # tied parameters once
@@ -228,7 +253,7 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Call
             return (result,)
         leaves, spec = torch.utils._pytree.tree_flatten(result)
         positions = [k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-        outs = tuple(leaves[k] for k in positions)
+        outs = tuple(leaves[k].clone() if i in cloned else leaves[k] for i, k in enumerate(positions))
         module_outputs.update(spec=OutputSpec(spec, [None if k in positions else x for k, x in enumerate(leaves)],
                                               positions),
                               requires_grad=[o.requires_grad for o in outs])
@@ -244,8 +269,8 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Call
     compiled = _compat.aot_function(step, fw_compiler=lambda gm, _: _compat.make_boxed_func(gm),
                                     partition_fn=partition_fn)
     try:
-        with _compat.module_scopes(wrapper), _compat.real_tensors_as_constants():
-            compiled(*flat)  # traces, partitions (our hook records the joint graph), runs the forward
+        with _compat.module_scopes(wrapper), _compat.real_tensors_as_constants(), _compat.compiling():
+            results = compiled(*flat)  # traces, partitions (our hook records the joint graph), runs the forward
     except CaptureError:
         raise
     except Exception as e:  # graph breaks, data-dependent shapes, unsupported outputs
@@ -288,6 +313,8 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Call
         n_out = len(module_outputs["requires_grad"])
         outputs = _own_outputs(gm, fwd[first:first + n_out])
         tangent_of = _compat.tangent_outputs(module_outputs["requires_grad"], len(tangents))
+        if tangent_of is None and not cloned and _viewed_outputs(results):
+            raise _ViewedOutputs(_viewed_outputs(results))
         if tangent_of is None:
             raise CaptureError(f"the joint graph has {len(tangents)} tangents for {n_out} outputs "
                                f"({sum(module_outputs['requires_grad'])} requiring grad)")
