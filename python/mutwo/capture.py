@@ -185,9 +185,10 @@ def trace(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Option
         return _trace(model, tuple(example_inputs), loss_fn, out_spec)
 
 
-def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Callable],
-           out_spec: Optional[list]) -> Joint:
-    wrapper = _Wrapper(copy.deepcopy(model), loss_fn)
+def _primals(wrapper: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Callable]) -> tuple:
+    """The step's primals (parameters, buffers, then tensor inputs), the tensors
+    given to AOTAutograd for them, the positions of the tensor inputs among
+    `example_inputs`, and every name each parameter and buffer has."""
     prefix = WRAPPER_ATTR + "."
     named_params = list(wrapper.named_parameters())  # tied parameters once
     named_buffers = list(wrapper.named_buffers())
@@ -211,29 +212,14 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Call
             primals.append(Primal("input", i, x.clone()))
             flat.append(x)
             input_positions.append(i)
-    _check_batch_norms(wrapper)
-
     n_state = len(named_params) + len(named_buffers)
     owners = [all_names[id(t)] for t in flat[:n_state]]
+    return primals, flat, input_positions, owners
 
-    module_outputs: dict[str, Any] = {}
 
-    def step(*args: torch.Tensor) -> tuple:
-        tensors = {name: a for names, a in zip(owners, args[:n_state]) for name in names}
-        inputs = list(example_inputs)
-        for i, a in zip(input_positions, args[n_state:]):
-            inputs[i] = a
-        result = _compat.functional_call(wrapper, tensors, tuple(inputs))
-        if loss_fn is not None:
-            return (result,)
-        leaves, spec = torch.utils._pytree.tree_flatten(result)
-        positions = [k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
-        outs = tuple(leaves[k] for k in positions)
-        module_outputs.update(spec=OutputSpec(spec, [None if k in positions else x for k, x in enumerate(leaves)],
-                                              positions),
-                              requires_grad=[o.requires_grad for o in outs])
-        return outs
-
+def _run_joint(wrapper: torch.nn.Module, step: Callable, flat: list) -> tuple[dict, list[int]]:
+    """Runs `step` through AOTAutograd once: the joint graph its partitioner saw
+    (gm, inputs, kwargs), and the positions in `flat` the real run wrote."""
     got: dict[str, Any] = {}
 
     def partition_fn(joint_module: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
@@ -253,7 +239,34 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Call
     if "gm" not in got:
         raise CaptureError("AOTAutograd produced no joint graph (does the loss require grad?)")
     moved = [i for i, t in enumerate(flat) if t._version != versions[i]]  # written by the real run
+    return got, moved
 
+
+def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Callable],
+           out_spec: Optional[list]) -> Joint:
+    wrapper = _Wrapper(copy.deepcopy(model), loss_fn)
+    primals, flat, input_positions, owners = _primals(wrapper, example_inputs, loss_fn)
+    _check_batch_norms(wrapper)
+    n_state = len(owners)
+    module_outputs: dict[str, Any] = {}
+
+    def step(*args: torch.Tensor) -> tuple:
+        tensors = {name: a for names, a in zip(owners, args[:n_state]) for name in names}
+        inputs = list(example_inputs)
+        for i, a in zip(input_positions, args[n_state:]):
+            inputs[i] = a
+        result = _compat.functional_call(wrapper, tensors, tuple(inputs))
+        if loss_fn is not None:
+            return (result,)
+        leaves, spec = torch.utils._pytree.tree_flatten(result)
+        positions = [k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        outs = tuple(leaves[k] for k in positions)
+        module_outputs.update(spec=OutputSpec(spec, [None if k in positions else x for k, x in enumerate(leaves)],
+                                              positions),
+                              requires_grad=[o.requires_grad for o in outs])
+        return outs
+
+    got, moved = _run_joint(wrapper, step, flat)
     gm: torch.fx.GraphModule = got["gm"]
     primal_vals, tangent_vals = _compat.split_joint_inputs(got["inputs"])
     if not _compat.primals_match(primal_vals, flat):
