@@ -34,9 +34,8 @@ struct Options {
 
 inline constexpr int64_t kB = 3, kT = 8, kH = 16, kV = 40, kN = kB * kT;
 
-// Writes dir/<name>.json and dir/<name>.safetensors; returns the JSON's path.
-// The hidden state is a parameter (h, (B, T, H)), so that its gradient is one too.
-inline std::string write(const std::string& dir, const Options& o) {
+// The head's tensors, dir/<name>.safetensors: seeded data, the same in both test binaries.
+inline void write_tensors(const std::string& dir, const Options& o) {
   uint64_t seed = 12345;  // a small LCG: the same data in both test binaries, no ATen
   auto uniform = [&seed] {
     seed = seed * 6364136223846793005ull + 1442695040888963407ull;
@@ -53,8 +52,6 @@ inline std::string write(const std::string& dir, const Options& o) {
     entries.emplace_back(name, e);
   };
   const bool bf16 = !o.upcast.empty();
-  const char* H = bf16 ? "bf16" : "f32";                     // the head's dtype
-  const char* L = bf16 ? o.upcast.c_str() : "f32";           // the logits' dtype at the loss
   auto head = [&](const char* name, ir::Shape shape, float scale) {  // f32, or bf16 rounded to nearest even
     if (!bf16) return add(name, ir::DType::f32, shape, [&](int64_t) { return scale * uniform(); });
     add(name, ir::DType::bf16, shape, [&](int64_t) {
@@ -71,19 +68,18 @@ inline std::string write(const std::string& dir, const Options& o) {
     return o.ignore_rows && i < 3 ? o.ignore_index : static_cast<int64_t>((uniform() + 1.0f) * 0.5f * (kV - 1));
   });
   std::ofstream(dir + "/" + o.name + ".safetensors", std::ios::binary) << stepfile::tensor_file_header(entries) << bytes;
+}
 
-  std::vector<std::string> values, nodes;
+// The step file's values, as JSON objects.
+inline std::vector<std::string> values_json(const Options& o) {
+  std::vector<std::string> values;
+  const bool bf16 = !o.upcast.empty();
+  const char* H = bf16 ? "bf16" : "f32";                     // the head's dtype
+  const char* L = bf16 ? o.upcast.c_str() : "f32";           // the logits' dtype at the loss
   auto value = [&](const std::string& name, const char* role, const ir::Shape& shape, const std::string& extra = "",
                    const char* dtype = "f32") {
     values.push_back(fmt::format(R"({{"name":"{}","role":"{}","dtype":"{}","shape":[{}],"strides":[]{}}})", name, role,
                                  dtype, fmt::join(shape, ","), extra));
-  };
-  // A node of the step file; `alias` 0 makes it a view of its first argument.
-  auto node = [&](const char* target, const std::string& args, const std::string& outs, bool view = false,
-                  const char* overload = "default") {
-    nodes.push_back(fmt::format(R"({{"target":"{}","overload":"{}","args":[{}],"outputs":[{}],"tags":{},"mutates":[],)"
-                                R"("alias_of":{},"scope":"","phase":"forward"}})",
-                                target, overload, args, outs, view ? R"(["view"])" : "[]", view ? "0" : "null"));
   };
   value("p_h", "parameter", {kB, kT, kH}, R"(,"qualname":"h")", H);
   value("p_w", "parameter", {kV, kH}, R"(,"qualname":"lm_head.weight")", H);
@@ -120,6 +116,22 @@ inline std::string write(const std::string& dir, const Options& o) {
   value("d_h", "gradient", {kB, kT, kH}, R"(,"of":"p_h")", H);
   value("d_w", "gradient", {kV, kH}, R"(,"of":"p_w")", H);
 
+  return values;
+}
+
+// The step file's nodes, as JSON objects.
+inline std::vector<std::string> nodes_json(const Options& o) {
+  std::vector<std::string> nodes;
+  const bool bf16 = !o.upcast.empty();
+  const char* H = bf16 ? "bf16" : "f32";                     // the head's dtype
+  const char* L = bf16 ? o.upcast.c_str() : "f32";           // the logits' dtype at the loss
+  // A node of the step file; `alias` 0 makes it a view of its first argument.
+  auto node = [&](const char* target, const std::string& args, const std::string& outs, bool view = false,
+                  const char* overload = "default") {
+    nodes.push_back(fmt::format(R"({{"target":"{}","overload":"{}","args":[{}],"outputs":[{}],"tags":{},"mutates":[],)"
+                                R"("alias_of":{},"scope":"","phase":"forward"}})",
+                                target, overload, args, outs, view ? R"(["view"])" : "[]", view ? "0" : "null"));
+  };
   const std::string dims = fmt::format("[{},{},{}]", kB, kT, kV);
   node("aten::t", R"({"t":"p_w"})", R"("t")", true);
   node("aten::view", fmt::format(R"({{"t":"p_h"}},[{},{}])", kN, kH), R"("view")", true);
@@ -158,10 +170,17 @@ inline std::string write(const std::string& dir, const Options& o) {
   node("aten::_reshape_alias", fmt::format(R"({{"t":"mm_1"}},[{},{},{}],[{},{},1])", kB, kT, kH, kT * kH, kH),
        R"("d_h")", true);
   node("aten::t", R"({"t":"t_3"})", R"("d_w")", true);
+  return nodes;
+}
+
+// Writes dir/<name>.json and dir/<name>.safetensors; returns the JSON's path.
+// The hidden state is a parameter (h, (B, T, H)), so that its gradient is one too.
+inline std::string write(const std::string& dir, const Options& o) {
+  write_tensors(dir, o);
   const std::string path = dir + "/" + o.name + ".json";
   std::ofstream(path) << fmt::format(
       R"({{"format":"mutwo-step","version":1,"name":"{}","data":"{}.safetensors","loss":"loss","values":[{}],"nodes":[{}]}})",
-      o.name, o.name, fmt::join(values, ","), fmt::join(nodes, ","));
+      o.name, o.name, fmt::join(values_json(o), ","), fmt::join(nodes_json(o), ","));
   return path;
 }
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# CTest `core_no_torch`: the ATen-free core stays free of libtorch.
+# CTest `core_no_torch`: the ATen-free core (src/aten_free.txt, the one list)
+# stays free of libtorch.
 #   core_no_torch.sh BIN BUILD_DIR SOURCE_DIR
 # BIN (mutwo_core_tests) loads no libtorch or c10 (ldd); its link line in
-# BUILD_DIR/build.ninja names none; and no source of the core's folders
-# includes an ATen, c10 or torch header (a system libtorch, as Debian's, puts those on
-# the default include path, so a compile here would not notice).
+# BUILD_DIR/build.ninja names none; no source the list names includes an
+# ATen, c10 or torch header (a system libtorch, as Debian's, puts those on the
+# default include path, so a compile here would not notice); and
+# docs/layout.md names the list's targets, in its order. (CMake checks that
+# each target's sources are listed and that it links nothing outside the list.)
 set -euo pipefail
-bin=$(realpath "$1") build=$2 src=$3
+bin=$(realpath "$1") build=$2 src=$(realpath "$3")
 fail() { echo "$@"; exit 1; }
 
 found=$(ldd "$bin" | awk '{print $1}' | grep -Ei 'torch|c10' || true)  # the names, not the load addresses
@@ -18,10 +21,18 @@ if [ -f "$build/build.ninja" ]; then
   ! grep -Eqi 'torch|c10' <<<"$link" || fail "mutwo_core_tests' link line names libtorch: $link"
 fi
 
+list="$src/src/aten_free.txt"
+targets=$(grep -E '^[A-Za-z_]+:' "$list" | cut -d: -f1)
+read -ra core <<<"$(grep -E '^[A-Za-z_]+:' "$list" | cut -d: -f2- | tr '\n' ' ')"
+[ "${#core[@]}" -gt 0 ] || fail "$list lists no sources"
 cd "$src/src"
-core=(support ir ops analysis autodiff dist models stepfile rewrite plan report
-      profile/profile.h profile/profile_io.cpp profile/describe.cpp)
+for path in "${core[@]}"; do [ -e "$path" ] || fail "$list names src/$path, which does not exist"; done
 includes=$(grep -rnE '^\s*#\s*include\s*[<"](ATen|c10|torch)/' "${core[@]}" || true)
 [ -z "$includes" ] || fail "the ATen-free core includes libtorch headers: $includes"
 
-echo "$(basename "$bin"): $(ldd "$bin" | grep -c '=>') shared libraries, none of them libtorch; no core source includes its headers"
+# docs/layout.md's sentence "The core (`mutwo_support`, ...)" names the same targets in the same order.
+documented=$(tr '\n' ' ' <"$src/docs/layout.md" | grep -o 'The core ([^)]*)' | grep -o '`mutwo_[a-z_]*`' | tr -d '`' || true)
+[ "$documented" = "$targets" ] || fail "docs/layout.md's core ($(echo $documented)) is not src/aten_free.txt's ($(echo $targets))"
+
+echo "$(basename "$bin"): $(ldd "$bin" | grep -c '=>') shared libraries, none of them libtorch; no source of the" \
+     "$(wc -w <<<"$targets") core targets (src/aten_free.txt) includes its headers; docs/layout.md lists them"

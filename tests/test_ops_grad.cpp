@@ -242,161 +242,184 @@ void pin_padding(Tensors& x) { x[1].copy_(at::tensor({1, 1, 1, 0, 1, 1, 0, 0}, x
 // fused cross_entropy (1e-6: its backward computes softmax - onehot itself).
 // The f64 finite differences are an independent check of the math, accurate
 // to about 1e-9 here. Adding an op's test is adding a row.
+// Rows are: name, op, inputs, attributes, reference[, smooth, rtol, build, pin].
+// elementwise.cpp's, shape.cpp's and nn.cpp's rows.
+std::vector<OpCase> elementwise_and_loss_cases() {
+  return {
+    {"add", "add", {F({3, 4}), F({3, 4})}, {}, [](const Tensors& x) { return x[0] + x[1]; }},
+    {"add_broadcast", "add", {F({4, 3}), F({3})}, {}, [](const Tensors& x) { return x[0] + x[1]; }},
+    {"mul", "mul", {F({3, 4}), F({3, 4})}, {}, [](const Tensors& x) { return x[0] * x[1]; }},
+    {"mul_broadcast", "mul", {F({2, 1, 5}), F({3, 1})}, {}, [](const Tensors& x) { return x[0] * x[1]; }},
+    {"relu", "relu", {F({4, 5})}, {}, [](const Tensors& x) { return at::relu(x[0]); }, kNoFiniteDiff},
+    {"gelu", "gelu", {F({4, 5})}, {{"approximate", std::string("none")}},
+     [](const Tensors& x) { return at::gelu(x[0], "none"); }},
+    {"gelu_tanh", "gelu", {F({4, 5})}, {{"approximate", std::string("tanh")}},
+     [](const Tensors& x) { return at::gelu(x[0], "tanh"); }},
+    {"dropout_apply", "dropout_apply", {F({4, 6}), Mask({4, 6}, 0.7)}, {{"p", 0.3}},
+     [](const Tensors& x) { return at::native_dropout_backward(x[0], x[1], 1.0 / 0.7); }},
+    {"reshape_4_x", "reshape", {F({2, 3, 4})}, {{"shape", ir::Shape{4, -1}}},
+     [](const Tensors& x) { return x[0].reshape({4, -1}); }},
+    {"reshape_flat", "reshape", {F({2, 3, 4})}, {{"shape", ir::Shape{24}}},
+     [](const Tensors& x) { return x[0].reshape({24}); }},
+    {"reshape_2_12_1", "reshape", {F({2, 3, 4})}, {{"shape", ir::Shape{2, 12, 1}}},
+     [](const Tensors& x) { return x[0].reshape({2, 12, 1}); }},
+    {"linear_2d_bias", "linear", {F({3, 4}), F({5, 4}), F({5})}, {}, aten_linear()},
+    {"linear_2d", "linear", {F({3, 4}), F({5, 4})}, {}, aten_linear()},
+    {"linear_3d_bias", "linear", {F({2, 3, 4}), F({5, 4}), F({5})}, {}, aten_linear()},
+    {"linear_3d", "linear", {F({2, 3, 4}), F({5, 4})}, {}, aten_linear()},
+    {"log_softmax_dim0", "log_softmax", {F({2, 3, 4})}, {{"dim", int64_t{0}}},
+     [](const Tensors& x) { return at::_log_softmax(x[0], 0, false); }},
+    {"log_softmax_dim1", "log_softmax", {F({2, 3, 4})}, {{"dim", int64_t{1}}},
+     [](const Tensors& x) { return at::_log_softmax(x[0], 1, false); }},
+    {"log_softmax_last", "log_softmax", {F({2, 3, 4})}, {{"dim", int64_t{-1}}},
+     [](const Tensors& x) { return at::_log_softmax(x[0], -1, false); }},
+    {"log_softmax_nll_loss", "log_softmax", {F({5, 7}), Ints(7, {5})}, {},
+     [](const Tensors& x) { return aten_nll(1, -100)({at::_log_softmax(x[0], 1, false), x[1]}); }, kSmooth, 0,
+     [](ops::Builder& b, const std::vector<ValueId>& in) {
+       ValueId logp = b.op("log_softmax", {in[0]}, {{"dim", int64_t{1}}});
+       return b.call("nll_loss", {logp, in[1]}, {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}})[0];
+     }},
+    {"cross_entropy", "cross_entropy", {F({9, 11}, 3), Ints(11, {9})}, {{"ignore_index", int64_t{-100}}},
+     [](const Tensors& x) { return aten_nll(1, -100)({at::_log_softmax(x[0], 1, false), x[1]}); }, kSmooth, 1e-6},
+    {"cross_entropy_ignore3", "cross_entropy", {F({9, 11}, 3), Ints(11, {9})}, {{"ignore_index", int64_t{3}}},
+     [](const Tensors& x) { return aten_nll(1, 3)({at::_log_softmax(x[0], 1, false), x[1]}); }, kSmooth, 1e-6, {},
+     [](Tensors& x) {
+       x[1][0] = 3;  // one ignored row
+       x[1][1] = 0;
+     }},
+  };
+}
+
+// conv.cpp's rows.
+std::vector<OpCase> conv_cases() {
+  return {
+    {"conv2d_3x3_pad1_bias", "conv2d", {F({2, 3, 7, 6}), F({4, 3, 3, 3}), F({4})}, conv_attrs(1, 1), aten_conv(1, 1)},
+    {"conv2d_3x3_stride2", "conv2d", {F({2, 3, 9, 8}), F({5, 3, 3, 3})}, conv_attrs(2, 1), aten_conv(2, 1)},
+    {"conv2d_7x7_stem", "conv2d", {F({1, 3, 16, 16}), F({4, 3, 7, 7})}, conv_attrs(2, 3), aten_conv(2, 3)},
+    {"conv2d_1x1_downsample", "conv2d", {F({2, 4, 6, 6}), F({8, 4, 1, 1})}, conv_attrs(2, 0), aten_conv(2, 0)},
+    {"conv2d_dilation2_groups2", "conv2d", {F({2, 4, 9, 9}), F({6, 2, 3, 3}), F({6})}, conv_attrs(1, 2, 2, 2),
+     aten_conv(1, 2, 2, 2)},
+    {"batch_norm_4d_affine", "batch_norm", {F({3, 4, 5, 6}), F({4}), F({4})}, {{"eps", 1e-5}}, aten_batch_norm(1e-5)},
+    {"batch_norm_4d", "batch_norm", {F({2, 3, 4, 4})}, {{"eps", 1e-5}}, aten_batch_norm(1e-5)},
+    {"batch_norm_2d_affine", "batch_norm", {F({8, 5}), F({5}), F({5})}, {{"eps", 1e-3}}, aten_batch_norm(1e-3)},
+    {"max_pool2d_stem", "max_pool2d", {F({2, 3, 9, 8})}, pool_attrs({3, 3}, {2, 2}, {1, 1}, {1, 1}, 0),
+     aten_max_pool({3, 3}, {2, 2}, {1, 1}, {1, 1}, false), kNoFiniteDiff},
+    {"max_pool2d_ceil", "max_pool2d", {F({1, 2, 7, 5})}, pool_attrs({2, 2}, {2, 2}, {0, 0}, {1, 1}, 1),
+     aten_max_pool({2, 2}, {2, 2}, {0, 0}, {1, 1}, true), kNoFiniteDiff},
+    {"max_pool2d_dilation2", "max_pool2d", {F({2, 2, 8, 8})}, pool_attrs({3, 2}, {1, 1}, {1, 1}, {2, 2}, 0),
+     aten_max_pool({3, 2}, {1, 1}, {1, 1}, {2, 2}, false), kNoFiniteDiff},
+    {"adaptive_avg_pool2d_1x1", "adaptive_avg_pool2d", {F({2, 3, 5, 7})}, {{"output_size", ir::Shape{1, 1}}},
+     [](const Tensors& x) { return at::_adaptive_avg_pool2d(x[0], {1, 1}); }},
+    {"adaptive_avg_pool2d_3x2", "adaptive_avg_pool2d", {F({2, 3, 5, 7})}, {{"output_size", ir::Shape{3, 2}}},
+     [](const Tensors& x) { return at::_adaptive_avg_pool2d(x[0], {3, 2}); }},
+    {"adaptive_avg_pool2d_5x7", "adaptive_avg_pool2d", {F({2, 3, 5, 7})}, {{"output_size", ir::Shape{5, 7}}},
+     [](const Tensors& x) { return at::_adaptive_avg_pool2d(x[0], {5, 7}); }},
+    {"adaptive_avg_pool2d_3d", "adaptive_avg_pool2d", {F({3, 6, 4})}, {{"output_size", ir::Shape{2, 2}}},
+     [](const Tensors& x) { return at::_adaptive_avg_pool2d(x[0], {2, 2}); }},
+  };
+}
+
+// attention.cpp's and layout.cpp's rows.
+std::vector<OpCase> attention_and_layout_cases() {
+  return {
+    {"embedding", "embedding", {F({7, 4}), Ints(7, {3, 5})}, {{"padding_idx", int64_t{-1}}},
+     [](const Tensors& x) { return at::embedding(x[0], x[1], -1); }},
+    // padding_idx is a convention, not a derivative: the forward reads the padding row, which gets no gradient.
+    {"embedding_padding_idx", "embedding", {F({7, 4}), Ints(7, {3, 5})}, {{"padding_idx", int64_t{2}}},
+     [](const Tensors& x) { return at::embedding(x[0], x[1], 2); }, kNoFiniteDiff, 0, {},
+     [](Tensors& x) {
+       x[1][0][0] = 2;  // the padding row is used, and gets no gradient
+       x[1][1][1] = 4;
+       x[1][2][2] = 4;  // a repeated id: its gradients are summed
+     }},
+    {"layer_norm", "layer_norm", {F({2, 3, 6}), F({6}), F({6})}, {{"eps", 1e-5}},
+     [](const Tensors& x) { return at::layer_norm(x[0], {6}, x[1], x[2], 1e-5); }},
+    {"layer_norm_eps1e12", "layer_norm", {F({2, 3, 6}), F({6}), F({6})}, {{"eps", 1e-12}},
+     [](const Tensors& x) { return at::layer_norm(x[0], {6}, x[1], x[2], 1e-12); }},
+    {"softmax_dim0", "softmax", {F({2, 3, 4})}, {{"dim", int64_t{0}}},
+     [](const Tensors& x) { return at::_softmax(x[0], 0, false); }},
+    {"softmax_dim2", "softmax", {F({2, 3, 4})}, {{"dim", int64_t{2}}},
+     [](const Tensors& x) { return at::_softmax(x[0], 2, false); }},
+    {"softmax_last", "softmax", {F({2, 3, 4})}, {{"dim", int64_t{-1}}},
+     [](const Tensors& x) { return at::_softmax(x[0], -1, false); }},
+    // As attention splits heads: (B, T, H, D) -> (B, H, T, D).
+    {"permute", "permute", {F({2, 3, 2, 4})}, {{"dims", ir::Shape{0, 2, 1, 3}}},
+     [](const Tensors& x) { return x[0].permute({0, 2, 1, 3}); }},
+    {"contiguous_after_permute", "contiguous", {F({2, 3, 4})}, {},
+     [](const Tensors& x) { return x[0].permute({2, 0, 1}).contiguous().view({4, 6}); }, kSmooth, 0,
+     [](ops::Builder& b, const std::vector<ValueId>& in) {
+       ValueId p = b.op("permute", in, {{"dims", ir::Shape{2, 0, 1}}});
+       ValueId c = b.op("contiguous", {p});
+       return b.op("reshape", {c}, {{"shape", ir::Shape{4, 6}}});
+     }},
+    // Parts 0 and 2 of a split, concatenated in reverse: part 1 gets a zero gradient.
+    {"split_then_cat", "split", {F({2, 3, 9})}, {},
+     [](const Tensors& x) {
+       auto parts = x[0].split_with_sizes({3, 2, 4}, 2);
+       return at::cat({parts[2], parts[0]}, -1);
+     },
+     kSmooth, 0,
+     [](ops::Builder& b, const std::vector<ValueId>& in) {
+       auto parts = b.call("split", in, {{"dim", int64_t{2}}, {"sizes", ir::Shape{3, 2, 4}}});
+       return b.op("cat", {parts[2], parts[0]}, {{"dim", int64_t{-1}}});
+     }},
+    {"cat_of_three", "cat", {F({2, 3}), F({1, 3}), F({4, 3})}, {{"dim", int64_t{0}}},
+     [](const Tensors& x) { return at::cat({x[0], x[1], x[2]}, 0); }},
+    // The default fill is the lowest finite float, whose f64 differences overflow: a small fill for those.
+    {"causal_mask_fill", "causal_mask_fill", {F({2, 2, 4, 4})}, {},
+     aten_causal_fill(std::numeric_limits<float>::lowest()), kNoFiniteDiff},
+    {"causal_mask_fill_more_keys", "causal_mask_fill", {F({3, 5})}, {},
+     aten_causal_fill(std::numeric_limits<float>::lowest()), kNoFiniteDiff},
+    {"causal_mask_fill_value", "causal_mask_fill", {F({3, 5})}, {{"value", -3.0}}, aten_causal_fill(-3.0)},
+    {"scale", "scale", {F({3, 4})}, {{"alpha", 0.125}}, [](const Tensors& x) { return at::mul(x[0], 0.125); }},
+    {"tanh", "tanh", {F({3, 4})}, {}, [](const Tensors& x) { return at::tanh(x[0]); }},
+    // Scores (B, H, T, S) and HF's attention_mask (B, S): padded keys filled, as HF's additive finfo.min mask.
+    {"padding_mask_fill", "padding_mask_fill", {F({2, 2, 3, 4}), Ints(2, {2, 4})}, {},
+     aten_padding_fill(std::numeric_limits<float>::lowest()), kNoFiniteDiff, 0, {}, pin_padding},
+    {"padding_mask_fill_value", "padding_mask_fill", {F({2, 2, 3, 4}), Ints(2, {2, 4})}, {{"value", -3.0}},
+     aten_padding_fill(-3.0), kSmooth, 0, {}, pin_padding},
+    // The vocabulary head in row chunks (test_vocab_loss.cpp checks chunk sizes, bias and memory): 2 chunks of 32 rows.
+    {"linear_cross_entropy", "linear_cross_entropy", {F({40, 6}), F({9, 6}), Ints(9, {40})},
+     {{"chunk_rows", int64_t{32}}, {"ignore_index", int64_t{-100}}},
+     [](const Tensors& x) {
+       return std::get<0>(at::nll_loss_forward(at::_log_softmax(at::linear(x[0], x[1]), 1, false), x[2],
+                                               c10::nullopt, 1, -100));
+     },
+     kSmooth, 1e-6},
+  };
+}
+
+// Rows made in loops: sum and mean over dims, nll_loss's reductions, matmul's transposes.
+std::vector<OpCase> generated_cases() {
+  std::vector<OpCase> t;
+  for (bool mean : {false, true})
+    for (auto [dims, keepdim] : std::vector<std::pair<std::vector<int64_t>, bool>>{
+             {{}, false}, {{}, true}, {{1}, false}, {{0, 2}, true}, {{-1}, true}, {{2, 0}, false}}) {
+      std::string name = fmt::format("{}_dims{}_keepdim{}", mean ? "mean" : "sum", fmt::join(dims, "_"), int{keepdim});
+      for (char& ch : name)
+        if (ch == '-') ch = 'm';
+      t.push_back({name, mean ? "mean" : "sum", {F({2, 3, 4})}, reduce_attrs(dims, keepdim),
+                   aten_reduce(mean, dims, keepdim)});
+    }
+  for (int64_t reduction : {0, 1, 2})
+    for (int64_t ignore : {int64_t{-100}, int64_t{2}})
+      t.push_back({fmt::format("nll_loss_reduction{}_ignore{}", reduction, ignore < 0 ? "none" : "2"), "nll_loss",
+                   {LogProbs({6, 4}), Ints(4, {6})}, {{"reduction", reduction}, {"ignore_index", ignore}},
+                   aten_nll(reduction, ignore), kSmooth, 0, {}, [](Tensors& x) {
+                     x[1][0] = 2;  // at least one ignored row when ignore_index is 2
+                     x[1][1] = 0;  // and at least one counted
+                   }});
+  for (int rank : {2, 3, 4})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) t.push_back(matmul_case(rank, ta, tb));
+  return t;
+}
+
 const std::vector<OpCase>& op_cases() {
   static const std::vector<OpCase> cases = [] {
-    std::vector<OpCase> t = {
-        // name, op, inputs, attributes, reference[, smooth, rtol, build, pin]
-        {"add", "add", {F({3, 4}), F({3, 4})}, {}, [](const Tensors& x) { return x[0] + x[1]; }},
-        {"add_broadcast", "add", {F({4, 3}), F({3})}, {}, [](const Tensors& x) { return x[0] + x[1]; }},
-        {"mul", "mul", {F({3, 4}), F({3, 4})}, {}, [](const Tensors& x) { return x[0] * x[1]; }},
-        {"mul_broadcast", "mul", {F({2, 1, 5}), F({3, 1})}, {}, [](const Tensors& x) { return x[0] * x[1]; }},
-        {"relu", "relu", {F({4, 5})}, {}, [](const Tensors& x) { return at::relu(x[0]); }, kNoFiniteDiff},
-        {"gelu", "gelu", {F({4, 5})}, {{"approximate", std::string("none")}},
-         [](const Tensors& x) { return at::gelu(x[0], "none"); }},
-        {"gelu_tanh", "gelu", {F({4, 5})}, {{"approximate", std::string("tanh")}},
-         [](const Tensors& x) { return at::gelu(x[0], "tanh"); }},
-        {"dropout_apply", "dropout_apply", {F({4, 6}), Mask({4, 6}, 0.7)}, {{"p", 0.3}},
-         [](const Tensors& x) { return at::native_dropout_backward(x[0], x[1], 1.0 / 0.7); }},
-        {"reshape_4_x", "reshape", {F({2, 3, 4})}, {{"shape", ir::Shape{4, -1}}},
-         [](const Tensors& x) { return x[0].reshape({4, -1}); }},
-        {"reshape_flat", "reshape", {F({2, 3, 4})}, {{"shape", ir::Shape{24}}},
-         [](const Tensors& x) { return x[0].reshape({24}); }},
-        {"reshape_2_12_1", "reshape", {F({2, 3, 4})}, {{"shape", ir::Shape{2, 12, 1}}},
-         [](const Tensors& x) { return x[0].reshape({2, 12, 1}); }},
-        {"linear_2d_bias", "linear", {F({3, 4}), F({5, 4}), F({5})}, {}, aten_linear()},
-        {"linear_2d", "linear", {F({3, 4}), F({5, 4})}, {}, aten_linear()},
-        {"linear_3d_bias", "linear", {F({2, 3, 4}), F({5, 4}), F({5})}, {}, aten_linear()},
-        {"linear_3d", "linear", {F({2, 3, 4}), F({5, 4})}, {}, aten_linear()},
-        {"log_softmax_dim0", "log_softmax", {F({2, 3, 4})}, {{"dim", int64_t{0}}},
-         [](const Tensors& x) { return at::_log_softmax(x[0], 0, false); }},
-        {"log_softmax_dim1", "log_softmax", {F({2, 3, 4})}, {{"dim", int64_t{1}}},
-         [](const Tensors& x) { return at::_log_softmax(x[0], 1, false); }},
-        {"log_softmax_last", "log_softmax", {F({2, 3, 4})}, {{"dim", int64_t{-1}}},
-         [](const Tensors& x) { return at::_log_softmax(x[0], -1, false); }},
-        {"log_softmax_nll_loss", "log_softmax", {F({5, 7}), Ints(7, {5})}, {},
-         [](const Tensors& x) { return aten_nll(1, -100)({at::_log_softmax(x[0], 1, false), x[1]}); }, kSmooth, 0,
-         [](ops::Builder& b, const std::vector<ValueId>& in) {
-           ValueId logp = b.op("log_softmax", {in[0]}, {{"dim", int64_t{1}}});
-           return b.call("nll_loss", {logp, in[1]}, {{"reduction", int64_t{1}}, {"ignore_index", int64_t{-100}}})[0];
-         }},
-        {"cross_entropy", "cross_entropy", {F({9, 11}, 3), Ints(11, {9})}, {{"ignore_index", int64_t{-100}}},
-         [](const Tensors& x) { return aten_nll(1, -100)({at::_log_softmax(x[0], 1, false), x[1]}); }, kSmooth, 1e-6},
-        {"cross_entropy_ignore3", "cross_entropy", {F({9, 11}, 3), Ints(11, {9})}, {{"ignore_index", int64_t{3}}},
-         [](const Tensors& x) { return aten_nll(1, 3)({at::_log_softmax(x[0], 1, false), x[1]}); }, kSmooth, 1e-6, {},
-         [](Tensors& x) {
-           x[1][0] = 3;  // one ignored row
-           x[1][1] = 0;
-         }},
-        // conv.cpp's rows
-        {"conv2d_3x3_pad1_bias", "conv2d", {F({2, 3, 7, 6}), F({4, 3, 3, 3}), F({4})}, conv_attrs(1, 1), aten_conv(1, 1)},
-        {"conv2d_3x3_stride2", "conv2d", {F({2, 3, 9, 8}), F({5, 3, 3, 3})}, conv_attrs(2, 1), aten_conv(2, 1)},
-        {"conv2d_7x7_stem", "conv2d", {F({1, 3, 16, 16}), F({4, 3, 7, 7})}, conv_attrs(2, 3), aten_conv(2, 3)},
-        {"conv2d_1x1_downsample", "conv2d", {F({2, 4, 6, 6}), F({8, 4, 1, 1})}, conv_attrs(2, 0), aten_conv(2, 0)},
-        {"conv2d_dilation2_groups2", "conv2d", {F({2, 4, 9, 9}), F({6, 2, 3, 3}), F({6})}, conv_attrs(1, 2, 2, 2),
-         aten_conv(1, 2, 2, 2)},
-        {"batch_norm_4d_affine", "batch_norm", {F({3, 4, 5, 6}), F({4}), F({4})}, {{"eps", 1e-5}}, aten_batch_norm(1e-5)},
-        {"batch_norm_4d", "batch_norm", {F({2, 3, 4, 4})}, {{"eps", 1e-5}}, aten_batch_norm(1e-5)},
-        {"batch_norm_2d_affine", "batch_norm", {F({8, 5}), F({5}), F({5})}, {{"eps", 1e-3}}, aten_batch_norm(1e-3)},
-        {"max_pool2d_stem", "max_pool2d", {F({2, 3, 9, 8})}, pool_attrs({3, 3}, {2, 2}, {1, 1}, {1, 1}, 0),
-         aten_max_pool({3, 3}, {2, 2}, {1, 1}, {1, 1}, false), kNoFiniteDiff},
-        {"max_pool2d_ceil", "max_pool2d", {F({1, 2, 7, 5})}, pool_attrs({2, 2}, {2, 2}, {0, 0}, {1, 1}, 1),
-         aten_max_pool({2, 2}, {2, 2}, {0, 0}, {1, 1}, true), kNoFiniteDiff},
-        {"max_pool2d_dilation2", "max_pool2d", {F({2, 2, 8, 8})}, pool_attrs({3, 2}, {1, 1}, {1, 1}, {2, 2}, 0),
-         aten_max_pool({3, 2}, {1, 1}, {1, 1}, {2, 2}, false), kNoFiniteDiff},
-        {"adaptive_avg_pool2d_1x1", "adaptive_avg_pool2d", {F({2, 3, 5, 7})}, {{"output_size", ir::Shape{1, 1}}},
-         [](const Tensors& x) { return at::_adaptive_avg_pool2d(x[0], {1, 1}); }},
-        {"adaptive_avg_pool2d_3x2", "adaptive_avg_pool2d", {F({2, 3, 5, 7})}, {{"output_size", ir::Shape{3, 2}}},
-         [](const Tensors& x) { return at::_adaptive_avg_pool2d(x[0], {3, 2}); }},
-        {"adaptive_avg_pool2d_5x7", "adaptive_avg_pool2d", {F({2, 3, 5, 7})}, {{"output_size", ir::Shape{5, 7}}},
-         [](const Tensors& x) { return at::_adaptive_avg_pool2d(x[0], {5, 7}); }},
-        {"adaptive_avg_pool2d_3d", "adaptive_avg_pool2d", {F({3, 6, 4})}, {{"output_size", ir::Shape{2, 2}}},
-         [](const Tensors& x) { return at::_adaptive_avg_pool2d(x[0], {2, 2}); }},
-        // attention.cpp's and layout.cpp's rows
-        {"embedding", "embedding", {F({7, 4}), Ints(7, {3, 5})}, {{"padding_idx", int64_t{-1}}},
-         [](const Tensors& x) { return at::embedding(x[0], x[1], -1); }},
-        // padding_idx is a convention, not a derivative: the forward reads the padding row, which gets no gradient.
-        {"embedding_padding_idx", "embedding", {F({7, 4}), Ints(7, {3, 5})}, {{"padding_idx", int64_t{2}}},
-         [](const Tensors& x) { return at::embedding(x[0], x[1], 2); }, kNoFiniteDiff, 0, {},
-         [](Tensors& x) {
-           x[1][0][0] = 2;  // the padding row is used, and gets no gradient
-           x[1][1][1] = 4;
-           x[1][2][2] = 4;  // a repeated id: its gradients are summed
-         }},
-        {"layer_norm", "layer_norm", {F({2, 3, 6}), F({6}), F({6})}, {{"eps", 1e-5}},
-         [](const Tensors& x) { return at::layer_norm(x[0], {6}, x[1], x[2], 1e-5); }},
-        {"layer_norm_eps1e12", "layer_norm", {F({2, 3, 6}), F({6}), F({6})}, {{"eps", 1e-12}},
-         [](const Tensors& x) { return at::layer_norm(x[0], {6}, x[1], x[2], 1e-12); }},
-        {"softmax_dim0", "softmax", {F({2, 3, 4})}, {{"dim", int64_t{0}}},
-         [](const Tensors& x) { return at::_softmax(x[0], 0, false); }},
-        {"softmax_dim2", "softmax", {F({2, 3, 4})}, {{"dim", int64_t{2}}},
-         [](const Tensors& x) { return at::_softmax(x[0], 2, false); }},
-        {"softmax_last", "softmax", {F({2, 3, 4})}, {{"dim", int64_t{-1}}},
-         [](const Tensors& x) { return at::_softmax(x[0], -1, false); }},
-        // As attention splits heads: (B, T, H, D) -> (B, H, T, D).
-        {"permute", "permute", {F({2, 3, 2, 4})}, {{"dims", ir::Shape{0, 2, 1, 3}}},
-         [](const Tensors& x) { return x[0].permute({0, 2, 1, 3}); }},
-        {"contiguous_after_permute", "contiguous", {F({2, 3, 4})}, {},
-         [](const Tensors& x) { return x[0].permute({2, 0, 1}).contiguous().view({4, 6}); }, kSmooth, 0,
-         [](ops::Builder& b, const std::vector<ValueId>& in) {
-           ValueId p = b.op("permute", in, {{"dims", ir::Shape{2, 0, 1}}});
-           ValueId c = b.op("contiguous", {p});
-           return b.op("reshape", {c}, {{"shape", ir::Shape{4, 6}}});
-         }},
-        // Parts 0 and 2 of a split, concatenated in reverse: part 1 gets a zero gradient.
-        {"split_then_cat", "split", {F({2, 3, 9})}, {},
-         [](const Tensors& x) {
-           auto parts = x[0].split_with_sizes({3, 2, 4}, 2);
-           return at::cat({parts[2], parts[0]}, -1);
-         },
-         kSmooth, 0,
-         [](ops::Builder& b, const std::vector<ValueId>& in) {
-           auto parts = b.call("split", in, {{"dim", int64_t{2}}, {"sizes", ir::Shape{3, 2, 4}}});
-           return b.op("cat", {parts[2], parts[0]}, {{"dim", int64_t{-1}}});
-         }},
-        {"cat_of_three", "cat", {F({2, 3}), F({1, 3}), F({4, 3})}, {{"dim", int64_t{0}}},
-         [](const Tensors& x) { return at::cat({x[0], x[1], x[2]}, 0); }},
-        // The default fill is the lowest finite float, whose f64 differences overflow: a small fill for those.
-        {"causal_mask_fill", "causal_mask_fill", {F({2, 2, 4, 4})}, {},
-         aten_causal_fill(std::numeric_limits<float>::lowest()), kNoFiniteDiff},
-        {"causal_mask_fill_more_keys", "causal_mask_fill", {F({3, 5})}, {},
-         aten_causal_fill(std::numeric_limits<float>::lowest()), kNoFiniteDiff},
-        {"causal_mask_fill_value", "causal_mask_fill", {F({3, 5})}, {{"value", -3.0}}, aten_causal_fill(-3.0)},
-        {"scale", "scale", {F({3, 4})}, {{"alpha", 0.125}}, [](const Tensors& x) { return at::mul(x[0], 0.125); }},
-        {"tanh", "tanh", {F({3, 4})}, {}, [](const Tensors& x) { return at::tanh(x[0]); }},
-        // Scores (B, H, T, S) and HF's attention_mask (B, S): padded keys filled, as HF's additive finfo.min mask.
-        {"padding_mask_fill", "padding_mask_fill", {F({2, 2, 3, 4}), Ints(2, {2, 4})}, {},
-         aten_padding_fill(std::numeric_limits<float>::lowest()), kNoFiniteDiff, 0, {}, pin_padding},
-        {"padding_mask_fill_value", "padding_mask_fill", {F({2, 2, 3, 4}), Ints(2, {2, 4})}, {{"value", -3.0}},
-         aten_padding_fill(-3.0), kSmooth, 0, {}, pin_padding},
-        // The vocabulary head in row chunks (test_vocab_loss.cpp checks chunk sizes, bias and memory): 2 chunks of 32 rows.
-        {"linear_cross_entropy", "linear_cross_entropy", {F({40, 6}), F({9, 6}), Ints(9, {40})},
-         {{"chunk_rows", int64_t{32}}, {"ignore_index", int64_t{-100}}},
-         [](const Tensors& x) {
-           return std::get<0>(at::nll_loss_forward(at::_log_softmax(at::linear(x[0], x[1]), 1, false), x[2],
-                                                   c10::nullopt, 1, -100));
-         },
-         kSmooth, 1e-6},
-    };
-    for (bool mean : {false, true})
-      for (auto [dims, keepdim] : std::vector<std::pair<std::vector<int64_t>, bool>>{
-               {{}, false}, {{}, true}, {{1}, false}, {{0, 2}, true}, {{-1}, true}, {{2, 0}, false}}) {
-        std::string name = fmt::format("{}_dims{}_keepdim{}", mean ? "mean" : "sum", fmt::join(dims, "_"), int{keepdim});
-        for (char& ch : name)
-          if (ch == '-') ch = 'm';
-        t.push_back({name, mean ? "mean" : "sum", {F({2, 3, 4})}, reduce_attrs(dims, keepdim),
-                     aten_reduce(mean, dims, keepdim)});
-      }
-    for (int64_t reduction : {0, 1, 2})
-      for (int64_t ignore : {int64_t{-100}, int64_t{2}})
-        t.push_back({fmt::format("nll_loss_reduction{}_ignore{}", reduction, ignore < 0 ? "none" : "2"), "nll_loss",
-                     {LogProbs({6, 4}), Ints(4, {6})}, {{"reduction", reduction}, {"ignore_index", ignore}},
-                     aten_nll(reduction, ignore), kSmooth, 0, {}, [](Tensors& x) {
-                       x[1][0] = 2;  // at least one ignored row when ignore_index is 2
-                       x[1][1] = 0;  // and at least one counted
-                     }});
-    for (int rank : {2, 3, 4})
-      for (bool ta : {false, true})
-        for (bool tb : {false, true}) t.push_back(matmul_case(rank, ta, tb));
+    std::vector<OpCase> t;
+    for (std::vector<OpCase> (*part)() : {elementwise_and_loss_cases, conv_cases, attention_and_layout_cases, generated_cases})
+      for (OpCase& c : part()) t.push_back(std::move(c));
     return t;
   }();
   return cases;

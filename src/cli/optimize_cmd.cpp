@@ -28,6 +28,84 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// The plan, the rewritten graph, the profile it was planned on and the
+// rewritten step's own, and the before/after plots, under `out`.
+void write_outputs(const Planned& p, c10::Device dev, uint64_t seed, const std::string& name,
+                   int64_t batch, const std::string& out) {
+  const ir::Graph& planned = p.rewritten.graph;
+  plan::write_plan_json(p.input, p.plan, p.unplanned_peak, out + "/plan.json");
+  plan::write_plan_csv(p.input, p.plan, out + "/plan.csv");
+  profile::write_profile(p.input.profile, out + "/profile.json");  // for mutwo report --profile --plan
+  write_file(out + "/rewritten.ir", ir::print(planned));
+  profile::ProfileOptions po;
+  po.device = dev.str();
+  po.seed = seed;
+  po.iters = 1;
+  po.progress = false;
+  po.model = name;
+  po.batch = batch;
+  profile::Profile prof_after = profile::profile_step(planned, po);
+  profile::Profile prof_before = p.input.profile;
+  report::plot_before_after(prof_before, prof_after, p.plan.budget_bytes, out);
+}
+
+// What optimize measured, for its JSON line.
+struct Measurements {
+  std::string name, device;
+  const Measured& baseline;  // empty when it does not fit
+  const Measured& planned;
+  bool baseline_fits, fits;
+  int64_t dropped_bytes;
+  std::string check_result;
+  const char* reference_name;
+};
+
+json optimize_json(const OptimizeCommand& cmd, const Planned& p, const Measurements& r) {
+  const Measured &mb = r.baseline, &mp = r.planned;
+  const bool baseline_fits = r.baseline_fits;
+  json j{{"command", "optimize"},
+         {"model", r.name},
+         {"batch", cmd.step.graph.empty() ? json(cmd.step.batch) : json()},
+         {"graph", cmd.step.graph},
+         {"device", r.device},
+         {"planner", p.plan.planner},
+         {"cuda_graph", cmd.cuda_graph},
+         {"budget_bytes", p.plan.budget_bytes},
+         {"baseline",
+          {{"peak_bytes", baseline_fits ? json(mb.peak_bytes) : json()},
+           {"reserved_peak_bytes", baseline_fits ? json(mb.reserved_peak_bytes) : json()},
+           {"device_peak_bytes", baseline_fits ? json(mb.device_peak_bytes) : json()},
+           {"leftover_bytes", baseline_fits ? json(mb.leftover_bytes) : json()},
+           {"step_ms", baseline_fits ? json(mb.step_ms) : json()},
+           {"predicted_peak_bytes", p.unplanned_peak},
+           {"losses", mb.losses},
+           {"fits", baseline_fits}}},
+         {"planned",
+          {{"peak_bytes", mp.peak_bytes},
+           {"reserved_peak_bytes", mp.reserved_peak_bytes},
+           {"device_peak_bytes", mp.device_peak_bytes},
+           {"leftover_bytes", mp.leftover_bytes},
+           {"step_ms", mp.step_ms},
+           {"predicted_peak_bytes", p.plan.predicted.peak_bytes},
+           {"predicted_extra_ms", p.plan.predicted.extra_ms},
+           {"losses", mp.losses},
+           {"dropped", p.plan.drop.size()},
+           {"dropped_bytes", r.dropped_bytes},
+           {"swapped", p.plan.swap.size()},
+           {"swapped_bytes", swapped_bytes(p.input.graph, p.plan)},
+           {"replayed", plan::replayed_random(p.input, p.plan).size()},
+           {"host_peak_bytes", p.plan.predicted.host_peak_bytes},
+           {"predicted_swap_ms", p.plan.predicted.swap_ms}}},
+         {"fits", r.fits},
+         {"feasible", p.plan.feasible},
+         {"check", r.check_result},
+         {"check_reference", r.reference_name},
+         {"out_dir", cmd.out}};
+  add_rank_json(j);
+  if (world_size() > 1) j["shard_optimizer"] = cmd.step.shard_optimizer;
+  return j;
+}
+
 }  // namespace
 
 void OptimizeCommand::add_to(CLI::App& app) {
@@ -102,20 +180,7 @@ int OptimizeCommand::run() const {
   for (ir::ValueId v : p.plan.drop) dropped_bytes += base.type(v).bytes();
 
   // What was written: the plan, the rewritten graph, both measured timelines, the report.
-  plan::write_plan_json(p.input, p.plan, p.unplanned_peak, out + "/plan.json");
-  plan::write_plan_csv(p.input, p.plan, out + "/plan.csv");
-  profile::write_profile(p.input.profile, out + "/profile.json");  // for mutwo report --profile --plan
-  write_file(out + "/rewritten.ir", ir::print(planned));
-  profile::ProfileOptions po;
-  po.device = dev.str();
-  po.seed = seed;
-  po.iters = 1;
-  po.progress = false;
-  po.model = name;
-  po.batch = step.batch_or_none();
-  profile::Profile prof_after = profile::profile_step(planned, po);
-  profile::Profile prof_before = p.input.profile;
-  report::plot_before_after(prof_before, prof_after, p.plan.budget_bytes, out);
+  write_outputs(p, dev, seed, name, step.batch_or_none(), out);
 
   auto measurement = [&](const Measured& m, bool ran) {
     return report::StepMeasurement{ran, m.peak_bytes, m.reserved_peak_bytes, m.step_ms, ran ? m.losses.back() : 0.0};
@@ -143,49 +208,11 @@ int OptimizeCommand::run() const {
 
   report::write_optimize_report(summary, p.input, out);
 
-  if (json_out) {
-    json j{{"command", "optimize"},
-           {"model", name},
-           {"batch", step.graph.empty() ? json(step.batch) : json()},
-           {"graph", step.graph},
-           {"device", dev.str()},
-           {"planner", planner_used},
-           {"cuda_graph", cuda_graph},
-           {"budget_bytes", p.plan.budget_bytes},
-           {"baseline",
-            {{"peak_bytes", baseline_fits ? json(mb.peak_bytes) : json()},
-             {"reserved_peak_bytes", baseline_fits ? json(mb.reserved_peak_bytes) : json()},
-             {"device_peak_bytes", baseline_fits ? json(mb.device_peak_bytes) : json()},
-             {"leftover_bytes", baseline_fits ? json(mb.leftover_bytes) : json()},
-             {"step_ms", baseline_fits ? json(mb.step_ms) : json()},
-             {"predicted_peak_bytes", p.unplanned_peak},
-             {"losses", mb.losses},
-             {"fits", baseline_fits}}},
-           {"planned",
-            {{"peak_bytes", mp.peak_bytes},
-             {"reserved_peak_bytes", mp.reserved_peak_bytes},
-             {"device_peak_bytes", mp.device_peak_bytes},
-             {"leftover_bytes", mp.leftover_bytes},
-             {"step_ms", mp.step_ms},
-             {"predicted_peak_bytes", p.plan.predicted.peak_bytes},
-             {"predicted_extra_ms", p.plan.predicted.extra_ms},
-             {"losses", mp.losses},
-             {"dropped", p.plan.drop.size()},
-             {"dropped_bytes", dropped_bytes},
-             {"swapped", p.plan.swap.size()},
-             {"swapped_bytes", swapped_bytes(base, p.plan)},
-             {"replayed", plan::replayed_random(p.input, p.plan).size()},
-             {"host_peak_bytes", p.plan.predicted.host_peak_bytes},
-             {"predicted_swap_ms", p.plan.predicted.swap_ms}}},
-           {"fits", fits},
-           {"feasible", p.plan.feasible},
-           {"check", check_result},
-           {"check_reference", reference_name},
-           {"out_dir", out}};
-    add_rank_json(j);
-    if (world_size() > 1) j["shard_optimizer"] = step.shard_optimizer;
-    std::cout << j.dump() << std::endl;
-  }
+  if (json_out)
+    std::cout << optimize_json(*this, p, {name, dev.str(), mb, mp, baseline_fits, fits, dropped_bytes, check_result,
+                                          reference_name})
+                     .dump()
+              << std::endl;
   if (check && check_result == "failed") {
     fmt::print(stderr, "mutwo: bitwise check FAILED: {}\n", check_detail);
     return 1;

@@ -97,6 +97,128 @@ struct Epoch {
   }
 };
 
+// The held-out graph: the forward graph at dropout 0, as model.eval() would
+// run it, at batch `eval_batch`.
+ir::Graph heldout_graph(const StepOptions& synthetic, int64_t eval_batch) {
+  models::ModelOptions eo = synthetic.model_options();
+  eo.batch = eval_batch;
+  eo.dropout = 0.0;
+  models::Model em = models::build_model(eo);
+  ir::Graph eval_graph = std::move(em.graph);
+  eval_graph.outputs = {em.loss};
+  ops::verify(eval_graph);
+  for (const ir::Node& n : eval_graph.nodes())
+    MUTWO_ASSERT(n.phase == ir::Phase::forward || n.phase == ir::Phase::loss,
+                 "the held-out graph would update something: {} in phase {}", n.op, ir::to_string(n.phase));
+  return eval_graph;
+}
+
+using ParameterPairs = std::vector<std::pair<ir::ValueId, ir::ValueId>>;  // (evaluator's, trainer's)
+
+// The trainer's parameter tensors by name, for the evaluator to share (the
+// optimizer updates them in place), so it holds no second copy; `parameters`
+// pairs the two graphs' ids.
+std::map<std::string, at::Tensor> shared_parameters(const ir::Graph& eval_graph, const ir::Graph& train_graph,
+                                                    runtime::Executor& ex, ParameterPairs& parameters) {
+  std::map<std::string, at::Tensor> shared;
+  for (const ir::Value& v : eval_graph.values())
+    if (v.role == ir::Role::parameter) {
+      parameters.emplace_back(v.id, train_graph.find(v.name));
+      MUTWO_ASSERT(parameters.back().second != ir::kNoValue, "the training step lacks parameter %{}", v.name);
+      shared.emplace(v.name, ex.value(parameters.back().second));
+    }
+  return shared;
+}
+
+// One epoch's walk: the training steps over `order`, then the held-out loss.
+struct EpochLoop {
+  const Windows& w;
+  runtime::Executor& ex;
+  ir::ValueId ids;
+  runtime::Executor& evaluator;
+  ir::ValueId eval_ids;
+  const ParameterPairs& parameters;
+  int64_t B, T, steps_per_epoch, eval_batch, eval_batches;
+  bool quiet;
+  int64_t log_every;
+
+  Epoch run(int64_t e, const std::vector<int64_t>& order) {
+    Epoch ep;
+    ep.epoch = e;
+    double loss_sum = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int64_t s = 0; s < steps_per_epoch; ++s) {
+      ex.bind(ids, token_batch(w, order, static_cast<size_t>(s * B), B));
+      runtime::StepResult r = ex.step();
+      loss_sum += r.outputs.at(0);
+      ep.peak_bytes = std::max(ep.peak_bytes, r.peak_bytes);
+      if (!quiet && log_every > 0 && (s + 1) % log_every == 0)
+        fmt::print(stderr, "epoch {} step {}/{}: loss {:.4f}\n", e, s + 1, steps_per_epoch, r.outputs[0]);
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ep.steps = steps_per_epoch;
+    ep.train_loss = loss_sum / static_cast<double>(steps_per_epoch);
+    ep.tokens_per_s = static_cast<double>(steps_per_epoch * B * T) / seconds;
+    double heldout_sum = 0;
+    for (const auto& [mine, theirs] : parameters) evaluator.bind(mine, ex.value(theirs));  // shared, not copied
+    for (int64_t b = 0; b < eval_batches; ++b) {
+      evaluator.bind(eval_ids, token_batch(w, w.heldout, static_cast<size_t>(b * eval_batch), eval_batch));
+      heldout_sum += evaluator.step().outputs.at(0);
+    }
+    evaluator.value(eval_ids).reset();
+    ep.heldout_loss = heldout_sum / static_cast<double>(eval_batches);
+    return ep;
+  }
+};
+
+// What training did, for the summary line and the last JSON line.
+struct TrainSummary {
+  std::string device;
+  int64_t B = 0, T = 0, steps_per_epoch = 0;
+  int64_t dropped_bytes = 0;
+  int64_t predicted = 0;  // the plan's simulated peak (kernel workspace included), else liveness's (without)
+};
+
+void print_summary(const TrainCommand& cmd, const std::optional<Planned>& p, const TrainSummary& t,
+                   const std::vector<Epoch>& epochs_done) {
+  const Epoch& last = epochs_done.back();
+  int64_t peak = 0;
+  double tokens = 0, seconds = 0;
+  json train_losses = json::array(), heldout_losses = json::array();
+  for (const Epoch& ep : epochs_done) {
+    peak = std::max(peak, ep.peak_bytes);
+    tokens += static_cast<double>(ep.steps * t.B * t.T);
+    seconds += static_cast<double>(ep.steps * t.B * t.T) / ep.tokens_per_s;
+    train_losses.push_back(ep.train_loss);
+    heldout_losses.push_back(ep.heldout_loss);
+  }
+  fmt::print("trained {} epochs, {} steps: peak memory {} (predicted {})\n", cmd.epochs, cmd.epochs * t.steps_per_epoch,
+             format_bytes(peak), format_bytes(t.predicted));
+  if (!cmd.json_out) return;
+  json j{{"command", "train"},
+         {"model", cmd.step.model},
+         {"batch", t.B},
+         {"seq", t.T},
+         {"data", cmd.step.data},
+         {"device", t.device},
+         {"optimizer", cmd.step.optimizer},
+         {"planner", p ? json(cmd.planner) : json()},
+         {"budget_bytes", p ? json(p->plan.budget_bytes) : json()},
+         {"dropped", p ? p->plan.drop.size() : 0},
+         {"dropped_bytes", t.dropped_bytes},
+         {"predicted_peak_bytes", t.predicted},
+         {"epoch", last.epoch},
+         {"epochs", cmd.epochs},
+         {"steps", cmd.epochs * t.steps_per_epoch},
+         {"train_loss", last.train_loss},
+         {"heldout_loss", last.heldout_loss},
+         {"tokens_per_s", tokens / seconds},
+         {"peak_bytes", peak},
+         {"train_losses", train_losses},
+         {"heldout_losses", heldout_losses}};
+  std::cout << j.dump() << std::endl;
+}
+
 }  // namespace
 
 void TrainCommand::add_to(CLI::App& app) {
@@ -154,33 +276,15 @@ int TrainCommand::run() const {
   if (p)
     for (ir::ValueId v : p->plan.drop) dropped_bytes += p->input.graph.type(v).bytes();
 
-  // The held-out loss: the forward graph at dropout 0, as model.eval() would
-  // run it, in batches of at most B held-out windows.
+  // The held-out loss: the forward graph at dropout 0, in batches of at most B held-out windows.
   const int64_t eval_batch = std::min<int64_t>(B, static_cast<int64_t>(w.heldout.size()));
-  models::ModelOptions eo = synthetic.model_options();
-  eo.batch = eval_batch;
-  eo.dropout = 0.0;
-  models::Model em = models::build_model(eo);
-  ir::Graph eval_graph = std::move(em.graph);
-  eval_graph.outputs = {em.loss};
-  ops::verify(eval_graph);
-  for (const ir::Node& n : eval_graph.nodes())
-    MUTWO_ASSERT(n.phase == ir::Phase::forward || n.phase == ir::Phase::loss,
-                 "the held-out graph would update something: {} in phase {}", n.op, ir::to_string(n.phase));
+  ir::Graph eval_graph = heldout_graph(synthetic, eval_batch);
 
   runtime::Executor ex(train_graph, {dev, seed});
   ex.initialize();
   const ir::ValueId ids = input_ids(train_graph);
-  // The evaluator shares the trainer's parameter tensors (the optimizer
-  // updates them in place), so it holds no second copy.
-  std::map<std::string, at::Tensor> shared;
-  std::vector<std::pair<ir::ValueId, ir::ValueId>> parameters;  // (evaluator's, trainer's)
-  for (const ir::Value& v : eval_graph.values())
-    if (v.role == ir::Role::parameter) {
-      parameters.emplace_back(v.id, train_graph.find(v.name));
-      MUTWO_ASSERT(parameters.back().second != ir::kNoValue, "the training step lacks parameter %{}", v.name);
-      shared.emplace(v.name, ex.value(parameters.back().second));
-    }
+  ParameterPairs parameters;
+  const std::map<std::string, at::Tensor> shared = shared_parameters(eval_graph, train_graph, ex, parameters);
   runtime::Executor evaluator(eval_graph, {dev, seed});
   evaluator.initialize(shared);
   const ir::ValueId eval_ids = input_ids(eval_graph);
@@ -201,81 +305,21 @@ int TrainCommand::run() const {
     fmt::print("plan: none (no --budget); predicted peak {}\n", format_bytes(ex.liveness().peak_bytes));
   std::fflush(stdout);
 
+  EpochLoop loop{w, ex, ids, evaluator, eval_ids, parameters, B, T, steps_per_epoch, eval_batch, eval_batches, quiet, log_every};
   std::mt19937_64 order_rng(seed);
   std::vector<int64_t> order = w.train;
   std::vector<Epoch> epochs_done;
   for (int64_t e = 1; e <= epochs; ++e) {
     if (!sequential) std::shuffle(order.begin(), order.end(), order_rng);
-    Epoch ep;
-    ep.epoch = e;
-    double loss_sum = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int64_t s = 0; s < steps_per_epoch; ++s) {
-      ex.bind(ids, token_batch(w, order, static_cast<size_t>(s * B), B));
-      runtime::StepResult r = ex.step();
-      loss_sum += r.outputs.at(0);
-      ep.peak_bytes = std::max(ep.peak_bytes, r.peak_bytes);
-      if (!quiet && log_every > 0 && (s + 1) % log_every == 0)
-        fmt::print(stderr, "epoch {} step {}/{}: loss {:.4f}\n", e, s + 1, steps_per_epoch, r.outputs[0]);
-    }
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    ep.steps = steps_per_epoch;
-    ep.train_loss = loss_sum / static_cast<double>(steps_per_epoch);
-    ep.tokens_per_s = static_cast<double>(steps_per_epoch * B * T) / seconds;
-    double heldout_sum = 0;
-    for (const auto& [mine, theirs] : parameters) evaluator.bind(mine, ex.value(theirs));  // shared, not copied
-    for (int64_t b = 0; b < eval_batches; ++b) {
-      evaluator.bind(eval_ids, token_batch(w, w.heldout, static_cast<size_t>(b * eval_batch), eval_batch));
-      heldout_sum += evaluator.step().outputs.at(0);
-    }
-    evaluator.value(eval_ids).reset();
-    ep.heldout_loss = heldout_sum / static_cast<double>(eval_batches);
+    const Epoch ep = loop.run(e, order);
     fmt::print("epoch {:>3}  train loss {:.4f}  held-out loss {:.4f}  {:.0f} tokens/s  peak {}  ({} steps)\n", e,
                ep.train_loss, ep.heldout_loss, ep.tokens_per_s, format_bytes(ep.peak_bytes), ep.steps);
     if (json_out) std::cout << ep.to_json().dump() << std::endl;
     std::fflush(stdout);
     epochs_done.push_back(ep);
   }
-
-  const Epoch& last = epochs_done.back();
-  int64_t peak = 0;
-  double tokens = 0, seconds = 0;
-  json train_losses = json::array(), heldout_losses = json::array();
-  for (const Epoch& ep : epochs_done) {
-    peak = std::max(peak, ep.peak_bytes);
-    tokens += static_cast<double>(ep.steps * B * T);
-    seconds += static_cast<double>(ep.steps * B * T) / ep.tokens_per_s;
-    train_losses.push_back(ep.train_loss);
-    heldout_losses.push_back(ep.heldout_loss);
-  }
-  // The plan's simulated peak (kernel workspace included), else liveness's (without).
   const int64_t predicted = p ? p->plan.predicted.peak_bytes : ex.liveness().peak_bytes;
-  fmt::print("trained {} epochs, {} steps: peak memory {} (predicted {})\n", epochs, epochs * steps_per_epoch,
-             format_bytes(peak), format_bytes(predicted));
-  if (json_out) {
-    json j{{"command", "train"},
-           {"model", step.model},
-           {"batch", B},
-           {"seq", T},
-           {"data", step.data},
-           {"device", dev.str()},
-           {"optimizer", step.optimizer},
-           {"planner", p ? json(planner) : json()},
-           {"budget_bytes", p ? json(p->plan.budget_bytes) : json()},
-           {"dropped", p ? p->plan.drop.size() : 0},
-           {"dropped_bytes", dropped_bytes},
-           {"predicted_peak_bytes", predicted},
-           {"epoch", last.epoch},
-           {"epochs", epochs},
-           {"steps", epochs * steps_per_epoch},
-           {"train_loss", last.train_loss},
-           {"heldout_loss", last.heldout_loss},
-           {"tokens_per_s", tokens / seconds},
-           {"peak_bytes", peak},
-           {"train_losses", train_losses},
-           {"heldout_losses", heldout_losses}};
-    std::cout << j.dump() << std::endl;
-  }
+  print_summary(*this, p, {dev.str(), B, T, steps_per_epoch, dropped_bytes, predicted}, epochs_done);
   return 0;
 }
 

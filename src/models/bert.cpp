@@ -47,107 +47,90 @@ BertConfig bert_config(const ModelOptions& o) {
   return c;
 }
 
-Model build_bert(const BertConfig& c) {
-  transformer::check_sizes(c.name, c.batch, c.seq, c.max_positions, c.hidden, c.heads, c.dropout);
-  MUTWO_CHECK(c.layers > 0 && c.intermediate > 0 && c.vocab > 1 && c.type_vocab > 0,
-              "{}: layers, intermediate size, vocabulary and token types must be positive", c.name);
-  MUTWO_CHECK(c.pad >= 0 && c.pad < c.seq, "{}: --pad {} must leave at least one of the {} positions unpadded",
-              c.name, c.pad, c.seq);
-  const int64_t B = c.batch, T = c.seq, C = c.hidden, V = c.vocab;
-  const double init_std = 0.02;  // initializer_range
-  Model m;
-  m.graph.name = c.name;
-  ops::Builder b(m.graph);
-  transformer::Blocks k{b, c.dtype, c.dropout};
+namespace {
 
-  // input_ids, token_type_ids: (B, T)
-  ValueId ids = b.input("input_ids", TensorType{{B, T}, ir::DType::i64}, Role::input,
-                        {ir::Init::randint, 0, static_cast<double>(V)});
-  ValueId types = b.input("token_type_ids", TensorType{{B, T}, ir::DType::i64}, Role::input, {ir::Init::zeros});
-  // attention_mask: (B, T), 1 for tokens, 0 for the last `pad` positions (padding)
-  ValueId padding = ir::kNoValue;
-  if (c.pad > 0) {
-    std::vector<int64_t> mask;
-    mask.reserve(static_cast<size_t>(B * T));
-    for (int64_t i = 0; i < B; ++i)
-      for (int64_t t = 0; t < T; ++t) mask.push_back(t < T - c.pad ? 1 : 0);
-    padding = b.op("int_constant", {}, {{"shape", ir::Shape{B, T}}, {"values", mask}}, "attention_mask");
-  }
+constexpr double kInitStd = 0.02;  // initializer_range
 
-  ValueId word, h;
+// The embeddings: word, token type and position, summed, normalized, dropped
+// out. Returns the word table (the decoder ties to it) and h: (B, T, C).
+std::pair<ValueId, ValueId> bert_embeddings(ops::Builder& b, transformer::Blocks& k, const BertConfig& c, ValueId ids,
+                                            ValueId types) {
+  const int64_t T = c.seq, C = c.hidden, V = c.vocab;
+  ops::Builder::Scope s(b, "bert.embeddings");
+  ValueId word = b.input("bert.embeddings.word_embeddings.weight", TensorType{{V, C}, c.dtype}, Role::parameter,
+                         {ir::Init::normal, 0, kInitStd});
+  ValueId pos_table = b.input("bert.embeddings.position_embeddings.weight", TensorType{{c.max_positions, C}, c.dtype},
+                              Role::parameter, {ir::Init::normal, 0, kInitStd});
+  ValueId type_table = b.input("bert.embeddings.token_type_embeddings.weight", TensorType{{c.type_vocab, C}, c.dtype},
+                               Role::parameter, {ir::Init::normal, 0, kInitStd});
+  ValueId pos_ids = b.op("arange", {}, {{"end", T}}, k.here("position_ids"));  // (T)
+  ValueId emb = b.op("embedding", {word, ids}, {{"padding_idx", int64_t{0}}}, k.here("word"));  // (B, T, C)
+  ValueId type_emb = b.op("embedding", {type_table, types}, {}, k.here("token_type"));         // (B, T, C)
+  ValueId pos_emb = b.op("embedding", {pos_table, pos_ids}, {}, k.here("position"));           // (T, C)
+  ValueId h = b.op("add", {emb, type_emb}, {}, k.here("sum"));
+  h = b.op("add", {h, pos_emb}, {}, k.here("sum_pos"));  // (B, T, C)
   {
-    ops::Builder::Scope s(b, "bert.embeddings");
-    word = b.input("bert.embeddings.word_embeddings.weight", TensorType{{V, C}, c.dtype}, Role::parameter,
-                   {ir::Init::normal, 0, init_std});
-    ValueId pos_table = b.input("bert.embeddings.position_embeddings.weight", TensorType{{c.max_positions, C}, c.dtype},
-                                Role::parameter, {ir::Init::normal, 0, init_std});
-    ValueId type_table = b.input("bert.embeddings.token_type_embeddings.weight", TensorType{{c.type_vocab, C}, c.dtype},
-                                 Role::parameter, {ir::Init::normal, 0, init_std});
-    ValueId pos_ids = b.op("arange", {}, {{"end", T}}, k.here("position_ids"));  // (T)
-    ValueId emb = b.op("embedding", {word, ids}, {{"padding_idx", int64_t{0}}}, k.here("word"));  // (B, T, C)
-    ValueId type_emb = b.op("embedding", {type_table, types}, {}, k.here("token_type"));         // (B, T, C)
-    ValueId pos_emb = b.op("embedding", {pos_table, pos_ids}, {}, k.here("position"));           // (T, C)
-    h = b.op("add", {emb, type_emb}, {}, k.here("sum"));
-    h = b.op("add", {h, pos_emb}, {}, k.here("sum_pos"));  // (B, T, C)
-    {
-      ops::Builder::Scope ln(b, "LayerNorm");
-      h = k.layer_norm(h, C, c.eps);
-    }
-    h = k.drop(h, "dropout");
+    ops::Builder::Scope ln(b, "LayerNorm");
+    h = k.layer_norm(h, C, c.eps);
   }
+  return {word, k.drop(h, "dropout")};
+}
 
-  for (int64_t l = 0; l < c.layers; ++l) {
-    ops::Builder::Scope layer(b, fmt::format("bert.encoder.layer.{}", l));
-    ValueId attn_out;
+// Encoder layer l: self-attention (keys masked by `padding` when given) and
+// the feed-forward block, each with its residual and LayerNorm. h: (B, T, C).
+ValueId bert_layer(ops::Builder& b, transformer::Blocks& k, const BertConfig& c, int64_t l, ValueId h, ValueId padding) {
+  const int64_t C = c.hidden;
+  ops::Builder::Scope layer(b, fmt::format("bert.encoder.layer.{}", l));
+  ValueId attn_out;
+  {
+    ops::Builder::Scope attention(b, "attention");
+    ValueId ctx;
     {
-      ops::Builder::Scope attention(b, "attention");
-      ValueId ctx;
-      {
-        ops::Builder::Scope self(b, "self");
-        auto proj = [&](const char* name) {
-          ops::Builder::Scope p(b, name);
-          return k.linear(h, C, C, init_std);  // (B, T, C)
-        };
-        ValueId q = proj("query"), key = proj("key"), v = proj("value");
-        ctx = k.attention(q, key, v, c.heads, /*causal=*/false, padding);  // (B, T, C); probs dropout "attn_dropout"
-      }
-      ops::Builder::Scope out(b, "output");
-      ValueId a;
-      {
-        ops::Builder::Scope dense(b, "dense");
-        a = k.linear(ctx, C, C, init_std);
-      }
-      a = k.drop(a, "dropout");
-      a = b.op("add", {a, h}, {}, k.here("residual"));
-      ops::Builder::Scope ln(b, "LayerNorm");
-      attn_out = k.layer_norm(a, C, c.eps);  // (B, T, C)
-    }
-    ValueId inter;
-    {
-      ops::Builder::Scope s(b, "intermediate");
-      {
-        ops::Builder::Scope dense(b, "dense");
-        inter = k.linear(attn_out, C, c.intermediate, init_std);  // (B, T, 4C)
-      }
-      inter = b.op("gelu", {inter}, {{"approximate", std::string("none")}}, k.here("gelu"));
+      ops::Builder::Scope self(b, "self");
+      auto proj = [&](const char* name) {
+        ops::Builder::Scope p(b, name);
+        return k.linear(h, C, C, kInitStd);  // (B, T, C)
+      };
+      ValueId q = proj("query"), key = proj("key"), v = proj("value");
+      ctx = k.attention(q, key, v, c.heads, /*causal=*/false, padding);  // (B, T, C); probs dropout "attn_dropout"
     }
     ops::Builder::Scope out(b, "output");
-    ValueId o;
+    ValueId a;
     {
       ops::Builder::Scope dense(b, "dense");
-      o = k.linear(inter, c.intermediate, C, init_std);  // (B, T, C)
+      a = k.linear(ctx, C, C, kInitStd);
     }
-    o = k.drop(o, "dropout");
-    o = b.op("add", {o, attn_out}, {}, k.here("residual"));
+    a = k.drop(a, "dropout");
+    a = b.op("add", {a, h}, {}, k.here("residual"));
     ops::Builder::Scope ln(b, "LayerNorm");
-    h = k.layer_norm(o, C, c.eps);  // (B, T, C)
+    attn_out = k.layer_norm(a, C, c.eps);  // (B, T, C)
   }
+  ValueId inter;
+  {
+    ops::Builder::Scope s(b, "intermediate");
+    {
+      ops::Builder::Scope dense(b, "dense");
+      inter = k.linear(attn_out, C, c.intermediate, kInitStd);  // (B, T, 4C)
+    }
+    inter = b.op("gelu", {inter}, {{"approximate", std::string("none")}}, k.here("gelu"));
+  }
+  ops::Builder::Scope out(b, "output");
+  ValueId o;
+  {
+    ops::Builder::Scope dense(b, "dense");
+    o = k.linear(inter, c.intermediate, C, kInitStd);  // (B, T, C)
+  }
+  o = k.drop(o, "dropout");
+  o = b.op("add", {o, attn_out}, {}, k.here("residual"));
+  ops::Builder::Scope ln(b, "LayerNorm");
+  return k.layer_norm(o, C, c.eps);  // (B, T, C)
+}
 
-  if (!c.mlm_head) {  // the encoder alone: loss = last_hidden_state.sum()
-    b.phase = ir::Phase::loss;
-    m.loss = b.op("sum", {h}, {}, "loss");  // ()
-    return m;
-  }
+// The masked-LM head on h (B, T, C) and its loss against the input ids (padded
+// positions ignored), the decoder tied to the word table.
+ValueId mlm_loss(ops::Builder& b, transformer::Blocks& k, const BertConfig& c, ValueId h, ValueId word, ValueId ids,
+                 ValueId padding) {
+  const int64_t B = c.batch, T = c.seq, C = c.hidden, V = c.vocab;
   ValueId t, bias;
   {
     ops::Builder::Scope s(b, "cls.predictions");
@@ -155,7 +138,7 @@ Model build_bert(const BertConfig& c) {
       ops::Builder::Scope transform(b, "transform");
       {
         ops::Builder::Scope dense(b, "dense");
-        t = k.linear(h, C, C, init_std);
+        t = k.linear(h, C, C, kInitStd);
       }
       t = b.op("gelu", {t}, {{"approximate", std::string("none")}}, k.here("gelu"));
       ops::Builder::Scope ln(b, "LayerNorm");
@@ -180,13 +163,51 @@ Model build_bert(const BertConfig& c) {
     b.phase = ir::Phase::loss;
     ops::Builder::Scope s(b, "loss");
     ValueId flat = b.op("reshape", {logits}, {{"shape", ir::Shape{B * T, V}}}, "loss.logits");  // (B*T, V)
-    m.loss = cross_entropy_loss(b, flat, loss_labels(), CrossEntropyForm::fused);
-    return m;
+    return cross_entropy_loss(b, flat, loss_labels(), CrossEntropyForm::fused);
   }
   b.phase = ir::Phase::loss;
   ops::Builder::Scope s(b, "loss");
   ValueId flat = b.op("reshape", {t}, {{"shape", ir::Shape{B * T, C}}}, "loss.hidden");  // (B*T, C)
-  m.loss = linear_cross_entropy_loss(b, flat, word, bias, loss_labels());               // decoder tied to word
+  return linear_cross_entropy_loss(b, flat, word, bias, loss_labels());                  // decoder tied to word
+}
+
+}  // namespace
+
+Model build_bert(const BertConfig& c) {
+  transformer::check_sizes(c.name, c.batch, c.seq, c.max_positions, c.hidden, c.heads, c.dropout);
+  MUTWO_CHECK(c.layers > 0 && c.intermediate > 0 && c.vocab > 1 && c.type_vocab > 0,
+              "{}: layers, intermediate size, vocabulary and token types must be positive", c.name);
+  MUTWO_CHECK(c.pad >= 0 && c.pad < c.seq, "{}: --pad {} must leave at least one of the {} positions unpadded",
+              c.name, c.pad, c.seq);
+  const int64_t B = c.batch, T = c.seq, V = c.vocab;
+  Model m;
+  m.graph.name = c.name;
+  ops::Builder b(m.graph);
+  transformer::Blocks k{b, c.dtype, c.dropout};
+
+  // input_ids, token_type_ids: (B, T)
+  ValueId ids = b.input("input_ids", TensorType{{B, T}, ir::DType::i64}, Role::input,
+                        {ir::Init::randint, 0, static_cast<double>(V)});
+  ValueId types = b.input("token_type_ids", TensorType{{B, T}, ir::DType::i64}, Role::input, {ir::Init::zeros});
+  // attention_mask: (B, T), 1 for tokens, 0 for the last `pad` positions (padding)
+  ValueId padding = ir::kNoValue;
+  if (c.pad > 0) {
+    std::vector<int64_t> mask;
+    mask.reserve(static_cast<size_t>(B * T));
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t t = 0; t < T; ++t) mask.push_back(t < T - c.pad ? 1 : 0);
+    padding = b.op("int_constant", {}, {{"shape", ir::Shape{B, T}}, {"values", mask}}, "attention_mask");
+  }
+
+  auto [word, h] = bert_embeddings(b, k, c, ids, types);
+  for (int64_t l = 0; l < c.layers; ++l) h = bert_layer(b, k, c, l, h, padding);
+
+  if (!c.mlm_head) {  // the encoder alone: loss = last_hidden_state.sum()
+    b.phase = ir::Phase::loss;
+    m.loss = b.op("sum", {h}, {}, "loss");  // ()
+    return m;
+  }
+  m.loss = mlm_loss(b, k, c, h, word, ids, padding);
   return m;
 }
 

@@ -178,22 +178,99 @@ struct Greedy {
   }
 };
 
-Plan greedy(const PlanInput& in, int64_t budget) {
-  Greedy gr{in, candidates(in), in.can_swap() ? swap_candidates(in) : std::vector<ir::ValueId>{}, {}, {}};
-  const std::vector<Candidate>& cands = gr.cands;
-  std::vector<bool> taken(cands.size(), false), swap_taken(gr.swaps.size(), false);
-  std::unordered_map<ir::ValueId, size_t> cand_of, swap_of;  // by storage owner
-  for (size_t i = 0; i < cands.size(); ++i) cand_of.emplace(cands[i].owner, i);
-  for (size_t i = 0; i < gr.swaps.size(); ++i) swap_of.emplace(gr.swaps[i], i);
-  std::vector<bool> recomputed(in.graph.nodes().size(), false);  // nodes some chosen candidate recomputes
-  Closures closures(in);
-  CopyStreams copies(in);
+// The greedy's search: the state its loop carries from pick to pick.
+class GreedySearch {
+ public:
+  GreedySearch(const PlanInput& in, int64_t budget)
+      : in(in), budget(budget),
+        gr{in, candidates(in), in.can_swap() ? swap_candidates(in) : std::vector<ir::ValueId>{}, {}, {}},
+        cands(gr.cands), taken(cands.size(), false), swap_taken(gr.swaps.size(), false),
+        recomputed(in.graph.nodes().size(), false), closures(in), copies(in) {
+    for (size_t i = 0; i < cands.size(); ++i) cand_of.emplace(cands[i].owner, i);
+    if (!gr.swaps.empty()) gaps = rewrite::swap_gaps(in.graph, analysis::analyze_liveness(in.graph));
+  }
+
+  Plan run();
+
+ private:
+  bool settled(ir::ValueId owner) const {  // recomputed (or tried), or swapped
+    auto c = cand_of.find(owner);
+    return (c != cand_of.end() && taken[c->second]) || swapped.count(owner) > 0;
+  }
+  Taken next_pick(double& best_ratio);
+  void recount_recomputed();
+  Plan no_fit();
+
+  const PlanInput& in;
+  const int64_t budget;
+  Greedy gr;
+  const std::vector<Candidate>& cands;
+  std::vector<bool> taken, swap_taken;
+  std::unordered_map<ir::ValueId, size_t> cand_of;  // by storage owner
+  std::vector<bool> recomputed;  // nodes some chosen candidate recomputes
+  Closures closures;
+  CopyStreams copies;
   std::vector<rewrite::Gap> gaps;
-  if (!gr.swaps.empty()) gaps = rewrite::swap_gaps(in.graph, analysis::analyze_liveness(in.graph));
   int64_t host_bytes = 0;  // swapped so far: what the host holds at most
   uint32_t stamp = 0;
+  Plan best;
+  std::vector<bool> at_peak, swap_at_peak;
+  // Candidates made by one node (a split's query, key and value) share one
+  // recompute subgraph: the first of them pays for all, so it is scored with
+  // the bytes of its eligible siblings too, and they follow it for free.
+  std::unordered_map<int32_t, std::vector<size_t>> siblings;  // by the node making them
+  std::vector<int32_t> sub;
+  std::unordered_set<ir::ValueId> swapped;  // storages the plan swaps
+};
 
-  Plan best = finish(in, "mutwo", budget, {});
+// argmax of bytes freed per ms of recomputation not already paid for, or of
+// copy time the compute cannot hide; {false, cands.size()} when none is left.
+Taken GreedySearch::next_pick(double& best_ratio) {
+  Taken pick{false, cands.size()};
+  best_ratio = -1;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    if (settled(cands[i].owner) || !at_peak[static_cast<size_t>(cands[i].owner)]) continue;
+    sub.clear();
+    closures.subgraph(cands[i], ++stamp, sub);
+    double ms = closures.ms_outside(sub, recomputed);
+    int64_t bytes = 0;
+    for (size_t j : siblings[cands[i].made_by])
+      if (!settled(cands[j].owner) && at_peak[static_cast<size_t>(cands[j].owner)]) bytes += cands[j].bytes;
+    double ratio = static_cast<double>(bytes) / std::max(ms, 1e-6);
+    if (ratio > best_ratio) {
+      best_ratio = ratio;
+      pick = {false, i};
+    }
+  }
+  for (size_t i = 0; i < gr.swaps.size(); ++i) {
+    const ir::ValueId o = gr.swaps[i];
+    const int64_t bytes = in.graph.type(o).bytes();
+    if (swap_taken[i] || settled(o) || !swap_at_peak[static_cast<size_t>(o)] || host_bytes + bytes > in.host_limit_bytes)
+      continue;
+    // A copy the compute hides entirely still occupies the bus: 1 us floor.
+    double ratio = static_cast<double>(bytes) / std::max(copies.cost(bytes, gaps[static_cast<size_t>(o)]), 1e-3);
+    if (ratio > best_ratio) {
+      best_ratio = ratio;
+      pick = {true, i};
+    }
+  }
+  return pick;
+}
+
+// Dropping a candidate may lengthen the subgraphs of those chosen before (Algorithm E).
+void GreedySearch::recount_recomputed() {
+  std::fill(recomputed.begin(), recomputed.end(), false);
+  ++stamp;
+  for (const Taken& c : gr.chosen) {
+    if (c.swap) continue;
+    sub.clear();
+    closures.subgraph(cands[c.index], stamp, sub);
+    for (int32_t n : sub) recomputed[static_cast<size_t>(n)] = true;
+  }
+}
+
+Plan GreedySearch::run() {
+  best = finish(in, "mutwo", budget, {});
   if (best.feasible) return best;
   // Updating each parameter as soon as the backward pass is done with it frees
   // its gradient there, at no cost in arithmetic: taken first, unless it raises
@@ -204,49 +281,12 @@ Plan greedy(const PlanInput& in, int64_t budget) {
     best = std::move(early);
     if (best.feasible) return best;
   }
-  std::vector<bool> at_peak = best.predicted.idle_at_peak, swap_at_peak = best.predicted.swap_idle_at_peak;
-  // Candidates made by one node (a split's query, key and value) share one
-  // recompute subgraph: the first of them pays for all, so it is scored with
-  // the bytes of its eligible siblings too, and they follow it for free.
-  std::unordered_map<int32_t, std::vector<size_t>> siblings;  // by the node making them
+  at_peak = best.predicted.idle_at_peak;
+  swap_at_peak = best.predicted.swap_idle_at_peak;
   for (size_t i = 0; i < cands.size(); ++i) siblings[cands[i].made_by].push_back(i);
-  std::vector<int32_t> sub;
-  std::unordered_set<ir::ValueId> swapped;  // storages the plan swaps
-  auto settled = [&](ir::ValueId owner) {  // recomputed (or tried), or swapped
-    auto c = cand_of.find(owner);
-    return (c != cand_of.end() && taken[c->second]) || swapped.count(owner) > 0;
-  };
   for (size_t step = 0; step < cands.size() + gr.swaps.size(); ++step) {
-    // argmax of bytes freed per ms of recomputation not already paid for, or
-    // of copy time the compute cannot hide.
-    Taken pick{false, cands.size()};
     double best_ratio = -1;
-    for (size_t i = 0; i < cands.size(); ++i) {
-      if (settled(cands[i].owner) || !at_peak[static_cast<size_t>(cands[i].owner)]) continue;
-      sub.clear();
-      closures.subgraph(cands[i], ++stamp, sub);
-      double ms = closures.ms_outside(sub, recomputed);
-      int64_t bytes = 0;
-      for (size_t j : siblings[cands[i].made_by])
-        if (!settled(cands[j].owner) && at_peak[static_cast<size_t>(cands[j].owner)]) bytes += cands[j].bytes;
-      double ratio = static_cast<double>(bytes) / std::max(ms, 1e-6);
-      if (ratio > best_ratio) {
-        best_ratio = ratio;
-        pick = {false, i};
-      }
-    }
-    for (size_t i = 0; i < gr.swaps.size(); ++i) {
-      const ir::ValueId o = gr.swaps[i];
-      const int64_t bytes = in.graph.type(o).bytes();
-      if (swap_taken[i] || settled(o) || !swap_at_peak[static_cast<size_t>(o)] || host_bytes + bytes > in.host_limit_bytes)
-        continue;
-      // A copy the compute hides entirely still occupies the bus: 1 us floor.
-      double ratio = static_cast<double>(bytes) / std::max(copies.cost(bytes, gaps[static_cast<size_t>(o)]), 1e-3);
-      if (ratio > best_ratio) {
-        best_ratio = ratio;
-        pick = {true, i};
-      }
-    }
+    const Taken pick = next_pick(best_ratio);
     if (!pick.swap && pick.index == cands.size()) break;
     const ir::ValueId owner = gr.owner(pick);
     (pick.swap ? swap_taken : taken)[pick.index] = true;
@@ -278,21 +318,18 @@ Plan greedy(const PlanInput& in, int64_t budget) {
       host_bytes += in.graph.type(owner).bytes();
       copies.take(in.graph.type(owner).bytes(), gaps[static_cast<size_t>(owner)]);
     } else {
-      // Dropping this one may lengthen the subgraphs of those chosen before (Algorithm E).
-      std::fill(recomputed.begin(), recomputed.end(), false);
-      ++stamp;
-      for (const Taken& c : gr.chosen) {
-        if (c.swap) continue;
-        sub.clear();
-        closures.subgraph(cands[c.index], stamp, sub);
-        for (int32_t n : sub) recomputed[static_cast<size_t>(n)] = true;
-      }
+      recount_recomputed();
     }
     at_peak = p.predicted.idle_at_peak;
     swap_at_peak = p.predicted.swap_idle_at_peak;
     best = std::move(p);
     if (best.feasible) return gr.take_back(std::move(best));
   }
+  return no_fit();
+}
+
+// No plan fits: the lowest peak reached, and why.
+Plan GreedySearch::no_fit() {
   best.note = fmt::format(
       "no plan fits {}: the lowest peak the greedy reached is {} (persistent state alone is {}); "
       "try a larger budget or a smaller batch{}",
@@ -302,8 +339,10 @@ Plan greedy(const PlanInput& in, int64_t budget) {
           ? " (this profile has no copy bandwidth, so nothing was swapped: profile again with this mutwo)"
           : "");
   best.order = std::move(gr.order);
-  return best;
+  return std::move(best);
 }
+
+Plan greedy(const PlanInput& in, int64_t budget) { return GreedySearch(in, budget).run(); }
 
 }  // namespace
 

@@ -40,72 +40,80 @@ constexpr double kModelCheckSeconds = 60;
 
 enum class Outcome { fits, infeasible, unknown };
 
-// The optimal plan at `budget`. When no drop set fits and `lowest` is set, the
-// plan shown is the one with the lowest peak any choice reaches, found by
-// bisection on the budget, so that a smaller budget never shows a higher peak.
-Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& options, bool lowest, Outcome* outcome) {
-  *outcome = Outcome::unknown;
-  const auto t0 = Clock::now();
-  auto left = [&] { return options.time_limit_s - std::chrono::duration<double>(Clock::now() - t0).count(); };
-  Plan none = finish(in, "optimal", budget, {});
-  if (none.feasible) {
-    none.note = "fits without recomputation";
-    *outcome = Outcome::fits;
-    return none;
+Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& options, bool lowest, Outcome* outcome);
+
+Plan as_optimal(Plan p) {
+  p.planner = "optimal";
+  p.order.clear();
+  return p;
+}
+
+// One search at one budget, past the plans that need no MILP: the model built
+// for the greedy's schedule, solved (with no-good cuts) and the answer noted.
+class Search {
+ public:
+  Search(const PlanInput& in, int64_t budget, const OptimalOptions& options, Clock::time_point t0, const Plan& greedy)
+      : in(in), budget(budget), options(options), t0(t0), greedy(greedy), early(greedy.update_early),
+        model_in(model_input(in, early)), unit(bytes_per_unit(budget)),
+        // First without the same-stage clones behind a clone's inputs (a smaller
+        // model, usually exact enough); with them from the first mismatch on.
+        m(build_optimal_model(model_in, budget, unit, options, 0)) {}
+
+  Plan run(bool lowest, Outcome* outcome);
+
+ private:
+  double left() const { return options.time_limit_s - std::chrono::duration<double>(Clock::now() - t0).count(); }
+  Plan plan_of(const std::vector<double>& x) const {
+    return finish(in, "optimal", budget, drops_of(m, x), swaps_of(m, x), early);
   }
-  // The greedy's plan: the warm start, and its early-update decision (its
-  // rule, taken unless it raises the unplanned peak), so both plan one schedule.
-  const Plan greedy = plan_mutwo(in, budget);
-  auto as_optimal = [](Plan p) {
-    p.planner = "optimal";
-    p.order.clear();
-    return p;
-  };
-  const bool early = greedy.update_early;
-  if (early && greedy.feasible && greedy.drop.empty() && greedy.swap.empty()) {
-    Plan p = as_optimal(greedy);
-    p.note = "fits without recomputation or swapping, its parameters updated in the backward pass";
-    *outcome = Outcome::fits;
-    return p;
-  }
-  const PlanInput model_in = model_input(in, early);
-  auto plan_of = [&](const std::vector<double>& x, const OptimalModel& mm) {
-    return finish(in, "optimal", budget, drops_of(mm, x), swaps_of(mm, x), early);
-  };
-  const double unit = bytes_per_unit(budget);
-  // First without the same-stage clones behind a clone's inputs (a smaller
-  // model, usually exact enough); with them from the first mismatch on.
-  OptimalModel m = build_optimal_model(model_in, budget, unit, options, 0);
+  void warm_start();
+  bool solve();
+  Plan fitting(double secs, const std::string& size, const std::string& why_stopped);
+  Plan not_fitting(const std::string& size, const std::string& why_stopped, bool lowest, Outcome* outcome);
+  void lowest_peak(Plan& p, bool lowest);
+
+  const PlanInput& in;
+  const int64_t budget;
+  const OptimalOptions& options;
+  const Clock::time_point t0;
+  const Plan& greedy;
+  const bool early;
+  const PlanInput model_in;
+  const double unit;
+  OptimalModel m;
   std::vector<std::string> notes;
   std::vector<double> start;
-  auto warm_start = [&] {  // the greedy's plan, the rest of the model solved around it
-    start.clear();
-    if (!options.warm_start || !greedy.feasible || m.lp.has_impossible_row) return;
-    milp::Solution w = milp::solve(with_plan(m, model_in, greedy.drop, greedy.swap),
-                                   std::min(left(), kWarmStartShare * options.time_limit_s), nullptr, false);
-    if (w.found) start = w.x;
-    if (w.proven_infeasible)
-      notes.push_back(greedy.swap.empty() ? "warning: the model rejects the greedy's plan, which fits in simulation (a modelling bug)"
-                                          : "the model rejects the greedy's plan, which fits in simulation (its prefetch "
-                                            "points do not see recomputation's time)");
-  };
-  warm_start();
-
-  // Solve; a drop set the model accepts but the simulator puts over budget is
-  // excluded (a no-good cut on drop[]) and CBC runs again.
   Plan best;
-  bool have = false;
   int excluded = 0;
   milp::Solution last;
+};
+
+// The greedy's plan, the rest of the model solved around it: CBC's start.
+void Search::warm_start() {
+  start.clear();
+  if (!options.warm_start || !greedy.feasible || m.lp.has_impossible_row) return;
+  milp::Solution w = milp::solve(with_plan(m, model_in, greedy.drop, greedy.swap),
+                                 std::min(left(), kWarmStartShare * options.time_limit_s), nullptr, false);
+  if (w.found) start = w.x;
+  if (w.proven_infeasible)
+    notes.push_back(greedy.swap.empty() ? "warning: the model rejects the greedy's plan, which fits in simulation (a modelling bug)"
+                                        : "the model rejects the greedy's plan, which fits in simulation (its prefetch "
+                                          "points do not see recomputation's time)");
+}
+
+// Solve; a drop set the model accepts but the simulator puts over budget is
+// excluded (a no-good cut on drop[]) and CBC runs again. True with `best` set
+// when a plan fits.
+bool Search::solve() {
+  warm_start();
   std::vector<milp::Lin> cuts;
   while (!m.lp.has_impossible_row) {
     last = milp::solve(m.lp, left(), start.empty() ? nullptr : &start);
     if (!last.found) break;
-    Plan p = plan_of(last.x, m);
+    Plan p = plan_of(last.x);
     if (p.feasible) {
       best = std::move(p);
-      have = true;
-      break;
+      return true;
     }
     ++excluded;
     milp::Lin cut;  // drop[] and swap[] columns come first, so cuts carry over to a rebuilt model
@@ -120,6 +128,11 @@ Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& optio
     m.lp.ge(cut, milp::Lin(1));
     if (left() <= 0) break;
   }
+  return false;
+}
+
+Plan Search::run(bool lowest, Outcome* outcome) {
+  const bool have = solve();
   std::string size = fmt::format("{} variables, {} constraints, {} stages", m.lp.columns(), m.lp.rows.size(), m.stages());
   if (!m.swaps.empty()) size += fmt::format(", {} swappable storages", m.swaps.size());
   if (excluded)
@@ -130,26 +143,35 @@ Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& optio
   const std::string why_stopped = left() <= 0 ? fmt::format("stopped at the time limit ({:g} s)", options.time_limit_s)
                                               : std::string("CBC stopped without a proof");
   if (have) {
-    if (last.proven_optimal)
-      notes.insert(notes.begin(), fmt::format("proven optimal by CBC in {:.2f} s ({})", secs, size));
-    else
-      notes.insert(notes.begin(), fmt::format("{}, gap {:.1f}% ({})", why_stopped,
-                                              last.objective > 1e-12 ? 100 * (last.objective - last.bound) / last.objective : 0.0, size));
-    if (greedy.feasible && greedy.predicted.extra_ms < best.predicted.extra_ms - 1e-9) {
-      // Only where the model's copy time is an estimate (swaps on CUDA).
-      notes.push_back(fmt::format("shown: the greedy's plan, which simulates faster ({:.3f} ms extra against the MILP "
-                                  "answer's {:.3f} ms: the model's copy times are estimates)",
-                                  greedy.predicted.extra_ms, best.predicted.extra_ms));
-      best = as_optimal(greedy);
-    }
-    best.note = fmt::format("{}", fmt::join(notes, "; "));
     *outcome = Outcome::fits;
-    return best;
+    return fitting(secs, size, why_stopped);
   }
-  // No plan that fits: proven by the model, or time ran out.
+  return not_fitting(size, why_stopped, lowest, outcome);
+}
+
+// A plan that fits: how CBC stopped, and the greedy's plan where it simulates faster.
+Plan Search::fitting(double secs, const std::string& size, const std::string& why_stopped) {
+  if (last.proven_optimal)
+    notes.insert(notes.begin(), fmt::format("proven optimal by CBC in {:.2f} s ({})", secs, size));
+  else
+    notes.insert(notes.begin(), fmt::format("{}, gap {:.1f}% ({})", why_stopped,
+                                            last.objective > 1e-12 ? 100 * (last.objective - last.bound) / last.objective : 0.0, size));
+  if (greedy.feasible && greedy.predicted.extra_ms < best.predicted.extra_ms - 1e-9) {
+    // Only where the model's copy time is an estimate (swaps on CUDA).
+    notes.push_back(fmt::format("shown: the greedy's plan, which simulates faster ({:.3f} ms extra against the MILP "
+                                "answer's {:.3f} ms: the model's copy times are estimates)",
+                                greedy.predicted.extra_ms, best.predicted.extra_ms));
+    best = as_optimal(greedy);
+  }
+  best.note = fmt::format("{}", fmt::join(notes, "; "));
+  return best;
+}
+
+// No plan that fits: proven by the model, or time ran out.
+Plan Search::not_fitting(const std::string& size, const std::string& why_stopped, bool lowest, Outcome* outcome) {
   Plan p = as_optimal(greedy);
   if (last.found) {  // the last answer fits the model, not the simulator, and time is up
-    p = plan_of(last.x, m);
+    p = plan_of(last.x);
     notes.insert(notes.begin(), fmt::format("the MILP thought its plan fits {} but it simulates to {} (over budget)",
                                             format_bytes(budget), format_bytes(p.predicted.peak_bytes)));
   } else if ((m.lp.has_impossible_row || last.proven_infeasible) && greedy.feasible) {
@@ -159,41 +181,69 @@ Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& optio
                                 "simulation (a modelling bug); shown: the greedy's plan");
   } else if (m.lp.has_impossible_row || last.proven_infeasible) {
     *outcome = Outcome::infeasible;
-    // Bisect between this budget (no drop set fits) and the lowest peak known;
-    // each plan that fits lowers the upper end to its simulated peak. The
-    // probes alternate between one byte under the lowest peak known (usually
-    // the answer) and the middle.
-    int64_t lo = budget;
-    bool proven = lowest, first = true;
-    while (lowest && p.predicted.peak_bytes - lo > 1) {
-      OptimalOptions o = options;
-      o.time_limit_s = left();
-      Outcome at_mid = Outcome::unknown;
-      const int64_t mid = first ? p.predicted.peak_bytes - 1 : lo + (p.predicted.peak_bytes - lo) / 2;
-      first = !first;
-      Plan q = o.time_limit_s > 0 ? optimal_at(in, mid, o, false, &at_mid) : Plan{};
-      if (at_mid == Outcome::fits) p = finish(in, "optimal", budget, q.drop, q.swap, q.update_early);
-      else if (at_mid == Outcome::infeasible) lo = mid;
-      else {
-        proven = false;
-        break;
-      }
-    }
-    notes.insert(notes.begin(),
-                 fmt::format("no {} fits {}: the MILP is infeasible, so no {} plan fits (persistent "
-                             "state alone is {}); shown: {}, {}",
-                             m.swaps.empty() ? "drop set" : "choice of drops and swaps", format_bytes(budget),
-                             m.swaps.empty() ? "recomputation" : "recomputation or swapping",
-                             format_bytes(in.profile.persistent_bytes + in.start_extra_bytes),
-                             proven ? "the lowest peak any choice reaches"
-                                    : lowest ? "the lowest peak found before the time limit" : "the greedy's lowest peak",
-                             format_bytes(p.predicted.peak_bytes)));
+    lowest_peak(p, lowest);
   } else {
     notes.insert(notes.begin(), fmt::format("{} before CBC found a plan that fits; gap unknown; shown: the greedy's plan",
                                             why_stopped));
   }
   p.note = fmt::format("{} ({})", fmt::join(notes, "; "), size);
   return p;
+}
+
+// Nothing fits `budget`: with `lowest`, bisect between this budget (no drop set
+// fits) and the lowest peak known; each plan that fits lowers the upper end to
+// its simulated peak. The probes alternate between one byte under the lowest
+// peak known (usually the answer) and the middle. `p` becomes the plan found.
+void Search::lowest_peak(Plan& p, bool lowest) {
+  int64_t lo = budget;
+  bool proven = lowest, first = true;
+  while (lowest && p.predicted.peak_bytes - lo > 1) {
+    OptimalOptions o = options;
+    o.time_limit_s = left();
+    Outcome at_mid = Outcome::unknown;
+    const int64_t mid = first ? p.predicted.peak_bytes - 1 : lo + (p.predicted.peak_bytes - lo) / 2;
+    first = !first;
+    Plan q = o.time_limit_s > 0 ? optimal_at(in, mid, o, false, &at_mid) : Plan{};
+    if (at_mid == Outcome::fits) p = finish(in, "optimal", budget, q.drop, q.swap, q.update_early);
+    else if (at_mid == Outcome::infeasible) lo = mid;
+    else {
+      proven = false;
+      break;
+    }
+  }
+  notes.insert(notes.begin(),
+               fmt::format("no {} fits {}: the MILP is infeasible, so no {} plan fits (persistent "
+                           "state alone is {}); shown: {}, {}",
+                           m.swaps.empty() ? "drop set" : "choice of drops and swaps", format_bytes(budget),
+                           m.swaps.empty() ? "recomputation" : "recomputation or swapping",
+                           format_bytes(in.profile.persistent_bytes + in.start_extra_bytes),
+                           proven ? "the lowest peak any choice reaches"
+                                  : lowest ? "the lowest peak found before the time limit" : "the greedy's lowest peak",
+                           format_bytes(p.predicted.peak_bytes)));
+}
+
+// The optimal plan at `budget`. When no drop set fits and `lowest` is set, the
+// plan shown is the one with the lowest peak any choice reaches, found by
+// bisection on the budget, so that a smaller budget never shows a higher peak.
+Plan optimal_at(const PlanInput& in, int64_t budget, const OptimalOptions& options, bool lowest, Outcome* outcome) {
+  *outcome = Outcome::unknown;
+  const auto t0 = Clock::now();
+  Plan none = finish(in, "optimal", budget, {});
+  if (none.feasible) {
+    none.note = "fits without recomputation";
+    *outcome = Outcome::fits;
+    return none;
+  }
+  // The greedy's plan: the warm start, and its early-update decision (its
+  // rule, taken unless it raises the unplanned peak), so both plan one schedule.
+  const Plan greedy = plan_mutwo(in, budget);
+  if (greedy.update_early && greedy.feasible && greedy.drop.empty() && greedy.swap.empty()) {
+    Plan p = as_optimal(greedy);
+    p.note = "fits without recomputation or swapping, its parameters updated in the backward pass";
+    *outcome = Outcome::fits;
+    return p;
+  }
+  return Search(in, budget, options, t0, greedy).run(lowest, outcome);
 }
 
 }  // namespace

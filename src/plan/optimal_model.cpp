@@ -121,33 +121,110 @@ PlanInput model_input(const PlanInput& in, bool update_early) {
   return out;
 }
 
-OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double bytes_per_unit,
-                                 const OptimalOptions& options, size_t max_clones_behind) {
-  const ir::Graph& g = in.graph;
-  const auto& nodes = g.nodes();
-  const size_t nn = nodes.size(), nv = g.num_values();
-  ir::UseIndex uses(g);
-  analysis::Liveness L = analysis::analyze_liveness(g);
-  auto is_fwd = [&](int32_t n) { return ir::is_forward(nodes[size_t(n)].phase); };
-  auto is_bwd = [&](int32_t n) { return ir::is_backward(nodes[size_t(n)].phase); };
-  auto producer = [&](ir::ValueId v) { return uses.producer[size_t(v)]; };
+namespace {
 
-  OptimalModel m;
-  milp::Lp& lp = m.lp;
+// Reads of storages: a backward node or a clone reads value a; follow views to
+// the storage serving it: a kept original (maybe past its end), or a clone root.
+enum ReadType { kNodeRead, kCloneRead, kExtRead };
+struct Event {
+  int s;
+  ReadType type;
+  ir::ValueId v;  // clone root, or the original storage's owner
+  Lin cond;
+  int reader;     // the recomputed node, -1 for a backward node
+};
+// A clone reading a swapped storage inside its gap: the copy comes back for it.
+struct SwapRead {
+  int swap, s;
+  Lin cond;
+};
+// Liveness of clones (from their stage to their last read) and of extended
+// originals: "read at stage >= s" columns, before (C) and at (N) the node.
+struct ReadLater {
+  int first = -1, last = -1, c = -1;  // columns: FutC, FutN, alive at node, alive across the stage's clones
+};
+Lin read_later(const ReadLater& f, int s, int which) { return Lin::var(f.c + kReadLaterColumns * (s - f.first) + which); }
+// A dropped storage, freed after its last forward use instead of its end.
+struct Saving {
+  int col;
+  int32_t from, to;  // saved at nodes in (from, to]
+  double bytes;
+};
+
+// The program being built: one method per family of columns and rows, called
+// in this order by build_optimal_model (columns are numbered as they are made,
+// so the order is part of the model).
+class ModelBuilder {
+ public:
+  ModelBuilder(const PlanInput& in, int64_t budget, double bytes_per_unit, const OptimalOptions& options,
+               size_t max_clones_behind, OptimalModel& m)
+      : in(in), budget(budget), bytes_per_unit(bytes_per_unit), options(options), max_clones_behind(max_clones_behind),
+        g(in.graph), nodes(g.nodes()), nn(nodes.size()), nv(g.num_values()), uses(g), L(analysis::analyze_liveness(g)),
+        m(m), lp(m.lp) {}
+
+  void decisions();
+  void stages();
+  void recompute_bounds();
+  void reads();
+  void read_later_columns();
+  void clone_peaks();
+  void drop_savings();
+  void swap_savings();
+  void memory_rows();
+
+ private:
+  bool is_fwd(int32_t n) const { return ir::is_forward(nodes[size_t(n)].phase); }
+  bool is_bwd(int32_t n) const { return ir::is_backward(nodes[size_t(n)].phase); }
+  int32_t producer(ir::ValueId v) const { return uses.producer[size_t(v)]; }
+  // 1 when v is not there at backward time: drop[c] for a candidate's member, 1 for a temporary, 0 if kept.
+  Lin not_kept(ir::ValueId v) const {
+    return kind[size_t(v)] >= 0 ? Lin::var(m.drop_col[size_t(kind[size_t(v)])]) : Lin(kind[size_t(v)] == kTemp);
+  }
+  void walk(ir::ValueId a, int s, const Lin& trig, int reader);
+  std::vector<std::pair<ir::ValueId, Lits>> clones_behind(size_t q) const;
+
+  const PlanInput& in;
+  const int64_t budget;
+  const double bytes_per_unit;
+  const OptimalOptions& options;
+  const size_t max_clones_behind;
+  const ir::Graph& g;
+  const std::vector<ir::Node>& nodes;
+  const size_t nn, nv;
+  ir::UseIndex uses;
+  analysis::Liveness L;
+  OptimalModel& m;
+  milp::Lp& lp;
+
+  std::vector<int> kind;         // per value: its candidate's index, kKept or kTemp
+  std::vector<double> start;     // when each node starts, nodes back to back
+  std::vector<int> swap_index;   // per value: its index in m.swaps, or -1
+  std::vector<SwapWindow> windows;
+  std::vector<Event> events;
+  std::vector<SwapRead> swap_reads;
+  std::vector<ReadLater> clone_fut, ext_fut;
+  std::vector<std::vector<std::pair<int, double>>> at_node, across;           // per stage: (column, bytes)
+  std::vector<std::vector<std::tuple<int, double, int32_t>>> ext_across;      // per stage: (column, bytes, original end)
+  std::vector<int> clone_peak;   // per stage: the column X[s], or -1
+  std::vector<std::vector<Lin>> clone_mem;
+  std::vector<Saving> savings;
+  std::vector<std::vector<std::pair<int, double>>> swap_saved, swap_saved_clones;  // (column, units) freed
+};
+
+// Drop columns, then swap columns (they follow the drop columns, so cuts on
+// both carry over), and every value's kind.
+void ModelBuilder::decisions() {
   m.cands = candidates(in);
-  std::vector<int> kind(nv, kKept);
+  kind.assign(nv, kKept);
   for (size_t c = 0; c < m.cands.size(); ++c) {
     m.drop_col.push_back(lp.col(0, 1, true));
     for (ir::ValueId v : m.cands[c].members) kind[size_t(v)] = static_cast<int>(c);
   }
-  // Swap candidates: their columns follow the drop columns, so cuts on both carry over.
-  std::vector<double> start(nn + 1, 0);  // when each node starts, nodes back to back
+  start.assign(nn + 1, 0);
   for (size_t n = 0; n < nn; ++n) start[n + 1] = start[n] + std::max(0.0, in.node_ms[n]);
-  std::vector<int> swap_index(nv, -1);
-  std::vector<SwapWindow> windows;
-  std::vector<rewrite::Gap> gaps;
+  swap_index.assign(nv, -1);
   if (in.can_swap()) {
-    gaps = rewrite::swap_gaps(g, L);
+    const std::vector<rewrite::Gap> gaps = rewrite::swap_gaps(g, L);
     for (ir::ValueId o : swap_candidates(in)) {
       const rewrite::Gap& gap = gaps[size_t(o)];
       SwapWindow w = swap_window(in, start, gap, g.type(o).bytes(), !ops::optimizer_lists(nodes[size_t(gap.after)]).empty());
@@ -162,13 +239,12 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
   const std::vector<bool> kept = rewrite::kept_at_backward(g, uses, {});
   for (size_t v = 0; v < nv; ++v)
     if (kind[v] < 0) kind[v] = kept[v] ? kKept : kTemp;
-  // 1 when v is not there at backward time: drop[c] for a candidate's member, 1 for a temporary, 0 if kept.
-  auto not_kept = [&](ir::ValueId v) {
-    return kind[size_t(v)] >= 0 ? Lin::var(m.drop_col[size_t(kind[size_t(v)])]) : Lin(kind[size_t(v)] == kTemp);
-  };
+}
 
-  // Stages, and for every forward node the stages whose recomputation may reach it
-  // (all candidates dropped): a stage's closure through values not always kept.
+// Stages, and for every forward node the stages whose recomputation may reach it
+// (all candidates dropped): a stage's closure through values not always kept.
+// Then the A columns, the size check, and the objective.
+void ModelBuilder::stages() {
   for (size_t n = 0; n < nn; ++n)
     if (is_bwd(int32_t(n)) && std::any_of(nodes[n].inputs.begin(), nodes[n].inputs.end(),
                                           [&](ir::ValueId a) { return a != ir::kNoValue && kind[size_t(a)] >= 0; }))
@@ -205,8 +281,10 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
     for (int s = w.first; s <= w.last; ++s) lp.col(0, 1, true);
     lp.cost[size_t(w.col + w.last - w.first)] = kCostPerMs * std::max(0.0, in.node_ms[q]);
   }
+}
 
-  // A: lower bounds (reads force recomputation) and upper bounds (and nothing else does).
+// A: lower bounds (reads force recomputation) and upper bounds (and nothing else does).
+void ModelBuilder::recompute_bounds() {
   std::vector<std::vector<Lin>> reasons(nn);
   for (size_t q = 0; q < nn; ++q)
     if (m.window[q].first >= 0) reasons[q].resize(size_t(m.window[q].last - m.window[q].first + 1));
@@ -240,49 +318,39 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
       lp.ge(m.A(s, int(q)), m.A(s - 1, int(q)));
       lp.ge(m.A(s - 1, int(q)) + reasons[q][size_t(s - m.window[q].first)], m.A(s, int(q)));
     }
+}
 
-  // Reads of storages: a backward node or a clone reads value a; follow views to
-  // the storage serving it: a kept original (maybe past its end), or a clone root.
-  enum Type { kNodeRead, kCloneRead, kExtRead };
-  struct Event {
-    int s;
-    Type type;
-    ir::ValueId v;  // clone root, or the original storage's owner
-    Lin cond;
-    int reader;     // the recomputed node, -1 for a backward node
-  };
-  std::vector<Event> events;
-  struct SwapRead {
-    int swap, s;
-    Lin cond;
-  };
-  std::vector<SwapRead> swap_reads;
-  auto walk = [&](ir::ValueId a, int s, const Lin& trig, int reader) {
-    Lits lits;
-    for (ir::ValueId v = a; v != ir::kNoValue;) {
-      int32_t p = producer(v);
-      if (p < 0 || !is_fwd(p)) return;
-      ir::ValueId owner = L.storage[size_t(v)];
-      int k = kind[size_t(v)];
-      if (k != kTemp) {  // kept (maybe): served by the original storage
-        Lits kl = lits;
-        if (k >= 0) kl.emplace_back(m.drop_col[size_t(k)], true);
-        if (reader >= 0 && L.def[size_t(owner)] >= 0 && L.storage_end[size_t(owner)] < m.stage_node[size_t(s)]) {
-          if (auto c = conjunction(trig, kl)) events.push_back({s, kExtRead, owner, *c, reader});
-        }
-        // A clone reading a swapped storage inside its gap: the copy comes back for it.
-        if (const int w = swap_index[size_t(owner)]; reader >= 0 && w >= 0 && m.stage_node[size_t(s)] < windows[size_t(w)].read)
-          if (auto c = conjunction(trig, kl)) swap_reads.push_back({w, s, *c});
-        if (k == kKept) return;
-        lits.emplace_back(m.drop_col[size_t(k)], false);
+// Value a read at stage s (by a backward node, reader -1, or by the clone of
+// node `reader`, when trig holds): the events of the storages that serve it.
+void ModelBuilder::walk(ir::ValueId a, int s, const Lin& trig, int reader) {
+  Lits lits;
+  for (ir::ValueId v = a; v != ir::kNoValue;) {
+    int32_t p = producer(v);
+    if (p < 0 || !is_fwd(p)) return;
+    ir::ValueId owner = L.storage[size_t(v)];
+    int k = kind[size_t(v)];
+    if (k != kTemp) {  // kept (maybe): served by the original storage
+      Lits kl = lits;
+      if (k >= 0) kl.emplace_back(m.drop_col[size_t(k)], true);
+      if (reader >= 0 && L.def[size_t(owner)] >= 0 && L.storage_end[size_t(owner)] < m.stage_node[size_t(s)]) {
+        if (auto c = conjunction(trig, kl)) events.push_back({s, kExtRead, owner, *c, reader});
       }
-      if (owner == v) {
-        if (auto c = conjunction(trig, lits)) events.push_back({s, reader >= 0 ? kCloneRead : kNodeRead, v, *c, reader});
-        return;
-      }
-      v = nodes[size_t(p)].inputs[0];
+      // A clone reading a swapped storage inside its gap: the copy comes back for it.
+      if (const int w = swap_index[size_t(owner)]; reader >= 0 && w >= 0 && m.stage_node[size_t(s)] < windows[size_t(w)].read)
+        if (auto c = conjunction(trig, kl)) swap_reads.push_back({w, s, *c});
+      if (k == kKept) return;
+      lits.emplace_back(m.drop_col[size_t(k)], false);
     }
-  };
+    if (owner == v) {
+      if (auto c = conjunction(trig, lits)) events.push_back({s, reader >= 0 ? kCloneRead : kNodeRead, v, *c, reader});
+      return;
+    }
+    v = nodes[size_t(p)].inputs[0];
+  }
+}
+
+// Reads of storages by every stage's backward node and every clone.
+void ModelBuilder::reads() {
   for (int s = 0; s < m.stages(); ++s)
     for (ir::ValueId a : nodes[size_t(m.stage_node[size_t(s)])].inputs)
       if (a != ir::kNoValue && kind[size_t(a)] >= 0) walk(a, s, Lin(1), -1);
@@ -292,13 +360,13 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
       for (size_t i = view ? 1 : 0; i < nodes[q].inputs.size(); ++i)
         if (nodes[q].inputs[i] != ir::kNoValue) walk(nodes[q].inputs[i], s, m.R(s, int(q)), int(q));
   }
+}
 
-  // Liveness of clones (from their stage to their last read) and of extended
-  // originals: "read at stage >= s" columns, before (C) and at (N) the node.
-  struct ReadLater {
-    int first = -1, last = -1, c = -1;  // columns: FutC, FutN, alive at node, alive across the stage's clones
-  };
-  std::vector<ReadLater> clone_fut(nv), ext_fut(nv);
+// Liveness of clones (from their stage to their last read) and of extended
+// originals: "read at stage >= s" columns, before (C) and at (N) the node.
+void ModelBuilder::read_later_columns() {
+  clone_fut.assign(nv, {});
+  ext_fut.assign(nv, {});
   for (const Event& e : events) {
     bool ext = e.type == kExtRead;
     ReadLater& f = (ext ? ext_fut : clone_fut)[size_t(e.v)];
@@ -311,10 +379,10 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
     }
     f.last = std::max(f.last, e.s);
   }
-  auto read_later = [](const ReadLater& f, int s, int which) { return Lin::var(f.c + kReadLaterColumns * (s - f.first) + which); };
-  const int num_stages = m.stages();
-  std::vector<std::vector<std::pair<int, double>>> at_node(num_stages), across(num_stages);  // (column, bytes)
-  std::vector<std::vector<std::tuple<int, double, int32_t>>> ext_across(num_stages);  // (column, bytes, original end)
+  const auto num_stages = size_t(m.stages());
+  at_node.assign(num_stages, {});
+  across.assign(num_stages, {});
+  ext_across.assign(num_stages, {});
   for (size_t v = 0; v < nv; ++v)
     for (bool ext : {false, true}) {
       ReadLater& f = (ext ? ext_fut : clone_fut)[v];
@@ -338,9 +406,34 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
         at_node[size_t(s)].emplace_back(f.c + kReadLaterColumns * (s - f.first) + 2, bytes);
       }
     }
-  // Between a stage's clones: X[s] >= each clone's outputs, workspace and same-stage inputs.
-  std::vector<int> clone_peak(size_t(num_stages), -1);
-  std::vector<std::vector<Lin>> clone_mem(nn);
+}
+
+// Clones of node q's stage that its recursion made before it (roots behind its
+// inputs, through values not kept), at most max_clones_behind, each with the
+// literals under which it is a clone.
+std::vector<std::pair<ir::ValueId, Lits>> ModelBuilder::clones_behind(size_t q) const {
+  std::vector<std::pair<ir::ValueId, Lits>> todo, behind;
+  for (ir::ValueId a : nodes[q].inputs)
+    if (a != ir::kNoValue && kind[size_t(a)] != kKept) todo.push_back({a, kind[size_t(a)] >= 0 ? Lits{{m.drop_col[size_t(kind[size_t(a)])], false}} : Lits{}});
+  while (!todo.empty() && behind.size() < max_clones_behind) {
+    auto [t, lits] = todo.back();
+    todo.pop_back();
+    for (ir::ValueId b : nodes[size_t(producer(t))].inputs) {
+      if (b == ir::kNoValue || kind[size_t(b)] == kKept || !L.owns_storage(b)) continue;
+      if (std::find(nodes[q].inputs.begin(), nodes[q].inputs.end(), b) != nodes[q].inputs.end()) continue;
+      if (std::none_of(behind.begin(), behind.end(), [&](const auto& e) { return e.first == b; })) behind.push_back({b, lits});
+      Lits more = lits;
+      if (kind[size_t(b)] >= 0) more.emplace_back(m.drop_col[size_t(kind[size_t(b)])], false);
+      todo.push_back({b, more});
+    }
+  }
+  return behind;
+}
+
+// Between a stage's clones: X[s] >= each clone's outputs, workspace and same-stage inputs.
+void ModelBuilder::clone_peaks() {
+  clone_peak.assign(size_t(m.stages()), -1);
+  clone_mem.assign(nn, {});
   for (size_t q = 0; q < nn; ++q) {
     if (m.window[q].first < 0) continue;
     clone_mem[q].resize(size_t(m.window[q].last - m.window[q].first + 1));
@@ -360,26 +453,10 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
     clone_mem[size_t(e.reader)][size_t(e.s - m.window[size_t(e.reader)].first)] +=
         Lin::var(made_here, double(g.type(e.v).bytes()) / bytes_per_unit);
   }
-  // Clones of this stage that the clone's recursion made before it (roots
-  // behind its inputs, through values not kept) and that live past the stage.
+  // Clones of this stage that the clone's recursion made before it and that live past the stage.
   for (size_t q = 0; q < nn; ++q) {
     if (m.window[q].first < 0) continue;
-    std::vector<std::pair<ir::ValueId, Lits>> todo, behind;
-    for (ir::ValueId a : nodes[q].inputs)
-      if (a != ir::kNoValue && kind[size_t(a)] != kKept) todo.push_back({a, kind[size_t(a)] >= 0 ? Lits{{m.drop_col[size_t(kind[size_t(a)])], false}} : Lits{}});
-    while (!todo.empty() && behind.size() < max_clones_behind) {
-      auto [t, lits] = todo.back();
-      todo.pop_back();
-      for (ir::ValueId b : nodes[size_t(producer(t))].inputs) {
-        if (b == ir::kNoValue || kind[size_t(b)] == kKept || !L.owns_storage(b)) continue;
-        if (std::find(nodes[q].inputs.begin(), nodes[q].inputs.end(), b) != nodes[q].inputs.end()) continue;
-        if (std::none_of(behind.begin(), behind.end(), [&](const auto& e) { return e.first == b; })) behind.push_back({b, lits});
-        Lits more = lits;
-        if (kind[size_t(b)] >= 0) more.emplace_back(m.drop_col[size_t(kind[size_t(b)])], false);
-        todo.push_back({b, more});
-      }
-    }
-    for (const auto& [v, lits] : behind) {
+    for (const auto& [v, lits] : clones_behind(q)) {
       const ReadLater& f = clone_fut[size_t(v)];
       for (int s = std::max(m.window[q].first, f.first); f.first >= 0 && s <= std::min(m.window[q].last, f.last); ++s)
         if (auto c = conjunction(m.R(s, int(q)) + m.R(s, producer(v)) + read_later(f, s, 1) - 2, lits)) {
@@ -394,14 +471,10 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
       if (clone_peak[size_t(s)] < 0) clone_peak[size_t(s)] = lp.col(0, milp::kUnbounded, false);
       lp.ge(Lin::var(clone_peak[size_t(s)]), clone_mem[q][size_t(s - m.window[q].first)]);
     }
+}
 
-  // Dropped storages: freed after their last forward use instead of their end.
-  struct Saving {
-    int col;
-    int32_t from, to;  // saved at nodes in (from, to]
-    double bytes;
-  };
-  std::vector<Saving> savings;
+// Dropped storages: freed after their last forward use instead of their end.
+void ModelBuilder::drop_savings() {
   std::vector<int32_t> fend(nv, -1);
   for (size_t v = 0; v < nv; ++v) {
     int32_t last = L.last_use[v];
@@ -417,21 +490,24 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
     auto o = size_t(m.cands[c].owner);
     if (fend[o] < L.storage_end[o]) savings.push_back({m.drop_col[c], fend[o], L.storage_end[o], double(m.cands[c].bytes) / bytes_per_unit});
   }
+}
 
-  // Swapped storages: gone from the device between their copies. A clone
-  // reading one inside its gap (swap_reads, by stage) brings it back from
-  // that stage's prefetch point on: saving[i] <= saving[i-1], and 0 once a
-  // read at the i-th such stage happens. On CUDA the copies queue on their
-  // streams (optimal_swaps.h: CopyQueues), so near its ends a window holds
-  // only when the queue's times allow it.
+// Swapped storages: gone from the device between their copies. A clone
+// reading one inside its gap (swap_reads, by stage) brings it back from
+// that stage's prefetch point on: saving[i] <= saving[i-1], and 0 once a
+// read at the i-th such stage happens. On CUDA the copies queue on their
+// streams (optimal_swaps.h: CopyQueues), so near its ends a window holds
+// only when the queue's times allow it. Then the host limit and the copy time.
+void ModelBuilder::swap_savings() {
   std::sort(swap_reads.begin(), swap_reads.end(), [](const SwapRead& a, const SwapRead& b) {
     return std::tie(a.swap, a.s) < std::tie(b.swap, b.s);
   });
   const CopyQueues queues =
       copy_queues(lp, m, windows, start, in.copies_overlap, recompute_shift(lp, m, in, in.copies_overlap && !m.swaps.empty()));
-  std::vector<std::vector<std::pair<int, double>>> swap_saved(nn), swap_saved_clones(static_cast<size_t>(num_stages));  // (column, units) freed
+  swap_saved.assign(nn, {});
+  swap_saved_clones.assign(size_t(m.stages()), {});
   std::vector<int> stage_at(nn, -1);
-  for (int s = 0; s < num_stages; ++s) stage_at[size_t(m.stage_node[size_t(s)])] = s;
+  for (int s = 0; s < m.stages(); ++s) stage_at[size_t(m.stage_node[size_t(s)])] = s;
   for (size_t k = 0, e = 0; k < m.swaps.size(); ++k) {
     const SwapWindow& w = windows[k];
     const double units = double(g.type(m.swaps[k]).bytes()) / bytes_per_unit;
@@ -470,14 +546,17 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
   if (!in.copies_overlap)
     for (size_t k = 0; k < m.swaps.size(); ++k)
       lp.cost[size_t(m.swap_col[k])] += kCostPerMs * (windows[k].out_ms + windows[k].in_ms);
+}
 
-  // Memory rows: every node, and the clones before every stage.
+// Memory rows: every node, and the clones before every stage.
+void ModelBuilder::memory_rows() {
   const double cap = double(budget) / bytes_per_unit;
   auto row = [&](Lin mem) {
     double most = mem.c;
     for (const auto& [col, v] : mem.t) most += std::max(0.0, v);
     if (most > cap + milp::kConstantRowTolerance) lp.ge(Lin(cap), mem);
   };
+  const int num_stages = m.stages();
   int next = 0;  // the first stage at or after node n
   for (size_t n = 0; n < nn; ++n) {
     auto r = int32_t(n);
@@ -507,9 +586,26 @@ OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double byt
     mem += Lin::var(clone_peak[size_t(s)]);
     row(mem);
   }
-  MUTWO_CHECK(int64_t(lp.columns()) <= options.max_columns,
+}
+
+}  // namespace
+
+OptimalModel build_optimal_model(const PlanInput& in, int64_t budget, double bytes_per_unit,
+                                 const OptimalOptions& options, size_t max_clones_behind) {
+  OptimalModel m;
+  ModelBuilder b(in, budget, bytes_per_unit, options, max_clones_behind, m);
+  b.decisions();
+  b.stages();
+  b.recompute_bounds();
+  b.reads();
+  b.read_later_columns();
+  b.clone_peaks();
+  b.drop_savings();
+  b.swap_savings();
+  b.memory_rows();
+  MUTWO_CHECK(int64_t(m.lp.columns()) <= options.max_columns,
               "graph {} is too large for the optimal planner: its MILP has {} variables (limit {}); use --planner mutwo",
-              g.name, lp.columns(), options.max_columns);
+              in.graph.name, m.lp.columns(), options.max_columns);
   return m;
 }
 

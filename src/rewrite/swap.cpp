@@ -132,6 +132,57 @@ int32_t prefetch_point(const std::vector<double>& start, double land_by, double 
   return std::clamp(p, before + 1, read);
 }
 
+namespace {
+
+struct Swap {
+  ir::ValueId owner;
+  Gap gap;
+  int32_t prefetch = -1;  // swap_in right before this node
+  ir::ValueId host = ir::kNoValue, back = ir::kNoValue, ready = ir::kNoValue;
+};
+
+// Prefetch points, latest first: each copy back ends before its first read
+// and before the next copy on the stream starts.
+void place_prefetches(std::vector<Swap>& swaps, const ir::Graph& g, const std::vector<double>& node_ms,
+                      double h2d_bytes_per_ms) {
+  const size_t nn = g.nodes().size();
+  std::vector<double> start(nn + 1, 0);  // start[n]: when node n starts, nodes back to back
+  for (size_t n = 0; n < nn; ++n)
+    start[n + 1] = start[n] + node_ms[n];
+  std::vector<size_t> by_need(swaps.size());
+  for (size_t i = 0; i < swaps.size(); ++i) by_need[i] = i;
+  std::sort(by_need.begin(), by_need.end(), [&](size_t a, size_t b) { return swaps[a].gap.after > swaps[b].gap.after; });
+  double stream_free = std::numeric_limits<double>::infinity();
+  for (size_t i : by_need) {
+    Swap& s = swaps[i];
+    s.prefetch = s.gap.after;
+    if (h2d_bytes_per_ms <= 0) continue;
+    const double copy_ms = static_cast<double>(g.type(s.owner).bytes()) / h2d_bytes_per_ms;
+    const double land_by = std::min(start[static_cast<size_t>(s.gap.after)], stream_free);
+    stream_free = land_by - copy_ms;
+    s.prefetch = prefetch_point(start, land_by, copy_ms, s.gap.before, s.gap.after);
+  }
+}
+
+// The rewritten step's start: r's values, where a swapped activation is no
+// longer read by the backward pass (its copy is), so a forward temporary.
+Recomputed swapped_values(const Recomputed& r, const analysis::Liveness& L, const std::vector<ir::ValueId>& swap) {
+  const ir::Graph& g = r.graph;
+  Recomputed out;
+  out.graph.name = g.name;
+  out.graph.copy_values_from(g);
+  out.graph.outputs = g.outputs;
+  std::vector<bool> swapped_storage(g.num_values(), false);
+  for (ir::ValueId v : swap) swapped_storage[static_cast<size_t>(v)] = true;
+  for (const ir::Value& v : g.values())
+    if (v.role == ir::Role::activation && swapped_storage[static_cast<size_t>(L.storage[static_cast<size_t>(v.id)])])
+      out.graph.value(v.id).role = ir::Role::other;
+  out.clones = r.clones;
+  return out;
+}
+
+}  // namespace
+
 Recomputed insert_swaps(const Recomputed& unsplit, const std::vector<ir::ValueId>& swap, const SwapTiming& timing) {
   if (swap.empty()) return unsplit;
   std::vector<size_t> from;
@@ -145,12 +196,6 @@ Recomputed insert_swaps(const Recomputed& unsplit, const std::vector<ir::ValueId
   const ir::UseIndex uses(g);
   const std::vector<Gap> gaps = swap_gaps(g, L);
 
-  struct Swap {
-    ir::ValueId owner;
-    Gap gap;
-    int32_t prefetch = -1;  // swap_in right before this node
-    ir::ValueId host = ir::kNoValue, back = ir::kNoValue, ready = ir::kNoValue;
-  };
   std::vector<Swap> swaps;
   std::unordered_map<ir::ValueId, size_t> by_owner;
   for (ir::ValueId v : swap) {
@@ -160,24 +205,7 @@ Recomputed insert_swaps(const Recomputed& unsplit, const std::vector<ir::ValueId
     swaps.push_back({v, gaps[static_cast<size_t>(v)]});
   }
 
-  // Prefetch points, latest first: each copy back ends before its first read
-  // and before the next copy on the stream starts.
-  std::vector<double> start(nodes.size() + 1, 0);  // start[n]: when node n starts, nodes back to back
-  for (size_t n = 0; n < nodes.size(); ++n)
-    start[n + 1] = start[n] + node_ms[n];
-  std::vector<size_t> by_need(swaps.size());
-  for (size_t i = 0; i < swaps.size(); ++i) by_need[i] = i;
-  std::sort(by_need.begin(), by_need.end(), [&](size_t a, size_t b) { return swaps[a].gap.after > swaps[b].gap.after; });
-  double stream_free = std::numeric_limits<double>::infinity();
-  for (size_t i : by_need) {
-    Swap& s = swaps[i];
-    s.prefetch = s.gap.after;
-    if (timing.h2d_bytes_per_ms <= 0) continue;
-    const double copy_ms = static_cast<double>(g.type(s.owner).bytes()) / timing.h2d_bytes_per_ms;
-    const double land_by = std::min(start[static_cast<size_t>(s.gap.after)], stream_free);
-    stream_free = land_by - copy_ms;
-    s.prefetch = prefetch_point(start, land_by, copy_ms, s.gap.before, s.gap.after);
-  }
+  place_prefetches(swaps, g, node_ms, timing.h2d_bytes_per_ms);
   std::vector<std::vector<size_t>> out_after(nodes.size()), in_before(nodes.size()), into_after(nodes.size());
   for (size_t i = 0; i < swaps.size(); ++i) {
     if (swaps[i].gap.before < 0) {  // state kept in host memory: written back after its update
@@ -189,18 +217,7 @@ Recomputed insert_swaps(const Recomputed& unsplit, const std::vector<ir::ValueId
     in_before[static_cast<size_t>(swaps[i].prefetch)].push_back(i);
   }
 
-  Recomputed out;
-  out.graph.name = g.name;
-  out.graph.copy_values_from(g);
-  out.graph.outputs = g.outputs;
-  // A swapped activation is no longer read by the backward pass (its copy
-  // is): in the rewritten step it is a forward temporary.
-  std::vector<bool> swapped_storage(g.num_values(), false);
-  for (ir::ValueId v : swap) swapped_storage[static_cast<size_t>(v)] = true;
-  for (const ir::Value& v : g.values())
-    if (v.role == ir::Role::activation && swapped_storage[static_cast<size_t>(L.storage[static_cast<size_t>(v.id)])])
-      out.graph.value(v.id).role = ir::Role::other;
-  out.clones = r.clones;
+  Recomputed out = swapped_values(r, L, swap);
   out.swaps = static_cast<int32_t>(swaps.size());
   auto emit = [&](const char* op, ir::ValueId in, ir::ValueId result, ir::Phase phase, const std::string& scope) {
     out.graph.append(ir::Node{op, {in}, {result}, {}, phase, scope});
