@@ -296,7 +296,7 @@ rm -rf "$rp_dir"
 # --dump-ir-after: an unknown pass is refused naming the passes; the graph
 # after a pass goes to stderr under a "# IR after" line and parses back as a
 # step (run --graph reads it); a pass that changed nothing says "unchanged".
-expect_error "unknown pass 'cse'; passes: autodiff, reinplace, data-parallel, recompute, swap, or all" show --model mlp --dump-ir-after reinplace,cse
+expect_error "unknown pass 'cse'; passes: autodiff, reinplace, data-parallel, recompute, update-early, swap, or all" show --model mlp --dump-ir-after reinplace,cse
 dump_dir=$(mktemp -d)
 "$mutwo" show --model mlp --batch 8 --dump-ir-after autodiff,reinplace >/dev/null 2>"$dump_dir/dump.txt"
 grep -qxF "# IR after autodiff (mlp)" "$dump_dir/dump.txt" && grep -qxF "# IR after reinplace (mlp): unchanged" "$dump_dir/dump.txt" \

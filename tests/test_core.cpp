@@ -23,6 +23,7 @@
 #include "plan_inputs.h"
 #include "profile/profile.h"
 #include "report/report.h"
+#include "rewrite/passes.h"
 #include "rewrite/recompute.h"
 #include "stepfile/step_file.h"
 #include "support/error.h"
@@ -110,7 +111,7 @@ TEST(Core, LivenessOfTheStep) {
 TEST(Core, RecomputationClonesWhatTheDroppedValueNeeds) {
   Step s = mlp_step();
   const ValueId drop = s.relu[1];
-  rewrite::Recomputed r = rewrite::insert_recomputation(s.graph, {drop});
+  rewrite::Rewritten r = rewrite::insert_recomputation(s.graph, {drop});
   EXPECT_NO_THROW(ops::verify(r.graph));
   // fc2's relu is recomputed from fc2's linear output, which no backward node
   // reads (so is not kept), recomputed in turn from fc1's relu (kept).
@@ -127,6 +128,34 @@ TEST(Core, RecomputationClonesWhatTheDroppedValueNeeds) {
     if (node.phase != ir::Phase::backward) continue;
     EXPECT_EQ(std::count(node.inputs.begin(), node.inputs.end(), drop), 0) << node.op << " still reads the dropped value";
   }
+}
+
+// The pass manager verifies each pass's output, names a pass that breaks the
+// graph, and shows every verified graph to its hook (--dump-ir-after).
+TEST(Core, PassManagerVerifiesEachPass) {
+  Step s = mlp_step();
+  std::vector<std::string> seen;
+  const rewrite::PassOptions o{true, [&](std::string_view pass, const ir::Graph&) { seen.emplace_back(pass); }};
+  const rewrite::Pass recompute{"recompute",
+                                [&](const rewrite::Rewritten&) { return rewrite::insert_recomputation(s.graph, {s.relu[1]}); }};
+  const rewrite::Pass identity{"identity", [](const rewrite::Rewritten& r) { return r; }};
+  EXPECT_EQ(rewrite::run_passes({}, {recompute, identity}, o).clones, 2);
+  EXPECT_EQ(seen, (std::vector<std::string>{"recompute", "identity"}));
+
+  const rewrite::Pass reorder{"reorder", [](rewrite::Rewritten r) {  // a consumer before its producer
+                                std::swap(r.graph.nodes()[0], r.graph.nodes()[1]);
+                                return r;
+                              }};
+  seen.clear();
+  try {
+    rewrite::run_passes({}, {recompute, reorder, identity}, o);
+    ADD_FAILURE() << "a graph that does not verify went through";
+  } catch (const InternalError& e) {
+    EXPECT_NE(std::string(e.what()).find("the reorder pass made a graph that does not verify"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{"recompute"})) << "the hook sees verified graphs only";
+  EXPECT_NO_THROW(rewrite::run_passes({}, {recompute, reorder}, {false, nullptr}));  // the simulator's hot loop
 }
 
 TEST(Core, SimulatorAndPlannersOnPlainData) {
@@ -302,7 +331,7 @@ TEST(Core, KeptAtBackwardTimeAtItsEdges) {
   EXPECT_FALSE(rewrite::kept_at_backward(g, uses, {s.dropped})[size_t(s.dropped)]);
 
   // The rewrite clones dropout_apply alone, reading the original mask.
-  rewrite::Recomputed r = rewrite::insert_recomputation(g, {s.dropped});
+  rewrite::Rewritten r = rewrite::insert_recomputation(g, {s.dropped});
   EXPECT_NO_THROW(ops::verify(r.graph));
   ASSERT_EQ(r.clones, 1);
   for (const ir::Node& n : r.graph.nodes())
@@ -350,7 +379,7 @@ TEST(Core, ProfileAndSimulatorChargeStoragesAlike) {
   plan::PlanInput in = testing::input_of(s.graph);
   for (const std::vector<ValueId>& drop : {std::vector<ValueId>{}, {s.relu[0]}, {s.relu[1]}, s.relu}) {
     plan::Simulation sim = plan::simulate(in, drop);
-    rewrite::Recomputed r = rewrite::insert_recomputation(s.graph, drop);
+    rewrite::Rewritten r = rewrite::insert_recomputation(s.graph, drop);
     profile::LiveByRole by_role = profile::live_by_role(r.graph);
     EXPECT_EQ(sim.peak_by_role, by_role.during[size_t(sim.peak_node)]) << drop.size() << " dropped";
     analysis::Liveness L = analysis::analyze_liveness(r.graph);

@@ -91,7 +91,7 @@ TEST_P(Golden, PassesGiveTheExpectedIr) {
     ASSERT_TRUE(rewrite::droppable(step, v)) << "%" << name << " is not an activation recomputation may drop";
     drop.push_back(v);
   }
-  rewrite::Recomputed r = rewrite::insert_recomputation(step, drop);
+  rewrite::Rewritten r = rewrite::insert_recomputation(step, drop);
   EXPECT_NO_THROW(ops::verify(r.graph));
   EXPECT_GT(r.clones, 0);
   expect_golden(c.name + ".recompute.ir", header(c, "recompute") + ir::print(r.graph));
@@ -101,7 +101,7 @@ TEST_P(Golden, PassesGiveTheExpectedIr) {
   std::vector<ir::ValueId> swap;
   for (const std::string& name : c.swap) swap.push_back(r.graph.find(name));
   rewrite::SwapTiming timing{std::vector<double>(r.graph.nodes().size(), 1.0), 8.0};
-  rewrite::Recomputed w = rewrite::insert_swaps(r, swap, timing);
+  rewrite::Rewritten w = rewrite::insert_swaps(r, swap, timing);
   EXPECT_NO_THROW(ops::verify(w.graph));
   EXPECT_EQ(w.swaps, static_cast<int32_t>(c.swap.size()));
   expect_golden(c.name + ".swap.ir", header(c, "swap") + ir::print(w.graph));

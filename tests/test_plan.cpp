@@ -80,7 +80,7 @@ TEST(Rewrite, ClonesVerifyAndAreNamedAfterTheirSource) {
   plan::PlanInput in = plan::make_input(profile::describe(g));
   std::vector<ir::ValueId> drop = all_droppable(in);
   ASSERT_FALSE(drop.empty());
-  rewrite::Recomputed r = rewrite::insert_recomputation(in.graph, drop);
+  rewrite::Rewritten r = rewrite::insert_recomputation(in.graph, drop);
   EXPECT_NO_THROW(ops::verify(r.graph));
   EXPECT_GT(r.clones, 0);
   std::multiset<int32_t> cloned;
@@ -109,7 +109,7 @@ TEST(Rewrite, RecomputedStepIsBitwiseEqualAndMatchesTheSimulatedPeak) {
     ir::Graph g = step_of(model, model == std::string("mlp") ? 16 : 2, 0.1);
     plan::PlanInput in = measured_input(g);
     std::vector<ir::ValueId> drop = all_droppable(in);
-    rewrite::Recomputed r = rewrite::insert_recomputation(in.graph, drop);
+    rewrite::Rewritten r = rewrite::insert_recomputation(in.graph, drop);
     Trace base = execute(in.graph, 2);
     Trace planned = execute(r.graph, 2);
     EXPECT_EQ(base.losses, planned.losses) << model;
@@ -163,7 +163,7 @@ TEST(Rewrite, SwappedStepIsBitwiseEqualAndMatchesTheSimulatedPeak) {
       for (ir::ValueId v : w)
         if (!early || in.graph.value(v).role != ir::Role::gradient) swap.push_back(v);
       plan::Plan p = plan::finish(in, "test", 0, d, swap, early);
-      rewrite::Recomputed r = plan::rewrite_plan(in, p);
+      rewrite::Rewritten r = plan::rewrite_plan(in, p);
       EXPECT_NO_THROW(ops::verify(r.graph));
       EXPECT_EQ(r.swaps, static_cast<int32_t>(swap.size()));
       const Trace planned = execute(r.graph, 3);

@@ -234,7 +234,7 @@ void expect_valid_plan(const plan::PlanInput& in, const std::vector<plan::Candid
 
   // Recompute nodes read only clones made before them or values kept at that point.
   const std::vector<bool> kept = kept_values(g, dropped);
-  const rewrite::Recomputed r = rewrite::insert_recomputation(g, p.drop);
+  const rewrite::Rewritten r = rewrite::insert_recomputation(g, p.drop);
   EXPECT_EQ(r.clones, sim.recompute_nodes);
   EXPECT_NO_THROW(ops::verify(r.graph));
   std::vector<bool> defined(r.graph.num_values(), false);

@@ -107,7 +107,7 @@ TEST(ResnetBatchNorm, RunningStatisticsMatchPyTorchAndRecomputationLeavesThemAlo
   // Recomputing its outputs clones the node without the running statistics.
   ir::Graph step = autodiff::build_training_step(g, g.find("loss"), {});
   ASSERT_EQ(step.value(outs[0]).role, ir::Role::activation);
-  rewrite::Recomputed r = rewrite::insert_recomputation(step, {outs[0]});
+  rewrite::Rewritten r = rewrite::insert_recomputation(step, {outs[0]});
   int clones = 0;
   for (const ir::Node& n : r.graph.nodes())
     if (n.phase == ir::Phase::recompute && n.op == "batch_norm") {

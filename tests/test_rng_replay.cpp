@@ -138,7 +138,7 @@ TEST(RngReplay, MasksDroppedGiveTheUnplannedStepBitForBit) {
     for (bool masks_only : {true, false}) {
       SCOPED_TRACE(masks_only ? "masks dropped" : "every candidate dropped");
       const std::vector<ir::ValueId> drop = droppable(in, masks_only);
-      rewrite::Recomputed r = rewrite::insert_recomputation(in.graph, drop);
+      rewrite::Rewritten r = rewrite::insert_recomputation(in.graph, drop);
       ASSERT_NO_THROW(ops::verify(r.graph));
       int masks = 0;
       for (ir::ValueId v : drop) masks += made_by_random(in.graph, v);
@@ -198,7 +198,7 @@ struct NodeWatch : runtime::NodeObserver {
 // draws the forward pass's mask both times.
 TEST(RngReplay, ARandomNodeRecomputedTwiceDrawsTheSameMask) {
   plan::PlanInput in = input_of(step_of("gpt2"));
-  rewrite::Recomputed r = rewrite::insert_recomputation(in.graph, droppable(in, false));
+  rewrite::Rewritten r = rewrite::insert_recomputation(in.graph, droppable(in, false));
   ir::Graph& g = r.graph;
   ir::UseIndex uses(g);
   // The first replayed clone whose mask two later nodes read.
@@ -240,7 +240,7 @@ TEST(RngReplay, ARandomNodeRecomputedTwiceDrawsTheSameMask) {
 // The rewritten step printed as IR, parsed back and run, trains as before.
 TEST(RngReplay, RewrittenStepRoundTripsThroughIrText) {
   plan::PlanInput in = input_of(step_of("transformer-lm"));
-  rewrite::Recomputed r = rewrite::insert_recomputation(in.graph, droppable(in, true));
+  rewrite::Rewritten r = rewrite::insert_recomputation(in.graph, droppable(in, true));
   const std::string text = ir::print(r.graph);
   EXPECT_NE(text.find(" = rng_save() fwd"), std::string::npos);
   EXPECT_NE(text.find("rng_replay=1} recompute"), std::string::npos);

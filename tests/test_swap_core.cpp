@@ -136,7 +136,7 @@ TEST(SwapGreedy, GoesBelowThePersistentFloorWithGradientsAndState) {
   std::set<ir::Role> roles;
   for (ir::ValueId v : hybrid.swap) roles.insert(in.graph.value(v).role);
   EXPECT_TRUE(roles.count(ir::Role::optimizer_state)) << "momentum swapped";
-  const rewrite::Recomputed r = plan::rewrite_plan(in, hybrid);
+  const rewrite::Rewritten r = plan::rewrite_plan(in, hybrid);
   const analysis::Liveness L = analysis::analyze_liveness(r.graph);
   EXPECT_LT(L.persistent_bytes, analysis::analyze_liveness(in.graph).persistent_bytes) << "state kept in host memory";
   EXPECT_GT(L.host_persistent_bytes, 0);

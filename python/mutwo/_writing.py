@@ -13,6 +13,7 @@ from typing import Any, Optional
 import torch
 import torch.fx
 
+from mutwo import _compat
 from mutwo._files import DTYPES
 from mutwo.capture import (FORMAT, VERSION, WRAPPER_ATTR, _DATA_DEPENDENT, _LAYOUTS, _MEMORY_FORMATS, CaptureError,
                            Joint, _flatten, _mutated_positions, _node_error, _normalize_args, _rng_preserved)

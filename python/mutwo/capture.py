@@ -20,6 +20,10 @@ import torch.fx
 from mutwo import _compat
 from mutwo._files import dumps, write_safetensors
 
+if __name__ == "__main__":  # python -m mutwo.capture: the command line, on the package's own mutwo.capture
+    from mutwo._capture_cli import main as _cli
+    sys.exit(_cli())
+
 FORMAT = "mutwo-step"
 VERSION = 1
 WRAPPER_ATTR = "mutwo_model"  # the model's attribute in the capture wrapper
@@ -471,6 +475,3 @@ def main(argv: Optional[list[str]] = None) -> int:
     from mutwo._capture_cli import main as cli
     return cli(argv)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

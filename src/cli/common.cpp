@@ -41,7 +41,8 @@ const CLI::Validator kNonNegative = CLI::Validator(
 
 namespace {
 
-const std::vector<std::string> kDumpablePasses = {"autodiff", "reinplace", "data-parallel", "recompute", "swap"};
+const std::vector<std::string> kDumpablePasses = {"autodiff",  "reinplace", "data-parallel",
+                                                  "recompute", "update-early", "swap"};
 
 struct IrDump {
   std::string passes;  // as given: "all", or a comma-separated list
@@ -72,7 +73,6 @@ const CLI::Validator kPassList = CLI::Validator(
 
 }  // namespace
 
-bool dumping_ir() { return !ir_dump().passes.empty(); }
 
 namespace {
 struct SwapFlags {
@@ -123,7 +123,7 @@ void dump_ir_after(std::string_view pass, const ir::Graph& g) {
 
 void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
     app.add_option("--dump-ir-after", ir_dump().passes,
-                   "print the graph after these passes on stderr, as IR text: autodiff, reinplace, data-parallel, recompute, swap "
+                   "print the graph after these passes on stderr, as IR text: autodiff, reinplace, data-parallel, recompute, update-early, swap "
                    "(comma-separated), or all")
         ->check(kPassList);
     std::string names;

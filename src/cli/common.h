@@ -60,7 +60,6 @@ struct StepOptions {
 // StepOptions::build reports autodiff and reinplace, plan_step the recompute
 // rewrite.
 void dump_ir_after(std::string_view pass, const ir::Graph& g);
-bool dumping_ir();  // --dump-ir-after was given: build a graph only to dump it
 
 // --no-swap and --host-memory, for every command that plans: added to `app`,
 // then applied to each PlanInput the command makes.

@@ -108,12 +108,10 @@ Planned profile_for_plan(const ir::Graph& g, const c10::Device& device, uint64_t
 
 namespace {
 
-// The plan's step: recomputation, then swaps (each dumped by --dump-ir-after).
+// The plan's step: recomputation, early updates, swaps, each verified and
+// dumped by --dump-ir-after (rewrite/passes.h).
 void rewrite_planned(Planned& p) {
-  if (dumping_ir())
-    dump_ir_after("recompute", rewrite::insert_recomputation(plan::chunked_graph(p.input.graph, p.plan), p.plan.drop).graph);
-  p.rewritten = plan::rewrite_plan(p.input, p.plan);
-  dump_ir_after("swap", p.rewritten.graph);
+  p.rewritten = plan::rewrite_plan(p.input, p.plan, {/*verify=*/true, dump_ir_after});
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ struct Measured {
 Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps, bool cuda_graph = false);
 
 struct Planned : plan::Planned {  // profiled and planned (plan::prepare, plan::run), then:
-  rewrite::Recomputed rewritten;
+  rewrite::Rewritten rewritten;
   // Set when the unplanned step ran out of memory (or was predicted to pass
   // --device-memory) and was profiled under the most recomputation instead:
   // that step, which fits, is then the reference of --check.

@@ -108,7 +108,7 @@ std::optional<Lin> conjunction(const Lin& trigger, Lits lits) {
 
 PlanInput model_input(const PlanInput& in, bool update_early) {
   if (!update_early) return in;
-  rewrite::Recomputed r = rewrite::update_early(rewrite::insert_recomputation(in.graph, {}));
+  rewrite::Rewritten r = rewrite::update_early(rewrite::insert_recomputation(in.graph, {}));
   PlanInput out = in;
   out.graph = std::move(r.graph);
   out.node_ms.clear();

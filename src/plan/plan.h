@@ -16,6 +16,7 @@
 
 #include "ir/graph.h"
 #include "profile/profile.h"
+#include "rewrite/passes.h"
 #include "rewrite/recompute.h"
 
 namespace mutwo::plan {
@@ -138,7 +139,8 @@ struct Plan {
 ir::Graph chunked_graph(const ir::Graph& g, const Plan& p);
 // The step the plan runs: `in`'s graph chunked, recomputation inserted, then
 // swaps (prefetch points placed from `in`'s node times and copy speed).
-rewrite::Recomputed rewrite_plan(const PlanInput& in, const Plan& p);
+// Each pass verified, and shown to `o.after` (--dump-ir-after).
+rewrite::Rewritten rewrite_plan(const PlanInput& in, const Plan& p, const rewrite::PassOptions& o = {});
 // A random node the plan's step recomputes by replaying its generator state
 // (plan.json's `replayed`): its first output, its op, the state's value.
 struct ReplayedNode {

@@ -113,17 +113,25 @@ std::vector<Candidate> candidates(const PlanInput& in) {
 
 namespace {
 
-rewrite::Recomputed rewrite_step(const PlanInput& in, const ir::Graph& g, const std::vector<ir::ValueId>& drop,
-                                 const std::vector<ir::ValueId>& swap, bool update_early) {
-  rewrite::Recomputed r = rewrite::insert_recomputation(g, drop);
-  if (update_early) r = rewrite::update_early(r);
-  if (swap.empty()) return r;
-  rewrite::SwapTiming t;
-  t.node_ms.reserve(r.origin.size());
-  for (size_t n = 0; n < r.origin.size(); ++n)  // rng_save (origin -1) takes no measured time
-    t.node_ms.push_back(r.origin[n] < 0 ? 0.0 : in.node_ms[static_cast<size_t>(r.origin[n])] * r.share_of(n));
-  t.h2d_bytes_per_ms = in.copies_overlap ? in.h2d_bytes_per_ms : 0;  // in line, a copy cannot start early
-  return rewrite::insert_swaps(r, swap, t);
+// The plan's rewrite passes, run by the pass manager (rewrite/passes.h): the
+// first makes the rewritten step from `g`, each later one takes the one before.
+rewrite::Rewritten rewrite_step(const PlanInput& in, const ir::Graph& g, const std::vector<ir::ValueId>& drop,
+                                 const std::vector<ir::ValueId>& swap, bool update_early,
+                                 const rewrite::PassOptions& o) {
+  std::vector<rewrite::Pass> passes;
+  passes.push_back({"recompute", [&](const rewrite::Rewritten&) { return rewrite::insert_recomputation(g, drop); }});
+  if (update_early) passes.push_back({"update-early", [](const rewrite::Rewritten& r) { return rewrite::update_early(r); }});
+  if (!swap.empty())
+    passes.push_back({"swap", [&](const rewrite::Rewritten& r) {
+                        rewrite::SwapTiming t;
+                        t.node_ms.reserve(r.origin.size());
+                        for (size_t n = 0; n < r.origin.size(); ++n)  // rng_save (origin -1) takes no measured time
+                          t.node_ms.push_back(r.origin[n] < 0 ? 0.0
+                                                              : in.node_ms[static_cast<size_t>(r.origin[n])] * r.share_of(n));
+                        t.h2d_bytes_per_ms = in.copies_overlap ? in.h2d_bytes_per_ms : 0;  // in line, a copy cannot start early
+                        return rewrite::insert_swaps(r, swap, t);
+                      }});
+  return rewrite::run_passes({}, passes, o);
 }
 
 // The step's time with copies: compute runs the nodes back to back; on CUDA a
@@ -139,7 +147,7 @@ struct Timeline {
   std::vector<std::pair<size_t, size_t>> held;  // (swap_out node, first node starting after its copy is done)
 };
 
-Timeline time_step(const PlanInput& in, const rewrite::Recomputed& r) {
+Timeline time_step(const PlanInput& in, const rewrite::Rewritten& r) {
   const auto& nodes = r.graph.nodes();
   Timeline t;
   t.start.resize(nodes.size());
@@ -195,12 +203,12 @@ Timeline time_step(const PlanInput& in, const rewrite::Recomputed& r) {
 
 }  // namespace
 
-rewrite::Recomputed rewrite_plan(const PlanInput& in, const Plan& p) {
-  return rewrite_step(in, chunked_graph(in.graph, p), p.drop, p.swap, p.update_early);
+rewrite::Rewritten rewrite_plan(const PlanInput& in, const Plan& p, const rewrite::PassOptions& o) {
+  return rewrite_step(in, chunked_graph(in.graph, p), p.drop, p.swap, p.update_early, o);
 }
 
 std::vector<ReplayedNode> replayed_random(const PlanInput& in, const Plan& p) {
-  const rewrite::Recomputed r = rewrite_plan(in, p);
+  const rewrite::Rewritten r = rewrite_plan(in, p);
   std::vector<ReplayedNode> out;
   for (size_t k = 0; k < r.graph.nodes().size(); ++k) {
     const ir::Node& n = r.graph.nodes()[k];
@@ -223,7 +231,9 @@ std::vector<ir::ValueId> swap_candidates(const PlanInput& in) {
 
 Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, const std::vector<ir::ValueId>& swap,
                     bool update_early) {
-  rewrite::Recomputed r = rewrite_step(in, in.graph, drop, swap, update_early);
+  // Unverified: a planner simulates thousands of candidate plans; the one it
+  // returns is rewritten again, verified, by rewrite_plan.
+  rewrite::Rewritten r = rewrite_step(in, in.graph, drop, swap, update_early, {/*verify=*/false, nullptr});
   analysis::Liveness L = analysis::analyze_liveness(r.graph);
   Simulation s;
   s.recompute_nodes = r.clones;

@@ -164,7 +164,7 @@ Profile profile_step_under(const ir::Graph& g, const std::vector<ir::ValueId>& d
   // first, so ids differ from `g`'s. Nodes keep their order, so node indices
   // of `g` and of this copy agree.
   const ir::Graph planned_view = ir::parse(ir::print(g));
-  rewrite::Recomputed r = rewrite::insert_recomputation(planned_view, drop);
+  rewrite::Rewritten r = rewrite::insert_recomputation(planned_view, drop);
   const Profile measured = profile_step(r.graph, o);
   const analysis::Liveness L = analysis::analyze_liveness(g), Lr = analysis::analyze_liveness(r.graph);
   std::vector<int32_t> at(g.nodes().size(), -1);  // each node of g where it runs in r.graph, outside recomputation

@@ -45,7 +45,7 @@ namespace {
 
 // Puts an rng_save node just before every forward node in `state_of`, making
 // its state (origin -1: the input graph has no such node).
-void save_states(Recomputed& out, const std::vector<ir::Node>& original,
+void save_states(Rewritten& out, const std::vector<ir::Node>& original,
                  const std::unordered_map<int32_t, ir::ValueId>& state_of) {
   std::vector<ir::Node> nodes = std::move(out.graph.nodes());
   std::vector<int32_t> origin = std::move(out.origin);
@@ -65,7 +65,7 @@ void save_states(Recomputed& out, const std::vector<ir::Node>& original,
 
 }  // namespace
 
-Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop) {
+Rewritten insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop) {
   const auto& nodes = g.nodes();
   ir::UseIndex uses(g);
   for (ir::ValueId v : drop) {
@@ -74,7 +74,7 @@ Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueI
   }
   const std::vector<bool> kept = kept_at_backward(g, uses, drop);
 
-  Recomputed out;
+  Rewritten out;
   out.graph.name = g.name;
   // A dropped activation is no longer read by the backward pass: in the
   // rewritten step it is a forward temporary.

@@ -31,7 +31,9 @@
 
 namespace mutwo::rewrite {
 
-struct Recomputed {
+// What every rewrite pass returns (recomputation, early updates, swaps): the
+// rewritten graph and, per node, where it came from.
+struct Rewritten {
   ir::Graph graph;
   std::vector<int32_t> origin;  // per node of `graph`: the rank of the node it is (or clones) in the input;
                                 // -1 for a swap node (swap.h)
@@ -44,7 +46,7 @@ struct Recomputed {
   double share_of(size_t n) const { return share.empty() ? 1.0 : share[n]; }
 };
 
-Recomputed insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop);
+Rewritten insert_recomputation(const ir::Graph& g, const std::vector<ir::ValueId>& drop);
 
 // Kept at backward time: the values that the backward pass, and the clones
 // the rewrite makes for it, read as they are. The one definition, which the

@@ -17,12 +17,12 @@ int part_of(ir::Phase p) { return ir::is_forward(p) ? 0 : ir::is_backward(p) ? 1
 
 // The multi-tensor optimizer nodes of `r` that read swapped gradients or
 // state, split (see swap.h); `from` gets, per node of the result, its node in `r`.
-Recomputed split_optimizer(const Recomputed& r, const std::vector<ir::ValueId>& swap, const analysis::Liveness& L,
+Rewritten split_optimizer(const Rewritten& r, const std::vector<ir::ValueId>& swap, const analysis::Liveness& L,
                            std::vector<size_t>& from) {
   const ir::Graph& g = r.graph;
   std::vector<bool> swapped(g.num_values(), false);
   for (ir::ValueId v : swap) swapped[static_cast<size_t>(v)] = true;
-  Recomputed out;
+  Rewritten out;
   out.graph.name = g.name;
   out.graph.copy_values_from(g);
   out.graph.outputs = g.outputs;
@@ -166,9 +166,9 @@ void place_prefetches(std::vector<Swap>& swaps, const ir::Graph& g, const std::v
 
 // The rewritten step's start: r's values, where a swapped activation is no
 // longer read by the backward pass (its copy is), so a forward temporary.
-Recomputed swapped_values(const Recomputed& r, const analysis::Liveness& L, const std::vector<ir::ValueId>& swap) {
+Rewritten swapped_values(const Rewritten& r, const analysis::Liveness& L, const std::vector<ir::ValueId>& swap) {
   const ir::Graph& g = r.graph;
-  Recomputed out;
+  Rewritten out;
   out.graph.name = g.name;
   out.graph.copy_values_from(g);
   out.graph.outputs = g.outputs;
@@ -183,10 +183,10 @@ Recomputed swapped_values(const Recomputed& r, const analysis::Liveness& L, cons
 
 }  // namespace
 
-Recomputed insert_swaps(const Recomputed& unsplit, const std::vector<ir::ValueId>& swap, const SwapTiming& timing) {
+Rewritten insert_swaps(const Rewritten& unsplit, const std::vector<ir::ValueId>& swap, const SwapTiming& timing) {
   if (swap.empty()) return unsplit;
   std::vector<size_t> from;
-  const Recomputed r = split_optimizer(unsplit, swap, analysis::analyze_liveness(unsplit.graph), from);
+  const Rewritten r = split_optimizer(unsplit, swap, analysis::analyze_liveness(unsplit.graph), from);
   std::vector<double> node_ms(from.size(), 0);
   for (size_t n = 0; n < from.size(); ++n)
     if (from[n] < timing.node_ms.size()) node_ms[n] = unsplit.share_of(from[n]) > 0 ? timing.node_ms[from[n]] * r.share[n] / unsplit.share_of(from[n]) : 0;
@@ -217,7 +217,7 @@ Recomputed insert_swaps(const Recomputed& unsplit, const std::vector<ir::ValueId
     in_before[static_cast<size_t>(swaps[i].prefetch)].push_back(i);
   }
 
-  Recomputed out = swapped_values(r, L, swap);
+  Rewritten out = swapped_values(r, L, swap);
   out.swaps = static_cast<int32_t>(swaps.size());
   auto emit = [&](const char* op, ir::ValueId in, ir::ValueId result, ir::Phase phase, const std::string& scope) {
     out.graph.append(ir::Node{op, {in}, {result}, {}, phase, scope});

@@ -76,6 +76,6 @@ struct SwapTiming {
 int32_t prefetch_point(const std::vector<double>& start, double land_by, double copy_ms, int32_t before, int32_t read);
 
 // `r` with the storages in `swap` swapped; origin maps swap nodes to -1.
-Recomputed insert_swaps(const Recomputed& r, const std::vector<ir::ValueId>& swap, const SwapTiming& timing);
+Rewritten insert_swaps(const Rewritten& r, const std::vector<ir::ValueId>& swap, const SwapTiming& timing);
 
 }  // namespace mutwo::rewrite

@@ -10,7 +10,7 @@
 
 namespace mutwo::rewrite {
 
-Recomputed update_early(const Recomputed& r) {
+Rewritten update_early(const Rewritten& r) {
   const ir::Graph& g = r.graph;
   const auto& nodes = g.nodes();
   for (const ir::Node& n : nodes)
@@ -69,7 +69,7 @@ Recomputed update_early(const Recomputed& r) {
     moved[n] = true;
   }
 
-  Recomputed out;
+  Rewritten out;
   out.graph.name = g.name;
   out.graph.copy_values_from(g);
   out.graph.outputs = g.outputs;

@@ -16,7 +16,7 @@
 //           "optimizer"), one per bucket of about kUpdateBucket bytes of
 //           parameters ordered by when they are ready, each placed right after
 //           the last node its parameters wait for. Split nodes take their
-//           parameters' share of the original node's time (Recomputed::share).
+//           parameters' share of the original node's time (Rewritten::share).
 #pragma once
 
 #include <cstdint>
@@ -27,6 +27,6 @@ namespace mutwo::rewrite {
 
 inline constexpr int64_t kUpdateBucket = int64_t{32} << 20;
 
-Recomputed update_early(const Recomputed& r);
+Rewritten update_early(const Rewritten& r);
 
 }  // namespace mutwo::rewrite
