@@ -4,7 +4,7 @@
 # and collect every result as JSON lines in $OUT/results.jsonl, each tagged
 # with the card, torch version and date. Plots: bench/pareto.sh, afterwards.
 #
-#   CONFIGS="resnet-152:8 resnet-152:32 bert-base:8 bert-base:32" bench/gpu.sh
+#   CONFIGS="resnet-152:8 resnet-152:32 bert-base:8 bert-base:32" bench/zoo_gpu.sh
 #
 # Per model:batch in CONFIGS:
 # - the peers: PEERS (default eager,ckpt) first, and COMPILE_PEERS (such as
