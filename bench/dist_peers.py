@@ -15,16 +15,8 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blocks import blocks  # noqa: E402
 from peers import build, sgd_step, timed_steps  # noqa: E402
-
-
-def blocks(model):
-    """The repeated blocks FSDP shards one by one (BERT's and GPT-2's layers)."""
-    if hasattr(model, "bert"):
-        return list(model.bert.encoder.layer)
-    if hasattr(model, "transformer"):
-        return list(model.transformer.h)
-    raise SystemExit("fsdp_ckpt: no block list for this model")
 
 
 def main():
@@ -50,7 +42,7 @@ def main():
         except ImportError:
             from torch.distributed._composable.fsdp import fully_shard
         m = m.to(dev).train()
-        for blk in blocks(m):
+        for _, blk in blocks(m):  # one FSDP unit per block (bench/blocks.py)
             fully_shard(blk)
         fully_shard(m)
         model = m

@@ -12,6 +12,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from blocks import blocks as blocks_of_model
+
 NAMES = ("vit_b_16", "llama", "bert", "gpt2", "t5")
 HF_ATTENTION = "eager"  # transformers' attention, as in bench/peers.py
 
@@ -121,6 +123,10 @@ def _hf_masked_loss(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor, lab
     return model(input_ids=ids, attention_mask=mask, labels=labels).loss
 
 
+def _blocks(model: nn.Module) -> list[nn.Module]:
+    return [m for _, m in blocks_of_model(model)]
+
+
 def _hf_seq2seq_loss(model: nn.Module, ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return model(input_ids=ids, labels=labels).loss
 
@@ -147,12 +153,14 @@ def make(name: str, batch: int, device: str = "cpu", small: bool = False) -> Mad
             model = torchvision.models.vit_b_16(weights=None)
         size, classes = (32, 10) if small else (224, 1000)
         inputs = (torch.randn(batch, 3, size, size), torch.randint(0, classes, (batch,)))
+        # torchvision names its layers encoder_layer_N: no all-digit component, so no block by
+        # mutwo's definition (bench/blocks.py); its layers are listed by hand.
         loss_fn, blocks = _classify_loss, list(model.encoder.layers)
     elif name == "llama":
         vocab, dim, layers, heads, seq = (256, 64, 2, 2, 32) if small else (32000, 768, 12, 12, 1024)
         model = Llama(vocab, dim, layers, heads, seq)
         inputs = (torch.randint(0, vocab, (batch, seq)), torch.randint(0, vocab, (batch, seq)))
-        loss_fn, blocks = _llm_loss, list(model.layers)
+        loss_fn, blocks = _llm_loss, _blocks(model)
     elif name == "bert":
         from transformers import BertConfig, BertForMaskedLM
         config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
@@ -160,7 +168,7 @@ def make(name: str, batch: int, device: str = "cpu", small: bool = False) -> Mad
         seq = 32 if small else 128
         model = _hf_model(BertForMaskedLM, config)
         inputs = (torch.randint(0, config.vocab_size, (batch, seq)), torch.randint(0, config.vocab_size, (batch, seq)))
-        loss_fn, blocks = _hf_loss, list(model.bert.encoder.layer)
+        loss_fn, blocks = _hf_loss, _blocks(model)
     elif name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
         size = dict(vocab_size=1000, n_positions=64, n_embd=64, n_layer=2, n_head=2) if small else {}
@@ -169,7 +177,7 @@ def make(name: str, batch: int, device: str = "cpu", small: bool = False) -> Mad
         model = _hf_model(GPT2LMHeadModel, config)
         ids = torch.randint(0, config.vocab_size, (batch, seq))
         inputs = (ids, torch.ones(batch, seq, dtype=torch.int64), ids.clone())
-        loss_fn, blocks = _hf_masked_loss, list(model.transformer.h)
+        loss_fn, blocks = _hf_masked_loss, _blocks(model)
     elif name == "t5":
         # t5-small's shape (issue 26): 6+6 layers, d_model 512, dropout 0.1; 256 source and 64 target tokens.
         from transformers import T5Config, T5ForConditionalGeneration
@@ -178,7 +186,7 @@ def make(name: str, batch: int, device: str = "cpu", small: bool = False) -> Mad
         src, tgt = (32, 8) if small else (256, 64)
         model = _hf_model(T5ForConditionalGeneration, config)
         inputs = (torch.randint(1, config.vocab_size, (batch, src)), torch.randint(1, config.vocab_size, (batch, tgt)))
-        loss_fn, blocks = _hf_seq2seq_loss, list(model.encoder.block) + list(model.decoder.block)
+        loss_fn, blocks = _hf_seq2seq_loss, _blocks(model)
     else:
         raise ValueError(f"unknown model {name!r}; one of {', '.join(NAMES)}")
     model = model.to(device=device, dtype=torch.float32).train()

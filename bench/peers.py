@@ -24,6 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
+from blocks import blocks, replace
+
 
 class Ckpt(torch.nn.Module):
     def __init__(self, m):
@@ -72,25 +74,10 @@ class SacOffload(torch.nn.Module):
                           context_fn=lambda: create_selective_checkpoint_contexts(policy), **k)
 
 
-def blocks(model):
-    """(container, index) of every block: ResNet's bottlenecks, a transformer's layers."""
-    for attr in ("layer1", "layer2", "layer3", "layer4"):
-        if hasattr(model, attr):
-            layer = getattr(model, attr)
-            for i in range(len(layer)):
-                yield layer, i
-    for path in ("bert.encoder.layer", "transformer.h"):
-        obj = model
-        for part in path.split("."):
-            obj = getattr(obj, part, None)
-        if obj is not None:
-            for i in range(len(obj)):
-                yield obj, i
-
-
 def wrap_blocks(model, wrapper):
-    for container, i in list(blocks(model)):
-        container[i] = wrapper(container[i])
+    """Every block (bench/blocks.py, mutwo's definition) wrapped by `wrapper`."""
+    for path, m in blocks(model):
+        replace(model, path, wrapper(m))
 
 
 def build(name, batch):
