@@ -146,9 +146,8 @@ int OptimizeCommand::run() const {
   ir::Graph g = step.build();
   const std::string name = step.name(g);
   const int64_t memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
-  Planned p = saved ? apply_saved_plan(g, dev, seed, *saved, plan_path, !quiet, name, step.batch_or_none(), memory_cap)
-                    : plan_step(g, dev, seed, planner, budget, !quiet, name, step.batch_or_none(), memory_cap,
-                                /*replay_random=*/!cuda_graph);
+  const ProfilingOptions po{dev, seed, !quiet, name, step.batch_or_none(), memory_cap, /*replay_random=*/!cuda_graph};
+  Planned p = saved ? apply_saved_plan(g, po, *saved, plan_path) : plan_step(g, po, planner, budget);
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;

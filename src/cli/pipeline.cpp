@@ -51,14 +51,15 @@ namespace {
 
 // Profiles `g` for planning (see plan_step): the plan input, its unplanned
 // peak, and the step it was measured as when the unplanned one does not fit.
-Planned profile_for_plan(const ir::Graph& g, const c10::Device& device, uint64_t seed, bool progress,
-                         const std::string& model, int64_t batch, int64_t device_memory) {
+Planned profile_for_plan(const ir::Graph& g, const ProfilingOptions& so) {
+  const c10::Device& device = so.device;
+  const int64_t device_memory = so.device_memory;
   profile::ProfileOptions o;
-  o.model = model;
-  o.batch = batch;
+  o.model = so.model;
+  o.batch = so.batch;
   o.device = device.str();
-  o.seed = seed;
-  o.progress = progress;
+  o.seed = so.seed;
+  o.progress = so.progress;
   Planned p;
   std::optional<profile::Profile> prof;
   const bool predicted_over = device_memory > 0 && analysis::analyze_liveness(g).peak_bytes > device_memory;
@@ -116,22 +117,19 @@ void rewrite_planned(Planned& p) {
 
 }  // namespace
 
-Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, const std::string& planner,
-                  const std::string& budget, bool progress, const std::string& model, int64_t batch,
-                  int64_t device_memory, bool replay_random) {
-  Planned p = profile_for_plan(g, device, seed, progress, model, batch, device_memory);
-  p.input.replay_random = replay_random;
+Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const std::string& planner, const std::string& budget) {
+  Planned p = profile_for_plan(g, o);
+  p.input.replay_random = o.replay_random;
   plan::run(p, {planner, budget});
   rewrite_planned(p);
   return p;
 }
 
-Planned apply_saved_plan(const ir::Graph& g, const c10::Device& device, uint64_t seed, const plan::SavedPlan& saved,
-                         const std::string& saved_path, bool progress, const std::string& model, int64_t batch,
-                         int64_t device_memory) {
-  const std::string why = plan::plan_mismatch(saved, model, batch, ir::fingerprint(g));
+Planned apply_saved_plan(const ir::Graph& g, const ProfilingOptions& o, const plan::SavedPlan& saved,
+                         const std::string& saved_path) {
+  const std::string why = plan::plan_mismatch(saved, o.model, o.batch, ir::fingerprint(g));
   MUTWO_CHECK(why.empty(), "--plan {}: {}; plan this step instead (mutwo optimize --budget ...)", saved_path, why);
-  Planned p = profile_for_plan(g, device, seed, progress, model, batch, device_memory);
+  Planned p = profile_for_plan(g, o);
   try {
     p.plan = plan::apply_plan(p.input, saved);
   } catch (const UserError& e) {

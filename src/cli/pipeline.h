@@ -36,23 +36,33 @@ struct Planned : plan::Planned {  // profiled and planned (plan::prepare, plan::
   std::optional<ir::Graph> profiled_under;
 };
 
-// Profiles `g` on `device` (under the most recomputation when the unplanned
+// Where and how a step is profiled for planning: plan_step's and
+// apply_saved_plan's shared options.
+struct ProfilingOptions {
+  c10::Device device = c10::Device(c10::kCPU);
+  uint64_t seed = 0;
+  bool progress = false;     // progress lines on stderr
+  std::string model;         // for plan.json and the profile
+  int64_t batch = 0;         // 0: none (a --graph step)
+  int64_t device_memory = 0;  // --device-memory: a predicted peak above it profiles under the most recomputation
+  // Random nodes may be recomputed from their generator state; false under
+  // --cuda-graph (a capture cannot replay the generator): they are then kept.
+  bool replay_random = true;
+};
+
+// Profiles `g` on `o.device` (under the most recomputation when the unplanned
 // step does not fit: out of memory, or a predicted peak above
-// `device_memory`, 0 for none), plans under `budget` ("2GiB", "60%", ...)
-// with `planner`, rewrites. Without `replay_random` (--cuda-graph: a capture
-// cannot replay the generator) random nodes are never recomputed.
-Planned plan_step(const ir::Graph& g, const c10::Device& device, uint64_t seed, const std::string& planner,
-                  const std::string& budget, bool progress, const std::string& model, int64_t batch,
-                  int64_t device_memory = 0, bool replay_random = true);
+// `o.device_memory`), plans under `budget` ("2GiB", "60%", ...) with
+// `planner`, rewrites.
+Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const std::string& planner, const std::string& budget);
 
 // As plan_step, with a saved plan (plan.json, read by plan::read_plan from
 // `saved_path`) instead of a planner: refused (UserError naming the file and
 // what differs) before anything runs when it was made for another model,
 // batch or graph, and after profiling when its activations are not the
 // step's; judged against its own budget.
-Planned apply_saved_plan(const ir::Graph& g, const c10::Device& device, uint64_t seed, const plan::SavedPlan& saved,
-                         const std::string& saved_path, bool progress, const std::string& model, int64_t batch,
-                         int64_t device_memory = 0);
+Planned apply_saved_plan(const ir::Graph& g, const ProfilingOptions& o, const plan::SavedPlan& saved,
+                         const std::string& saved_path);
 
 // The command line as the user typed it (for the reproduce line of reports).
 std::string& command_line();

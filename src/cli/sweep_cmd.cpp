@@ -88,8 +88,8 @@ int SweepCommand::sweep() const {
     ir::Graph g = s.build();
     for (const std::string& v : {std::string("per-layer"), planner}) {
       if (!quiet) fmt::print(stderr, "sweep: batch {} {}\n", b, v);
-      Planned p = plan_step(g, dev, seed, v, v == "per-layer" ? "100%" : budget, false, step.model, b,
-                            device_memory.empty() ? 0 : parse_bytes(device_memory));
+      const ProfilingOptions po{dev, seed, false, step.model, b, device_memory.empty() ? 0 : parse_bytes(device_memory)};
+      Planned p = plan_step(g, po, v, v == "per-layer" ? "100%" : budget);
       if (v == "per-layer" && p.profiled_under) {
         fmt::print(stderr, "sweep: batch {}: the unplanned step does not fit the device; no baseline point\n", b);
       } else if (v == "per-layer") {
@@ -162,7 +162,7 @@ int MaxBatchCommand::search(nlohmann::json& result) const {
       int64_t budget = cap - runtime::outside_allocator_bytes(dev);
       for (int attempt = 0; attempt < (planner == "none" ? 1 : 3) && budget > 0; ++attempt) {
         try {
-          Planned p = plan_step(g, dev, seed, planner, std::to_string(budget), false, step.model, b, device_memory_cap);
+          Planned p = plan_step(g, {dev, seed, false, step.model, b, device_memory_cap}, planner, std::to_string(budget));
           if (planner != "none" && !p.plan.feasible) return {};
           const Measured m = measure(p.rewritten.graph, dev, seed, 2);
           if (m.device_peak_bytes <= cap && m.peak_bytes <= cap)

@@ -264,7 +264,7 @@ int TrainCommand::run() const {
   std::optional<Planned> p;
   if (!budget.empty()) {
     const int64_t memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
-    p = plan_step(g, dev, seed, planner, budget, !quiet, step.model, B, memory_cap);
+    p = plan_step(g, {dev, seed, !quiet, step.model, B, memory_cap}, planner, budget);
     if (!p->plan.feasible) {
       fmt::print(stderr, "mutwo: no plan fits the budget {}: {}; raise the budget or lower the batch\n",
                  format_bytes(p->plan.budget_bytes), plan::floor_text(p->plan, planner));

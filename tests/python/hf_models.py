@@ -46,7 +46,7 @@ ARCHS: dict[str, Arch] = {
     "electra": Arch("ElectraForMaskedLM", "ElectraConfig", dict(_DECODER, embedding_size=16), "masked", "encoder"),
     "roberta": Arch("RobertaForMaskedLM", "RobertaConfig", dict(_DECODER, pad_token_id=0), "masked", "encoder"),
     # decoders (causal language models)
-    "bloom": Arch("BloomForCausalLM", "BloomConfig", dict(vocab_size=VOCAB, hidden_size=32, n_layer=2, n_head=2)),
+    "bloom": Arch("BloomForCausalLM", "BloomConfig", dict(vocab_size=VOCAB, hidden_size=32, n_layer=4, n_head=2)),
     "falcon": Arch("FalconForCausalLM", "FalconConfig",
                    dict(vocab_size=VOCAB, hidden_size=32, num_hidden_layers=2, num_attention_heads=2)),
     "gemma": Arch("GemmaForCausalLM", "GemmaConfig", dict(_DECODER, num_key_value_heads=1, head_dim=16)),

@@ -70,11 +70,13 @@ def _train(name: str, budget: str | None, planner: str = "mutwo", steps: int = 2
 
 
 # Known misses of the wrapped module's peak prediction on the CPU, each a bug
-# to fix: the measured peak is a few bytes under the prediction (safe, but not
-# the exact count the CPU's counting allocator allows). Strict: the test fails
-# once a prediction becomes exact, so its entry must then go.
+# to fix: the measured peak a few bytes under the prediction (safe, but not
+# the exact count the CPU's counting allocator allows), seen with the plans
+# these runs chose. Plans follow measured node times, so another run may pick
+# one the prediction gets exactly: for these the test holds the safe side,
+# measured <= predicted, and exact for every other architecture.
 PREDICTION_OFF = {
-    "bloom": "measured 1665160 B, predicted 1665164",
+    "bloom": "measured 1665160 B, predicted 1665164 (two layers)",
     "clip": "measured 1400792 B, predicted 1401304",
     "deberta-v2": "measured 1326224 B, predicted 1326240",
     "falcon": "measured 1193064 B, predicted 1193096",
@@ -101,8 +103,7 @@ def test_wrapped_model_trains_at_70_percent(name: str) -> None:
         assert all(torch.equal(x, y) for x, y in zip(a, b)), f"{name}: gradients differ from the unplanned capture"
     assert all(torch.equal(x, y) for x, y in zip(run["params"], base["params"])), name
     # On the CPU (a counting allocator, no caching) the measured peak is the prediction.
-    exact = info["measured_peak_bytes"] == info["predicted_peak_bytes"]
     if name in PREDICTION_OFF:
-        assert not exact, f"{name}: the prediction is now exact; remove its PREDICTION_OFF entry"
+        assert info["measured_peak_bytes"] <= info["predicted_peak_bytes"], f"{name}: {info}"
     else:
-        assert exact, f"{name}: {info}"
+        assert info["measured_peak_bytes"] == info["predicted_peak_bytes"], f"{name}: {info}"
