@@ -72,7 +72,7 @@ Planned profile_for_plan(const ir::Graph& g, const ProfilingOptions& so) {
     }
   }
   if (!prof) {
-    if (progress)
+    if (so.progress)
       fmt::print(stderr, "profile: the unplanned step does not fit{}; profiling it under the most recomputation\n",
                  predicted_over ? fmt::format(" --device-memory {}", format_bytes(device_memory)) : std::string());
     ir::Graph most;
