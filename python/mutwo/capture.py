@@ -329,8 +329,9 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Call
         n_out = len(module_outputs["requires_grad"])
         outputs = _own_outputs(gm, fwd[first:first + n_out])
         tangent_of = _compat.tangent_outputs(module_outputs["requires_grad"], len(tangents))
-        if tangent_of is None and not cloned and _viewed_outputs(results):
-            raise _ViewedOutputs(_viewed_outputs(results))
+        viewed = _viewed_outputs(results) if tangent_of is None and not cloned else frozenset()
+        if viewed:
+            raise _ViewedOutputs(viewed)
         if tangent_of is None:
             raise CaptureError(f"the joint graph has {len(tangents)} tangents for {n_out} outputs "
                                f"({sum(module_outputs['requires_grad'])} requiring grad)")
