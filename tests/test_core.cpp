@@ -20,6 +20,7 @@
 #include "ops/op.h"
 #include "plan/optimal.h"
 #include "plan/plan.h"
+#include "plan/plan_file.h"
 #include "plan_inputs.h"
 #include "profile/profile.h"
 #include "report/report.h"
@@ -229,7 +230,7 @@ void expect_reasoning(const plan::PlanInput& in, const plan::Plan& p) {
   }
   const std::string path = ::testing::TempDir() + "core_plan.json";
   plan::write_plan_json(in, p, plan::simulate(in, {}).peak_bytes, path);
-  const plan::PlanFile f = plan::read_plan_file(path);
+  const plan::SavedPlan f = plan::read_plan(path);
   ASSERT_EQ(f.activations.size(), rs.size());
   for (size_t i = 0; i < rs.size(); ++i) {
     EXPECT_EQ(f.activations[i].name, rs[i].name);
@@ -238,9 +239,10 @@ void expect_reasoning(const plan::PlanInput& in, const plan::Plan& p) {
     EXPECT_EQ(f.activations[i].rank, rs[i].rank);
     EXPECT_EQ(f.activations[i].candidate, rs[i].candidate);
     EXPECT_NEAR(f.activations[i].recompute_ms, rs[i].recompute_ms, 1e-12);
+    EXPECT_EQ(f.activations[i].sources, rs[i].sources);
   }
   size_t recomputed = 0;
-  for (const plan::SavedPlan::Activation& a : plan::read_plan(path).activations) recomputed += a.recompute;
+  for (const plan::ActivationRecord& a : f.activations) recomputed += a.recomputed();
   EXPECT_EQ(recomputed, p.drop.size());
   EXPECT_EQ(f.feasible, p.feasible);
   EXPECT_EQ(f.predicted_peak_bytes, p.predicted.peak_bytes);

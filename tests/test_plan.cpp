@@ -16,6 +16,7 @@
 #include "ops/builder.h"
 #include "ops/op.h"
 #include "plan/plan.h"
+#include "plan/blocks.h"
 #include "profile/profiler.h"
 #include "rewrite/recompute.h"
 #include "runtime/executor.h"

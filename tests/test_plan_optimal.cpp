@@ -14,7 +14,7 @@
 #include "ops/builder.h"
 #include "ops/op.h"
 #include "plan/optimal.h"
-#include "profile/profiler.h"
+#include "profile/profile.h"
 #include "support/error.h"
 
 namespace mutwo {

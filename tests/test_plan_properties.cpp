@@ -25,7 +25,8 @@
 #include "ops/op.h"
 #include "plan/optimal.h"
 #include "plan/plan.h"
-#include "profile/profiler.h"
+#include "plan/blocks.h"
+#include "profile/profile.h"
 #include "rewrite/recompute.h"
 #include "support/error.h"
 

@@ -24,6 +24,7 @@
 #include "models/model.h"
 #include "ops/op.h"
 #include "plan/plan.h"
+#include "plan/plan_file.h"
 #include "profile/profile.h"
 #include "rewrite/recompute.h"
 #include "runtime/executor.h"

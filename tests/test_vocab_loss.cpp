@@ -23,6 +23,7 @@
 #include "ops/op.h"
 #include "models/model.h"
 #include "plan/plan.h"
+#include "plan/plan_file.h"
 #include "profile/profile.h"
 #include "runtime/executor.h"
 #include "runtime/memory.h"

@@ -20,14 +20,11 @@ inline constexpr int kExitInfeasible = 3;
 struct ProfileCommand {
   StepOptions step;
   std::string batches;  // "8,16,32" instead of --batch
-  std::string device = "cpu";
-  std::string device_memory;  // --device-memory
+  DeviceOptions device;
   int iters = 3;
   int warmup = 1;
-  uint64_t seed = 0;
   std::string out;
-  bool json_out = false;
-  bool quiet = false;
+  OutputOptions output;
 
   void add_to(CLI::App& app);
   int run() const;
@@ -36,11 +33,10 @@ struct ProfileCommand {
 // mutwo plan: phase 2, choose activations to recompute under a budget.
 struct PlanCommand {
   std::string profile_path;
-  std::string budget;
-  std::string planner = "mutwo";
+  BudgetOptions planning;
   std::string out = "plan.json";
   std::string sweep;  // "100,90,...,10": percentages of the unplanned peak
-  bool json_out = false;
+  OutputOptions output;  // --json only
 
   void add_to(CLI::App& app);
   int run() const;
@@ -60,18 +56,14 @@ struct ReportCommand {
 // mutwo optimize: phase 3, profile -> plan -> rewrite -> train, measured.
 struct OptimizeCommand {
   StepOptions step;
-  std::string budget;
-  std::string planner = "mutwo";
+  BudgetOptions planning;
   std::string plan_path;  // --plan: a saved plan.json applied instead of planning
-  std::string device = "cpu";
-  std::string device_memory;  // --device-memory
+  DeviceOptions device;
   int steps = 5;
-  uint64_t seed = 0;
   std::string out;
   bool check = false;
   bool cuda_graph = false;
-  bool json_out = false;
-  bool quiet = false;
+  OutputOptions output;
 
   void add_to(CLI::App& app);
   int run() const;
@@ -81,15 +73,11 @@ struct OptimizeCommand {
 struct SweepCommand {
   StepOptions step;
   std::string batches = "8,16,32";
-  std::string budget = "60%";
-  std::string planner = "mutwo";
-  std::string device = "cpu";
-  std::string device_memory;  // --device-memory
+  BudgetOptions planning{"60%"};
+  DeviceOptions device;
   int steps = 3;
-  uint64_t seed = 0;
   std::string out;
-  bool json_out = false;
-  bool quiet = false;
+  OutputOptions output;
 
   void add_to(CLI::App& app);
   int run() const;
@@ -103,13 +91,10 @@ struct MaxBatchCommand {
   StepOptions step;
   std::string memory;
   std::string planners = "none,per-layer,mutwo";
-  std::string device = "cpu";
-  std::string device_memory;  // --device-memory
+  DeviceOptions device;
   std::string out;            // --out: each answer's rewritten step
   int64_t limit = 4096;
-  uint64_t seed = 0;
-  bool json_out = false;
-  bool quiet = false;
+  OutputOptions output;
 
   void add_to(CLI::App& app);
   int run() const;
@@ -122,17 +107,13 @@ struct MaxBatchCommand {
 // under a budget; per epoch the training and held-out loss, tokens/s, peak.
 struct TrainCommand {
   StepOptions step;
-  std::string budget;  // empty: no plan
-  std::string planner = "mutwo";
-  std::string device = "cpu";
-  std::string device_memory;  // --device-memory
+  BudgetOptions planning;  // no --budget: no plan
+  DeviceOptions device;
   int64_t epochs = 1;
   double holdout = 0.1;
   bool sequential = false;
   int64_t log_every = 0;
-  uint64_t seed = 0;
-  bool json_out = false;
-  bool quiet = false;
+  OutputOptions output;
 
   void add_to(CLI::App& app);
   int run() const;

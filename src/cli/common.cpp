@@ -294,10 +294,27 @@ int64_t device_memory_bytes(const c10::Device& dev, const std::string& memory) {
   return runtime::available_device_bytes(dev);
 }
 
-void add_device_memory_option(CLI::App& app, std::string& memory) {
+void DeviceOptions::add_to(CLI::App& app, const char* seed_help) {
+  app.add_option("--device", name, "cpu or cuda")->capture_default_str();
   app.add_option("--device-memory", memory,
                  "cap what this process may hold on the device (e.g. 8GiB), as a card that size would; on the CPU "
                  "too; `free`: what the card has free now (CUDA)");
+  app.add_option("--seed", seed, seed_help)->capture_default_str();
+}
+
+int64_t DeviceOptions::memory_cap(const c10::Device& opened) const {
+  return memory.empty() ? 0 : runtime::memory_limit(opened);
+}
+
+CLI::Option* BudgetOptions::add_to(CLI::App& app, const char* budget_help, const char* planner_help) {
+  CLI::Option* b = app.add_option("--budget", budget, budget_help);
+  app.add_option("--planner", planner, planner_help)->capture_default_str();
+  return b;
+}
+
+void OutputOptions::add_to(CLI::App& app, const char* json_help, bool with_quiet) {
+  app.add_flag("--json", json, json_help);
+  if (with_quiet) app.add_flag("--quiet", quiet, "no progress lines on stderr");
 }
 
 }  // namespace mutwo::cli

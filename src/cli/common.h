@@ -13,6 +13,7 @@
 #include "ir/graph.h"
 #include "autodiff/autodiff.h"
 #include "models/model.h"
+#include "plan/pipeline.h"
 #include "plan/plan.h"
 #include "stepfile/step_file.h"
 
@@ -85,8 +86,38 @@ c10::Device open_device(const std::string& device, const std::string& memory);
 // ("8GiB"), or "free": what this process holds on the CUDA card plus what the
 // card has free now (other processes' bytes left out).
 int64_t device_memory_bytes(const c10::Device& dev, const std::string& memory);
-// --device-memory, for every command that runs a step.
-void add_device_memory_option(CLI::App& app, std::string& memory);
+
+// The options each concern shares across the commands (run, profile,
+// optimize, sweep, max-batch, train): one struct per concern, one place that
+// names its flags and their help.
+
+// Where the step runs and from which seed: --device, --device-memory, --seed.
+struct DeviceOptions {
+  std::string name = "cpu";  // "cpu", "cuda", "cuda:N"
+  std::string memory;        // --device-memory: a size, "free", or empty (the card as it is)
+  uint64_t seed = 0;
+  void add_to(CLI::App& app, const char* seed_help = "seed for weights, data and dropout");
+  c10::Device open() const { return open_device(name, memory); }
+  // The cap open() set from --device-memory (a size, or what was free then), in bytes; 0 without it.
+  int64_t memory_cap(const c10::Device& opened) const;
+};
+
+// The budget and the planner: --budget, --planner (plan, optimize, sweep, train).
+struct BudgetOptions {
+  std::string budget;  // empty: none given (each command says what that means)
+  std::string planner = "mutwo";
+  // --budget with `budget_help`, --planner with `planner_help`; returns --budget.
+  CLI::Option* add_to(CLI::App& app, const char* budget_help,
+                      const char* planner_help = "none, per-layer, sqrt-n, mutwo or optimal");
+  plan::PlanOptions plan_options() const { return {planner, budget}; }
+};
+
+// What a command prints: --json (its last stdout line one JSON object) and --quiet.
+struct OutputOptions {
+  bool json = false;
+  bool quiet = false;  // no progress lines on stderr
+  void add_to(CLI::App& app, const char* json_help = "end with one JSON line", bool with_quiet = true);
+};
 
 double median(std::vector<double> v);
 

@@ -39,10 +39,8 @@ using nlohmann::json;
 struct RunCommand {
   StepOptions step;
   int64_t steps = 10;
-  std::string device = "cpu";
-  std::string device_memory;  // --device-memory
-  uint64_t seed = 0;
-  bool json_out = false;
+  DeviceOptions device;
+  OutputOptions output;  // --json only
   bool cuda_graph = false;
   bool deterministic = false;
   std::string save;
@@ -54,17 +52,16 @@ struct RunCommand {
                  "CUDA: steps 1-2 node by node, then the step captured once as a CUDA graph and replayed");
     app.add_flag("--deterministic", deterministic,
                  "deterministic kernels (warn-only), so that two runs from one seed give the same losses");
-    app.add_option("--device", device, "cpu or cuda")->capture_default_str();
-    add_device_memory_option(app, device_memory);
-    app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
+    device.add_to(app);
     app.add_option("--save", save,
                    "after the last step, write the parameters, buffers and optimizer state to this file "
                    "(safetensors layout, keyed by value name)");
-    app.add_flag("--json", json_out, "end with one JSON line");
+    output.add_to(app, "end with one JSON line", /*with_quiet=*/false);
   }
 
   int run() const {
-    c10::Device dev = open_device(device, device_memory);
+    c10::Device dev = device.open();
+    const uint64_t seed = device.seed;
     std::optional<runtime::DeterministicAlgorithms> det;
     if (deterministic) det.emplace();
     std::optional<runtime::SideStream> side;
@@ -103,7 +100,7 @@ struct RunCommand {
     fmt::print("peak memory {} (liveness predicts {} before kernel workspace), median step {:.2f} ms\n",
                format_bytes(peak), format_bytes(L.peak_bytes), median(times));
     if (std::string note = fragmentation_note(peak, reserved); !note.empty()) fmt::print("{}\n", note);
-    if (json_out) {
+    if (output.json) {
       json j{{"command", "run"},         {"model", step.name(g)},
              {"batch", step.graph.empty() ? json(step.batch) : json()}, {"graph", step.graph},
              {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps}, {"cuda_graph", cuda_graph},
@@ -141,10 +138,10 @@ struct ShowCommand {
 // Sizes of a model's training step, counted from types: no tensor is made.
 struct InfoCommand {
   StepOptions step;
-  bool json_out = false;
+  OutputOptions output;  // --json only
   void add_to(CLI::App& app) {
     step.add_to(app);
-    app.add_flag("--json", json_out, "end with one JSON line");
+    output.add_to(app, "end with one JSON line", /*with_quiet=*/false);
   }
   int run() const {
     ir::Graph g = step.build();
@@ -161,7 +158,7 @@ struct InfoCommand {
     for (int r = 0; r < ir::kNumRoles; ++r)
       fmt::print("  {:<16} {:>12}\n", ir::to_string(static_cast<ir::Role>(r)), format_bytes(bytes[static_cast<size_t>(r)]));
     fmt::print("  (activation and other bytes are totals over the step, not what is live at once)\n");
-    if (json_out) {
+    if (output.json) {
       json j{{"command", "info"},
              {"model", step.name(g)},
              {"batch", step.graph.empty() ? json(step.batch) : json()},
@@ -228,9 +225,9 @@ int main_impl(int argc, char** argv) {
   // does not take) is the file's fault: exit 2 naming it. For a zoo model an
   // ATen error stays ours (exit 1).
   if (std::optional<runtime::Launch> launch = launch_from_env()) {
-    std::string* device = app.got_subcommand("run")        ? &run.device
-                          : app.got_subcommand("profile")  ? &profile.device
-                          : app.got_subcommand("optimize") ? &optimize.device
+    std::string* device = app.got_subcommand("run")        ? &run.device.name
+                          : app.got_subcommand("profile")  ? &profile.device.name
+                          : app.got_subcommand("optimize") ? &optimize.device.name
                                                            : nullptr;
     MUTWO_CHECK(device, "mutwo {} runs in one process, but WORLD_SIZE is {}: under torchrun, launch run, profile or optimize",
                 app.get_subcommands().front()->get_name(), launch->world_size);

@@ -20,6 +20,7 @@
 #include "support/error.h"
 #include "support/files.h"
 #include "support/units.h"
+#include "plan/plan_file.h"
 
 namespace mutwo::cli {
 
@@ -111,43 +112,39 @@ json optimize_json(const OptimizeCommand& cmd, const Planned& p, const Measureme
 void OptimizeCommand::add_to(CLI::App& app) {
   add_swap_flags(app);
   step.add_to(app);
-  CLI::Option* b = app.add_option("--budget", budget, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak (required "
-                                                      "unless --plan)");
-  CLI::Option* pl = app.add_option("--planner", planner, "none, per-layer, sqrt-n, mutwo or optimal")->capture_default_str();
+  CLI::Option* b = planning.add_to(app, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak (required unless --plan)");
   app.add_option("--plan", plan_path,
                  "apply this saved plan.json (from plan or optimize) instead of planning, under its own budget; "
                  "refused when it was made for another model, batch or graph")
       ->check(CLI::ExistingFile)
       ->excludes(b)
-      ->excludes(pl);
-  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
-  add_device_memory_option(app, device_memory);
+      ->excludes("--planner");
+  device.add_to(app);
   app.add_option("--steps", steps, "training steps measured for each of baseline and plan")
       ->capture_default_str()
       ->check(kPositive);
-  app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
   app.add_option("--out", out, "directory for the plan, rewritten graph, plots and report.md")->required();
   app.add_flag("--check", check, "also compare loss and every gradient bit for bit with the unplanned step");
   app.add_flag("--cuda-graph", cuda_graph, "CUDA: time baseline and plan as captured CUDA graphs (the check runs without)");
-  app.add_flag("--json", json_out, "end with one JSON line");
-  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+  output.add_to(app);
 }
 
 int OptimizeCommand::run() const {
-  MUTWO_CHECK(!budget.empty() || !plan_path.empty(),
+  MUTWO_CHECK(!planning.budget.empty() || !plan_path.empty(),
               "--budget is required (or --plan plan.json to apply a saved plan); e.g. --budget 60%");
   // A saved plan is read and checked before anything is built or run.
   const std::optional<plan::SavedPlan> saved =
       plan_path.empty() ? std::nullopt : std::optional<plan::SavedPlan>(plan::read_plan(plan_path));
-  c10::Device dev = open_device(device, device_memory);
+  c10::Device dev = device.open();
   std::optional<runtime::SideStream> side;
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
   make_dirs(out);
   ir::Graph g = step.build();
   const std::string name = step.name(g);
-  const int64_t memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
-  const ProfilingOptions po{dev, seed, !quiet, name, step.batch_or_none(), memory_cap, /*replay_random=*/!cuda_graph};
-  Planned p = saved ? apply_saved_plan(g, po, *saved, plan_path) : plan_step(g, po, planner, budget);
+  const uint64_t seed = device.seed;
+  const ProfilingOptions po{dev, seed, !output.quiet, name, step.batch_or_none(), device.memory_cap(dev),
+                            /*replay_random=*/!cuda_graph};
+  Planned p = saved ? apply_saved_plan(g, po, *saved, plan_path) : plan_step(g, po, planning.plan_options());
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
@@ -162,7 +159,7 @@ int OptimizeCommand::run() const {
   const ir::Graph chunked_base = plan::chunked_graph(base, p.plan);
   const ir::Graph& reference = baseline_fits ? chunked_base : *p.profiled_under;
   const char* reference_name = baseline_fits ? "unplanned" : "most-recomputation";
-  if (!quiet)
+  if (!output.quiet)
     fmt::print(stderr, "optimize: measuring {}the plan, {} steps{}\n", baseline_fits ? "the baseline and " : "", steps,
                baseline_fits ? " each" : " (the baseline does not fit)");
   Measured mb = baseline_fits ? measure(base, dev, seed, steps, cuda_graph) : Measured{};
@@ -207,7 +204,7 @@ int OptimizeCommand::run() const {
 
   report::write_optimize_report(summary, p.input, out);
 
-  if (json_out)
+  if (output.json)
     std::cout << optimize_json(*this, p, {name, dev.str(), mb, mp, baseline_fits, fits, dropped_bytes, check_result,
                                           reference_name})
                      .dump()

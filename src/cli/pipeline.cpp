@@ -117,10 +117,10 @@ void rewrite_planned(Planned& p) {
 
 }  // namespace
 
-Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const std::string& planner, const std::string& budget) {
+Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const plan::PlanOptions& plan) {
   Planned p = profile_for_plan(g, o);
   p.input.replay_random = o.replay_random;
-  plan::run(p, {planner, budget});
+  plan::run(p, plan);
   rewrite_planned(p);
   return p;
 }

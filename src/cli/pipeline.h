@@ -10,6 +10,8 @@
 
 #include "ir/graph.h"
 #include "plan/plan.h"
+#include "plan/pipeline.h"
+#include "plan/plan_file.h"
 #include "profile/profiler.h"
 #include "rewrite/recompute.h"
 
@@ -52,9 +54,9 @@ struct ProfilingOptions {
 
 // Profiles `g` on `o.device` (under the most recomputation when the unplanned
 // step does not fit: out of memory, or a predicted peak above
-// `o.device_memory`), plans under `budget` ("2GiB", "60%", ...) with
-// `planner`, rewrites.
-Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const std::string& planner, const std::string& budget);
+// `o.device_memory`), plans under `plan.budget` ("2GiB", "60%", ...) with
+// `plan.planner`, rewrites.
+Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const plan::PlanOptions& plan);
 
 // As plan_step, with a saved plan (plan.json, read by plan::read_plan from
 // `saved_path`) instead of a planner: refused (UserError naming the file and

@@ -9,6 +9,7 @@
 
 #include "cli/commands.h"
 #include "plan/plan.h"
+#include "plan/plan_file.h"
 #include "report/report.h"
 #include "support/error.h"
 #include "support/files.h"
@@ -66,11 +67,10 @@ json plan_json(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned
 void PlanCommand::add_to(CLI::App& app) {
   add_swap_flags(app);
   app.add_option("--profile", profile_path, "profile.json written by mutwo profile")->required();
-  app.add_option("--budget", budget, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak");
-  app.add_option("--planner", planner, "none, per-layer, sqrt-n, mutwo or optimal")->capture_default_str();
+  planning.add_to(app, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak");
   app.add_option("--out", out, "plan.json to write (plan.csv beside it)")->capture_default_str();
   app.add_option("--sweep", sweep, "plan every listed budget (percent of the unplanned peak), e.g. 100,80,60,40");
-  app.add_flag("--json", json_out, "end with one JSON line");
+  output.add_to(app, "end with one JSON line", /*with_quiet=*/false);
 }
 
 int PlanCommand::run() const {
@@ -92,9 +92,9 @@ int PlanCommand::run() const {
     std::vector<plan::Plan> plans;
     json rows = json::array();
     std::vector<std::string> planners = {"per-layer", "sqrt-n"};
-    if (std::find(planners.begin(), planners.end(), planner) == planners.end()) planners.push_back(planner);
+    if (std::find(planners.begin(), planners.end(), planning.planner) == planners.end()) planners.push_back(planning.planner);
     for (const std::string& name : planners) {
-      bool budgeted = name == planner;
+      bool budgeted = name == planning.planner;
       std::vector<int64_t> pcts = budgeted ? parse_int_list(sweep) : std::vector<int64_t>{100};
       for (int64_t pct : pcts) {
         int64_t b = static_cast<int64_t>(static_cast<double>(unplanned) * static_cast<double>(pct) / 100.0);
@@ -104,20 +104,20 @@ int PlanCommand::run() const {
       }
     }
     report::write_tradeoff(plans, in.profile, dir);
-    if (json_out) std::cout << json{{"sweep", rows}, {"out_dir", dir}}.dump() << std::endl;
+    if (output.json) std::cout << json{{"sweep", rows}, {"out_dir", dir}}.dump() << std::endl;
     return 0;
   }
-  plan::run(planned, {planner, budget});
+  plan::run(planned, planning.plan_options());
   const plan::Plan& p = planned.plan;
   print_plan(in, p, unplanned);
   plan::write_plan_json(in, p, unplanned, out);
   std::string csv = (out_path.parent_path() / out_path.stem()).string() + ".csv";
   plan::write_plan_csv(in, p, csv);
   fmt::print("wrote {} and {}\n", out, csv);
-  if (json_out) std::cout << plan_json(in, p, unplanned).dump() << std::endl;
+  if (output.json) std::cout << plan_json(in, p, unplanned).dump() << std::endl;
   if (!p.feasible) {
     fmt::print(stderr, "mutwo: no plan fits the budget {}: {} (written to {} anyway); raise the budget or lower the batch\n",
-               format_bytes(p.budget_bytes), plan::floor_text(p, planner), out);
+               format_bytes(p.budget_bytes), plan::floor_text(p, planning.planner), out);
     return kExitInfeasible;
   }
   return 0;

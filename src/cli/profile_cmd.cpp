@@ -84,11 +84,11 @@ profile::Profile profile_one(const ProfileCommand& c, int64_t batch, const std::
   step.batch = batch;
   ir::Graph g = step.build();
   profile::ProfileOptions o;
-  o.device = c.device;
+  o.device = c.device.name;
   o.iters = c.iters;
   o.warmup = c.warmup;
-  o.seed = c.seed;
-  o.progress = !c.quiet;
+  o.seed = c.device.seed;
+  o.progress = !c.output.quiet;
   o.model = step.name(g);
   o.batch = step.batch_or_none();
   profile::Profile p = profile::profile_step(g, o);
@@ -101,23 +101,20 @@ profile::Profile profile_one(const ProfileCommand& c, int64_t batch, const std::
 void ProfileCommand::add_to(CLI::App& app) {
   step.add_to(app);
   app.add_option("--batches", batches, "profile several batch sizes, e.g. 8,16,32 (instead of --batch)");
-  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
-  add_device_memory_option(app, device_memory);
+  device.add_to(app);
   app.add_option("--iters", iters, "measured steps (times are those of the median step)")->capture_default_str()->check(kPositive);
   app.add_option("--warmup", warmup, "unmeasured steps first")->capture_default_str()->check(CLI::Range(0, 1000));
-  app.add_option("--seed", seed, "seed for weights, data and dropout")->capture_default_str();
   app.add_option("--out", out, "directory for profile.json, CSVs, plots and trace.json")->required();
-  app.add_flag("--json", json_out, "end with one JSON line");
-  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+  output.add_to(app);
 }
 
 int ProfileCommand::run() const {
-  open_device(device, device_memory);  // checks --device, applies --device-memory; profile_one opens it by name
+  device.open();  // checks --device, applies --device-memory; profile_one opens it by name
   make_dirs(out);
   if (batches.empty()) {
     profile::Profile p = profile_one(*this, step.batch, out);
     print_summary(p, out);
-    if (json_out) std::cout << summary_json(p, out).dump() << std::endl;
+    if (output.json) std::cout << summary_json(p, out).dump() << std::endl;
     return 0;
   }
   std::vector<profile::Profile> ps;
@@ -129,7 +126,7 @@ int ProfileCommand::run() const {
     rows.push_back(summary_json(ps.back(), dir));
   }
   report::plot_batches(ps, out);
-  if (json_out) {
+  if (output.json) {
     json j = rows.back();
     j["profiles"] = rows;
     j["out_dir"] = out;

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "plan/plan.h"
+#include "plan/plan_file.h"
 #include "profile/profile.h"
 #include "report/report.h"
 #include "support/error.h"
@@ -21,9 +22,9 @@ void ReportCommand::add_to(CLI::App& app) {
 
 int ReportCommand::run() const {
   const profile::Profile prof = profile::read_profile(profile_path);
-  std::optional<plan::PlanFile> pf;
+  std::optional<plan::SavedPlan> pf;
   if (!plan_path.empty()) {
-    pf = plan::read_plan_file(plan_path);
+    pf = plan::read_plan(plan_path);
     MUTWO_CHECK(pf->model == prof.model && pf->batch == prof.batch && pf->device == prof.device,
                 "{} is a plan for {} batch {} on {}, but {} profiles {}; pass the profile the plan was made from",
                 plan_path, pf->model, pf->batch, pf->device, profile_path, prof.label());

@@ -61,35 +61,34 @@ void SweepCommand::add_to(CLI::App& app) {
   add_swap_flags(app);
   step.add_to(app, /*with_batch=*/false, /*with_graph=*/false);
   app.add_option("--batches", batches, "batch sizes, e.g. 8,16,32")->capture_default_str();
-  app.add_option("--budget", budget, "budget for the planner at every batch: 60% (of that batch's peak) or 2GiB")
+  planning.add_to(app, "budget for the planner at every batch: 60% (of that batch's peak) or 2GiB",
+                  "planner to compare with the baseline and per-layer")
       ->capture_default_str();
-  app.add_option("--planner", planner, "planner to compare with the baseline and per-layer")->capture_default_str();
-  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
-  add_device_memory_option(app, device_memory);
+  device.add_to(app);
   app.add_option("--steps", steps, "measured steps per point")->capture_default_str()->check(kPositive);
-  app.add_option("--seed", seed, "seed")->capture_default_str();
   app.add_option("--out", out, "directory for CSV, plots and report.md")->required();
-  app.add_flag("--json", json_out, "end with one JSON line");
-  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+  output.add_to(app);
 }
 
 int SweepCommand::run() const {
   json partial{{"command", "sweep"}, {"out_dir", out}};
-  return ending_in_json(json_out, partial, [&] { return sweep(); });
+  return ending_in_json(output.json, partial, [&] { return sweep(); });
 }
 
 int SweepCommand::sweep() const {
-  c10::Device dev = open_device(device, device_memory);
+  c10::Device dev = device.open();
+  const uint64_t seed = device.seed;
+  const std::string& planner = planning.planner;
   make_dirs(out);
-  report::Sweep sw{step.model, dev.str(), planner, budget, command_line(), {"baseline", "per-layer", planner}, {}};
+  report::Sweep sw{step.model, dev.str(), planner, planning.budget, command_line(), {"baseline", "per-layer", planner}, {}};
   for (int64_t b : parse_int_list(batches)) {
     StepOptions s = step;
     s.batch = b;
     ir::Graph g = s.build();
     for (const std::string& v : {std::string("per-layer"), planner}) {
-      if (!quiet) fmt::print(stderr, "sweep: batch {} {}\n", b, v);
-      const ProfilingOptions po{dev, seed, false, step.model, b, device_memory.empty() ? 0 : parse_bytes(device_memory)};
-      Planned p = plan_step(g, po, v, v == "per-layer" ? "100%" : budget);
+      if (!output.quiet) fmt::print(stderr, "sweep: batch {} {}\n", b, v);
+      const ProfilingOptions po{dev, seed, false, step.model, b, device.memory_cap(dev)};
+      Planned p = plan_step(g, po, {v, v == "per-layer" ? "100%" : planning.budget});
       if (v == "per-layer" && p.profiled_under) {
         fmt::print(stderr, "sweep: batch {}: the unplanned step does not fit the device; no baseline point\n", b);
       } else if (v == "per-layer") {
@@ -103,7 +102,7 @@ int SweepCommand::sweep() const {
   }
   fmt::print("{}", report::sweep_table(sw));
   report::write_sweep_dir(sw, out);
-  if (json_out) {
+  if (output.json) {
     json rows = json::array();
     for (const auto& p : sw.points)
       rows.push_back({{"batch", p.batch}, {"variant", p.variant}, {"budget_bytes", p.budget_bytes},
@@ -120,30 +119,28 @@ void MaxBatchCommand::add_to(CLI::App& app) {
   app.add_option("--memory", memory,
                  "what the process may hold, e.g. 8GiB, or `free`: what the card has free now (the default on CUDA)");
   app.add_option("--planners", planners, "planners to compare (none = no checkpointing)")->capture_default_str();
-  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
-  add_device_memory_option(app, device_memory);
+  device.add_to(app);
   app.add_option("--limit", limit, "largest batch to try")->capture_default_str()->check(kPositive);
-  app.add_option("--seed", seed, "seed")->capture_default_str();
   app.add_option("--out", out, "directory for each answer's rewritten step, PLANNER.ir (train it with run --graph)");
-  app.add_flag("--json", json_out, "end with one JSON line");
-  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+  output.add_to(app);
 }
 
 int MaxBatchCommand::run() const {
   json result{{"command", "max-batch"}, {"memory_bytes", nullptr}, {"model", step.model}, {"results", json::array()}};
-  return ending_in_json(json_out, result, [&] { return search(result); });
+  return ending_in_json(output.json, result, [&] { return search(result); });
 }
 
 // Fills `result`'s memory_bytes and, planner by planner, its results.
 int MaxBatchCommand::search(nlohmann::json& result) const {
-  c10::Device dev = open_device(device, device_memory);
+  c10::Device dev = device.open();
+  const uint64_t seed = device.seed;
   MUTWO_CHECK(!memory.empty() || dev.is_cuda(), "max-batch on the CPU needs --memory (e.g. --memory 2GiB)");
   const int64_t cap = device_memory_bytes(dev, memory.empty() ? "free" : memory);
   result["memory_bytes"] = cap;
   json& rows = result["results"];
   fmt::print("| planner | largest batch | measured peak | device peak |\n|---|---|---|---|\n");
   for (const std::string& planner : planner_list(planners)) {
-    const int64_t device_memory_cap = device_memory.empty() ? 0 : device_memory_bytes(dev, device_memory);
+    const int64_t device_memory_cap = device.memory_cap(dev);
     // Device bytes of `planner` at batch b (0 if it does not fit `cap`). A
     // budget is what the device holds for the process: the plan's allocated
     // budget leaves room for what the CUDA context and libraries hold, and
@@ -157,12 +154,12 @@ int MaxBatchCommand::search(nlohmann::json& result) const {
     auto fits = [&](int64_t b) -> Fit {
       StepOptions s = step;
       s.batch = b;
-      if (!quiet) fmt::print(stderr, "max-batch: {} at batch {}\n", planner, b);
+      if (!output.quiet) fmt::print(stderr, "max-batch: {} at batch {}\n", planner, b);
       const ir::Graph g = s.build();
       int64_t budget = cap - runtime::outside_allocator_bytes(dev);
       for (int attempt = 0; attempt < (planner == "none" ? 1 : 3) && budget > 0; ++attempt) {
         try {
-          Planned p = plan_step(g, {dev, seed, false, step.model, b, device_memory_cap}, planner, std::to_string(budget));
+          Planned p = plan_step(g, {dev, seed, false, step.model, b, device_memory_cap}, {planner, std::to_string(budget)});
           if (planner != "none" && !p.plan.feasible) return {};
           const Measured m = measure(p.rewritten.graph, dev, seed, 2);
           if (m.device_peak_bytes <= cap && m.peak_bytes <= cap)
@@ -215,7 +212,7 @@ int MaxBatchCommand::search(nlohmann::json& result) const {
     }
     rows.push_back(r);
   }
-  if (json_out) std::cout << result.dump() << std::endl;
+  if (output.json) std::cout << result.dump() << std::endl;
   return 0;
 }
 

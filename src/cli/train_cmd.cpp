@@ -194,7 +194,7 @@ void print_summary(const TrainCommand& cmd, const std::optional<Planned>& p, con
   }
   fmt::print("trained {} epochs, {} steps: peak memory {} (predicted {})\n", cmd.epochs, cmd.epochs * t.steps_per_epoch,
              format_bytes(peak), format_bytes(t.predicted));
-  if (!cmd.json_out) return;
+  if (!cmd.output.json) return;
   json j{{"command", "train"},
          {"model", cmd.step.model},
          {"batch", t.B},
@@ -202,7 +202,7 @@ void print_summary(const TrainCommand& cmd, const std::optional<Planned>& p, con
          {"data", cmd.step.data},
          {"device", t.device},
          {"optimizer", cmd.step.optimizer},
-         {"planner", p ? json(cmd.planner) : json()},
+         {"planner", p ? json(cmd.planning.planner) : json()},
          {"budget_bytes", p ? json(p->plan.budget_bytes) : json()},
          {"dropped", p ? p->plan.drop.size() : 0},
          {"dropped_bytes", t.dropped_bytes},
@@ -231,18 +231,15 @@ void TrainCommand::add_to(CLI::App& app) {
       ->check(CLI::Range(0.001, 0.9));
   app.add_flag("--sequential", sequential,
                "walk the training windows in file order (default: a shuffled order, drawn anew each epoch from --seed)");
-  app.add_option("--budget", budget,
-                 "plan the step under this memory budget (2GiB, 1500MiB, or 60% of the unplanned peak) and train "
-                 "the rewritten step; default: no plan");
-  app.add_option("--planner", planner, "with --budget: none, per-layer, sqrt-n, mutwo or optimal")->capture_default_str();
-  app.add_option("--device", device, "cpu or cuda")->capture_default_str();
-  add_device_memory_option(app, device_memory);
-  app.add_option("--seed", seed, "seed for weights, dropout and the window order")->capture_default_str();
+  planning.add_to(app,
+                  "plan the step under this memory budget (2GiB, 1500MiB, or 60% of the unplanned peak) and train "
+                  "the rewritten step; default: no plan",
+                  "with --budget: none, per-layer, sqrt-n, mutwo or optimal");
+  device.add_to(app, "seed for weights, dropout and the window order");
   app.add_option("--log-every", log_every, "a progress line on stderr every N steps (0: per epoch only)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_flag("--json", json_out, "one JSON line per epoch, then one summary line");
-  app.add_flag("--quiet", quiet, "no progress lines on stderr");
+  output.add_to(app, "one JSON line per epoch, then one summary line");
 }
 
 int TrainCommand::run() const {
@@ -250,7 +247,8 @@ int TrainCommand::run() const {
   MUTWO_CHECK(step.model == "transformer-lm" || step.model.rfind("gpt2-", 0) == 0,
               "train: --model {} does not read text; train walks --data with transformer-lm, gpt2-small or gpt2-medium",
               step.model);
-  c10::Device dev = open_device(device, device_memory);
+  c10::Device dev = device.open();
+  const uint64_t seed = device.seed;
   // input_ids as a graph input (not --data's one fixed batch), so that each
   // step can be given its own batch.
   StepOptions synthetic = step;
@@ -262,12 +260,11 @@ int TrainCommand::run() const {
 
   // The step that trains: planned and rewritten under --budget, or as built.
   std::optional<Planned> p;
-  if (!budget.empty()) {
-    const int64_t memory_cap = device_memory.empty() ? 0 : parse_bytes(device_memory);
-    p = plan_step(g, {dev, seed, !quiet, step.model, B, memory_cap}, planner, budget);
+  if (!planning.budget.empty()) {
+    p = plan_step(g, {dev, seed, !output.quiet, step.model, B, device.memory_cap(dev)}, planning.plan_options());
     if (!p->plan.feasible) {
       fmt::print(stderr, "mutwo: no plan fits the budget {}: {}; raise the budget or lower the batch\n",
-                 format_bytes(p->plan.budget_bytes), plan::floor_text(p->plan, planner));
+                 format_bytes(p->plan.budget_bytes), plan::floor_text(p->plan, planning.planner));
       return kExitInfeasible;
     }
   }
@@ -298,14 +295,14 @@ int TrainCommand::run() const {
              w.train_bytes, w.train.size(), steps_per_epoch, sequential ? "in file order" : "shuffled each epoch",
              w.bytes.size() - static_cast<size_t>(w.train_bytes), eval_batches, eval_batch);
   if (p)
-    fmt::print("plan: {} under {}: {} activations dropped ({}), predicted peak {} (unplanned {})\n", planner,
+    fmt::print("plan: {} under {}: {} activations dropped ({}), predicted peak {} (unplanned {})\n", planning.planner,
                format_bytes(p->plan.budget_bytes), p->plan.drop.size(), format_bytes(dropped_bytes),
                format_bytes(p->plan.predicted.peak_bytes), format_bytes(p->unplanned_peak));
   else
     fmt::print("plan: none (no --budget); predicted peak {}\n", format_bytes(ex.liveness().peak_bytes));
   std::fflush(stdout);
 
-  EpochLoop loop{w, ex, ids, evaluator, eval_ids, parameters, B, T, steps_per_epoch, eval_batch, eval_batches, quiet, log_every};
+  EpochLoop loop{w, ex, ids, evaluator, eval_ids, parameters, B, T, steps_per_epoch, eval_batch, eval_batches, output.quiet, log_every};
   std::mt19937_64 order_rng(seed);
   std::vector<int64_t> order = w.train;
   std::vector<Epoch> epochs_done;
@@ -314,7 +311,7 @@ int TrainCommand::run() const {
     const Epoch ep = loop.run(e, order);
     fmt::print("epoch {:>3}  train loss {:.4f}  held-out loss {:.4f}  {:.0f} tokens/s  peak {}  ({} steps)\n", e,
                ep.train_loss, ep.heldout_loss, ep.tokens_per_s, format_bytes(ep.peak_bytes), ep.steps);
-    if (json_out) std::cout << ep.to_json().dump() << std::endl;
+    if (output.json) std::cout << ep.to_json().dump() << std::endl;
     std::fflush(stdout);
     epochs_done.push_back(ep);
   }

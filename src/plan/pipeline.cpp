@@ -2,6 +2,7 @@
 #include <functional>
 
 #include "plan/plan.h"
+#include "plan/pipeline.h"
 #include "support/error.h"
 #include "support/units.h"
 

@@ -7,6 +7,7 @@
 
 #include "ops/op.h"
 #include "plan/plan.h"
+#include "plan/blocks.h"
 #include "support/units.h"
 #include "support/error.h"
 

@@ -9,6 +9,7 @@
 #include "report/report.h"
 #include "support/files.h"
 #include "support/units.h"
+#include "plan/blocks.h"
 
 namespace mutwo::report {
 
@@ -103,7 +104,7 @@ void write_tradeoff(const std::vector<plan::Plan>& plans, const profile::Profile
   report::plot(dir, "tradeoff", body, 900, 520);
 }
 
-void write_plan_report(const profile::Profile& p, const plan::PlanFile& f, const std::string& dir) {
+void write_plan_report(const profile::Profile& p, const plan::SavedPlan& f, const std::string& dir) {
   std::string md = fmt::format(
       "# mutwo plan: {}\n\nPlanner `{}`, budget {}: predicted peak {} ({}; unplanned {}), predicted extra time "
       "{:.3f} ms on a {:.2f} ms step.\n\n",

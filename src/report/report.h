@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plan/plan.h"
+#include "plan/plan_file.h"
 #include "profile/profile.h"
 
 namespace mutwo::report {
@@ -33,7 +34,7 @@ void write_profile_dir(const profile::Profile& p, const std::string& dir);
 void write_profile_reports(const profile::Profile& p, const std::string& dir);
 // report.md of a saved plan (`mutwo report --plan`): its prediction and every
 // activation with the planner's rank, recompute time, ratio, decision and why.
-void write_plan_report(const profile::Profile& p, const plan::PlanFile& f, const std::string& dir);
+void write_plan_report(const profile::Profile& p, const plan::SavedPlan& f, const std::string& dir);
 
 // Plots. Each writes NAME.dat and NAME.gp into `dir`, then renders NAME.svg and
 // NAME.png with gnuplot. Returns false (after saying so once on stderr) when

@@ -6,6 +6,8 @@
 #include <set>
 
 #include "plan/plan.h"
+#include "plan/pipeline.h"
+#include "plan/plan_file.h"
 #include "profile/profile.h"
 #include "stepfile/step_file.h"
 #include "support/error.h"

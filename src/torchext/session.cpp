@@ -19,6 +19,8 @@
 #include "support/error.h"
 #include "support/files.h"
 #include "support/units.h"
+#include "plan/plan_file.h"
+#include "plan/pipeline.h"
 
 namespace mutwo::torchext {
 
@@ -261,7 +263,7 @@ void Session::write_report(const std::string& dir) const {
   report::write_profile_dir(input_.profile, dir);
   plan::write_plan_json(input_, plan_, unplanned_peak_, dir + "/plan.json");
   plan::write_plan_csv(input_, plan_, dir + "/plan.csv");
-  report::write_plan_report(input_.profile, plan::read_plan_file(dir + "/plan.json"), dir);  // as mutwo report --plan
+  report::write_plan_report(input_.profile, plan::read_plan(dir + "/plan.json"), dir);  // as mutwo report --plan
   write_file(dir + "/rewritten.ir", ir::print(planned_));
   write_file(dir + "/summary.json", json::parse(info_json()).dump(2) + "\n");
 }

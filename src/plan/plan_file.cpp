@@ -2,6 +2,7 @@
 // planner's order, its recompute time and bytes per ms, and recompute sources;
 // plan.json read back, validated, and applied to a step.
 #include <algorithm>
+#include <cstdint>
 #include <fmt/format.h>
 
 #include <fstream>
@@ -13,7 +14,7 @@
 
 #include "ir/text.h"
 #include "analysis/liveness.h"
-#include "plan/plan.h"
+#include "plan/plan_file.h"
 #include "rewrite/recompute.h"
 #include "support/error.h"
 #include "support/json_input.h"
@@ -222,10 +223,87 @@ void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path)
 
 namespace {
 
-// plan.json parsed and validated (read_plan's checks), with its JSON for
-// read_plan_file's reasoning fields: the file is read and parsed once.
-std::pair<SavedPlan, json> parse_plan(const std::string& path) {
-  json j = parse_json_input(read_file(path), path);
+// One entry of plan.json's `activations`, with the planner's reasoning
+// (mutwo report --plan shows it: informative, but of the kind plan writes).
+ActivationRecord read_activation(const json& a, const std::string& where, int version) {
+  ActivationRecord act;
+  act.name = json_field<std::string>(a, "name", where);
+  act.bytes = json_size(a, "bytes", where);
+  act.decision = json_field<std::string>(a, "decision", where);
+  MUTWO_CHECK(act.decision == "keep" || act.recomputed() || (act.swapped() && version >= 3),
+              "{}: decision '{}' is none of keep, recompute{}", where, act.decision, version >= 3 ? ", swap" : "");
+  auto present = [&](const char* key) { return a.contains(key) && !a.at(key).is_null(); };
+  if (present("rank")) {
+    const int64_t rank = json_size(a, "rank", where);
+    MUTWO_CHECK(rank >= 1 && rank <= INT32_MAX, "{}: field 'rank' counts from 1 to {}, got {}", where, INT32_MAX, rank);
+    act.rank = static_cast<int32_t>(rank);
+  }
+  if (present("score")) act.score = json_non_negative<double>(a, "score", where);
+  if (present("ratio")) json_non_negative<double>(a, "ratio", where);
+  act.candidate = present("recompute_ms");
+  if (act.candidate) act.recompute_ms = json_ms(a, "recompute_ms", where);
+  if (a.contains("reason")) act.reason = json_field<std::string>(a, "reason", where);
+  MUTWO_CHECK(act.recomputed() == a.contains("sources"),
+              "{}: 'sources' belongs to a recomputed activation, and only to one", where);
+  if (act.recomputed()) act.sources = json_field<std::vector<std::string>>(a, "sources", where);
+  return act;
+}
+
+// A list field's entries, each read by `entry(item, "PATH field[i]")`.
+template <typename Fn>
+void read_list(const json& j, const char* key, const std::string& path, Fn entry) {
+  const json& list = json_field<json>(j, key, path);
+  MUTWO_CHECK(list.is_array(), "{}: field '{}' must be a list", path, key);
+  for (size_t i = 0; i < list.size(); ++i) entry(list[i], fmt::format("{} {}[{}]", path, key, i));
+}
+
+// A summary field that must equal what its list holds ("... but " + `what`).
+void check_total(const json& j, const char* key, int64_t total, const std::string& path, const std::string& what) {
+  MUTWO_CHECK(j.at(key).get<int64_t>() == total, "{}: field '{}' is {}, but {}", path, key, j.at(key).dump(), what);
+}
+
+// The activations, each listed once, and the summary's counts of them.
+void read_activations(const json& j, const std::string& path, int version, SavedPlan& s) {
+  std::set<std::string> names;
+  int64_t dropped = 0;
+  read_list(j, "activations", path, [&](const json& a, const std::string& where) {
+    ActivationRecord act = read_activation(a, where, version);
+    MUTWO_CHECK(names.insert(act.name).second, "{}: '{}' is listed twice", where, act.name);
+    if (act.recomputed()) {
+      MUTWO_CHECK(s.dropped_bytes <= kMaxBytes - act.bytes, "{}: the recomputed activations hold more than 1 PiB", where);
+      s.dropped_bytes += act.bytes;
+      ++dropped;
+    }
+    s.activations.push_back(std::move(act));
+  });
+  check_total(j, "dropped", dropped, path, fmt::format("{} activations are recomputed", dropped));
+  check_total(j, "dropped_bytes", s.dropped_bytes, path,
+              fmt::format("the recomputed activations hold {}", s.dropped_bytes));
+}
+
+// Version 3: the storages swapped to host memory, each listed once.
+void read_swapped(const json& j, const std::string& path, SavedPlan& s) {
+  if (j.contains("update_early")) s.update_early = json_field<bool>(j, "update_early", path);
+  for (const char* key : {"swapped_bytes", "host_peak_bytes"}) json_size(j, key, path);
+  json_ms(j, "predicted_swap_ms", path);
+  std::set<std::string> seen;
+  int64_t swapped_bytes = 0;
+  read_list(j, "swapped", path, [&](const json& w, const std::string& where) {
+    const std::string name = json_field<std::string>(w, "name", where);
+    const int64_t bytes = json_size(w, "bytes", where);
+    json_field<std::string>(w, "role", where);
+    MUTWO_CHECK(seen.insert(name).second, "{}: '{}' is listed twice", where, name);
+    MUTWO_CHECK(swapped_bytes <= kMaxBytes - bytes, "{}: the swapped storages hold more than 1 PiB", where);
+    swapped_bytes += bytes;
+    s.swap.emplace_back(name, bytes);
+  });
+  check_total(j, "swapped_bytes", swapped_bytes, path, fmt::format("the swapped storages hold {}", swapped_bytes));
+}
+
+}  // namespace
+
+SavedPlan read_plan(const std::string& path) {
+  const json j = parse_json_input(read_file(path), path);
   MUTWO_CHECK(json_tag_is(j, "format", "mutwo.plan"),
               "{}: not a mutwo plan (no \"format\": \"mutwo.plan\"; write one with mutwo plan or optimize)", path);
   const int version = json_field<int>(j, "version", path);
@@ -240,102 +318,32 @@ std::pair<SavedPlan, json> parse_plan(const std::string& path) {
   s.planner = json_field<std::string>(j, "planner", path);
   s.budget_bytes = json_size(j, "budget_bytes", path);
   // What the planner predicted is informative, but must be of the kind plan writes.
-  for (const char* key : {"unplanned_peak_bytes", "predicted_peak_bytes", "dropped_bytes", "recompute_nodes", "dropped"})
-    json_size(j, key, path);
-  for (const char* key : {"predicted_extra_ms", "planning_ms"}) json_ms(j, key, path);
-  json_field<bool>(j, "feasible", path);
-  json_field<std::string>(j, "note", path);
-  const json& acts = json_field<json>(j, "activations", path);
-  MUTWO_CHECK(acts.is_array(), "{}: field 'activations' must be a list", path);
-  std::set<std::string> names;
-  int64_t dropped_bytes = 0;
-  for (size_t i = 0; i < acts.size(); ++i) {
-    const std::string where = fmt::format("{} activations[{}]", path, i);
-    const json& a = acts[i];
-    SavedPlan::Activation act;
-    act.name = json_field<std::string>(a, "name", where);
-    act.bytes = json_size(a, "bytes", where);
-    MUTWO_CHECK(names.insert(act.name).second, "{}: '{}' is listed twice", where, act.name);
-    const std::string decision = json_field<std::string>(a, "decision", where);
-    MUTWO_CHECK(decision == "keep" || decision == "recompute" || (decision == "swap" && version >= 3),
-                "{}: decision '{}' is none of keep, recompute{}", where, decision, version >= 3 ? ", swap" : "");
-    act.recompute = decision == "recompute";
-    act.swap = decision == "swap";
-    // The planner's reasoning (mutwo report --plan reads it): informative, but of the kind plan writes.
-    auto present = [&](const char* key) { return a.contains(key) && !a.at(key).is_null(); };
-    if (present("rank"))
-      MUTWO_CHECK(json_size(a, "rank", where) >= 1, "{}: field 'rank' counts from 1, got 0", where);
-    for (const char* key : {"score", "ratio"})
-      if (present(key)) json_non_negative<double>(a, key, where);
-    if (present("recompute_ms")) json_ms(a, "recompute_ms", where);
-    if (a.contains("reason")) json_field<std::string>(a, "reason", where);
-    MUTWO_CHECK(act.recompute == a.contains("sources"), "{}: 'sources' belongs to a recomputed activation, and only to one",
-                where);
-    if (act.recompute) {
-      json_field<std::vector<std::string>>(a, "sources", where);
-      MUTWO_CHECK(dropped_bytes <= kMaxBytes - act.bytes, "{}: the recomputed activations hold more than 1 PiB", where);
-      dropped_bytes += act.bytes;
-    }
-    s.activations.push_back(std::move(act));
-  }
-  if (version >= 3) {
-    if (j.contains("update_early")) s.update_early = json_field<bool>(j, "update_early", path);
-    for (const char* key : {"swapped_bytes", "host_peak_bytes"}) json_size(j, key, path);
-    json_ms(j, "predicted_swap_ms", path);
-    const json& swapped = json_field<json>(j, "swapped", path);
-    MUTWO_CHECK(swapped.is_array(), "{}: field 'swapped' must be a list", path);
-    std::set<std::string> seen;
-    int64_t swapped_bytes = 0;
-    for (size_t i = 0; i < swapped.size(); ++i) {
-      const std::string where = fmt::format("{} swapped[{}]", path, i);
-      const std::string name = json_field<std::string>(swapped[i], "name", where);
-      const int64_t bytes = json_size(swapped[i], "bytes", where);
-      json_field<std::string>(swapped[i], "role", where);
-      MUTWO_CHECK(seen.insert(name).second, "{}: '{}' is listed twice", where, name);
-      MUTWO_CHECK(swapped_bytes <= kMaxBytes - bytes, "{}: the swapped storages hold more than 1 PiB", where);
-      swapped_bytes += bytes;
-      s.swap.emplace_back(name, bytes);
-    }
-    MUTWO_CHECK(j.at("swapped_bytes").get<int64_t>() == swapped_bytes,
-                "{}: field 'swapped_bytes' is {}, but the swapped storages hold {}", path, j.at("swapped_bytes").dump(),
-                swapped_bytes);
-  }
-  if (j.contains("chunks")) {  // absent in plans written before the chunked loss
-    const json& chunks = json_field<json>(j, "chunks", path);
-    MUTWO_CHECK(chunks.is_array(), "{}: field 'chunks' must be a list", path);
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const std::string where = fmt::format("{} chunks[{}]", path, i);
-      const std::string node = json_field<std::string>(chunks[i], "node", where);
-      const int64_t rows = json_size(chunks[i], "chunk_rows", where);
+  s.unplanned_peak_bytes = json_size(j, "unplanned_peak_bytes", path);
+  s.predicted_peak_bytes = json_size(j, "predicted_peak_bytes", path);
+  for (const char* key : {"dropped_bytes", "recompute_nodes", "dropped"}) json_size(j, key, path);
+  s.predicted_extra_ms = json_ms(j, "predicted_extra_ms", path);
+  json_ms(j, "planning_ms", path);
+  s.feasible = json_field<bool>(j, "feasible", path);
+  s.note = json_field<std::string>(j, "note", path);
+  read_activations(j, path, version, s);
+  if (version >= 3) read_swapped(j, path, s);
+  if (j.contains("chunks"))  // absent in plans written before the chunked loss
+    read_list(j, "chunks", path, [&](const json& c, const std::string& where) {
+      const std::string node = json_field<std::string>(c, "node", where);
+      const int64_t rows = json_size(c, "chunk_rows", where);
       MUTWO_CHECK(rows > 0, "{}: field 'chunk_rows' must be positive", where);
       s.chunks.emplace_back(node, rows);
-    }
-  }
+    });
   if (version >= 4) {
-    const json& replayed = json_field<json>(j, "replayed", path);
-    MUTWO_CHECK(replayed.is_array(), "{}: field 'replayed' must be a list", path);
     s.replayed.emplace();
-    for (size_t i = 0; i < replayed.size(); ++i) {
-      const std::string where = fmt::format("{} replayed[{}]", path, i);
-      s.replayed->push_back(json_field<std::string>(replayed[i], "node", where));
-      for (const char* key : {"op", "state"}) json_field<std::string>(replayed[i], key, where);
-      json_size(replayed[i], "state_bytes", where);
-    }
+    read_list(j, "replayed", path, [&](const json& r, const std::string& where) {
+      s.replayed->push_back(json_field<std::string>(r, "node", where));
+      for (const char* key : {"op", "state"}) json_field<std::string>(r, key, where);
+      json_size(r, "state_bytes", where);
+    });
   }
-  // Counts that agree: what the summary says is what the list holds.
-  const auto dropped = static_cast<int64_t>(
-      std::count_if(s.activations.begin(), s.activations.end(), [](const SavedPlan::Activation& a) { return a.recompute; }));
-  MUTWO_CHECK(j.at("dropped").get<int64_t>() == dropped,
-              "{}: field 'dropped' is {}, but {} activations are recomputed", path, j.at("dropped").dump(), dropped);
-  MUTWO_CHECK(j.at("dropped_bytes").get<int64_t>() == dropped_bytes,
-              "{}: field 'dropped_bytes' is {}, but the recomputed activations hold {}", path, j.at("dropped_bytes").dump(),
-              dropped_bytes);
-  return {std::move(s), std::move(j)};
+  return s;
 }
-
-}  // namespace
-
-SavedPlan read_plan(const std::string& path) { return parse_plan(path).first; }
 
 std::string plan_mismatch(const SavedPlan& s, const std::string& model, int64_t batch, const std::string& fingerprint) {
   if (s.model != model) return fmt::format("it was made for model '{}', not '{}'", s.model, model);
@@ -372,14 +380,14 @@ Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
   const std::set<ir::ValueId> swapped(swap.begin(), swap.end());
   std::vector<ir::ValueId> drop;
   for (size_t i = 0; i < acts.size(); ++i) {
-    const SavedPlan::Activation& a = s.activations[i];
+    const ActivationRecord& a = s.activations[i];
     MUTWO_CHECK(a.name == acts[i]->name && a.bytes == acts[i]->type.bytes(),
                 "activations[{}]: the plan has %{} of {} bytes, the step %{} of {}", i, a.name, a.bytes, acts[i]->name,
                 acts[i]->type.bytes());
-    MUTWO_CHECK(a.swap == (swapped.count(L.storage[static_cast<size_t>(acts[i]->id)]) > 0),
+    MUTWO_CHECK(a.swapped() == (swapped.count(L.storage[static_cast<size_t>(acts[i]->id)]) > 0),
                 "activations[{}]: %{} is {} swap, but its storage is {} the swapped list", i, a.name,
-                a.swap ? "marked" : "not marked", a.swap ? "not in" : "in");
-    if (a.recompute) drop.push_back(acts[i]->id);
+                a.swapped() ? "marked" : "not marked", a.swapped() ? "not in" : "in");
+    if (a.recomputed()) drop.push_back(acts[i]->id);
   }
   // Droppable means what the planners may drop: whole candidates (a view and
   // its base together), never what recomputation may not repeat.
@@ -417,42 +425,6 @@ Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
                 fmt::join(*s.replayed, ", "), fmt::join(now, ", "));
   }
   return p;
-}
-
-PlanFile read_plan_file(const std::string& path) {
-  const json j = parse_plan(path).second;  // validated: format, version, every field's type and range, the counts
-  try {
-    PlanFile f;
-    f.model = j.at("model").get<std::string>();
-    f.batch = j.at("batch").get<int64_t>();
-    f.device = j.at("device").get<std::string>();
-    f.planner = j.at("planner").get<std::string>();
-    f.note = j.value("note", "");
-    f.budget_bytes = j.at("budget_bytes").get<int64_t>();
-    f.unplanned_peak_bytes = j.at("unplanned_peak_bytes").get<int64_t>();
-    f.predicted_peak_bytes = j.at("predicted_peak_bytes").get<int64_t>();
-    f.predicted_extra_ms = j.at("predicted_extra_ms").get<double>();
-    f.dropped_bytes = j.at("dropped_bytes").get<int64_t>();
-    f.feasible = j.at("feasible").get<bool>();
-    for (const auto& a : j.at("activations")) {
-      ActivationRecord r;
-      r.name = a.at("name").get<std::string>();
-      r.bytes = a.at("bytes").get<int64_t>();
-      r.decision = a.at("decision").get<std::string>();
-      MUTWO_CHECK(r.decision == "recompute" || r.decision == "keep" || r.decision == "swap",
-                  "{}: activation {} has decision '{}' (recompute, swap or keep)", path, r.name, r.decision);
-      r.reason = a.value("reason", "");
-      if (a.contains("rank") && !a["rank"].is_null()) r.rank = a["rank"].get<int32_t>();
-      if (a.contains("score") && !a["score"].is_null()) r.score = a["score"].get<double>();
-      r.candidate = a.contains("recompute_ms") && !a["recompute_ms"].is_null();
-      if (r.candidate) r.recompute_ms = a["recompute_ms"].get<double>();
-      if (a.contains("sources")) r.sources = a["sources"].get<std::vector<std::string>>();
-      f.activations.push_back(std::move(r));
-    }
-    return f;
-  } catch (const json::exception& e) {
-    MUTWO_FAIL("{}: a field is missing or of the wrong type ({}); write the plan again with mutwo plan", path, e.what());
-  }
 }
 
 }  // namespace mutwo::plan
