@@ -23,8 +23,3 @@ def blocks(model: torch.nn.Module) -> list[tuple[str, torch.nn.Module]]:
     BERT's and GPT-2's layers."""
     return [(name, m) for name, m in model.named_modules() if name and block_of(name) == name]
 
-
-def replace(model: torch.nn.Module, path: str, module: torch.nn.Module) -> None:
-    """Puts `module` where `path` names one (a ModuleList's entries too)."""
-    parent, _, last = path.rpartition(".")
-    setattr(model.get_submodule(parent) if parent else model, last, module)

@@ -1,4 +1,4 @@
-"""Pareto plots from a bench/zoo_gpu.sh results file: for every model and batch,
+"""Pareto plots from a results file of `bench/run.py zoo`: for every model and batch,
 peak memory against step time, every system and variant on one plot
 (pareto_<model>_<batch>.svg/.png; a saved graph rerun in a fresh process is
 left out, being the same step), plus the table of points (.dat). Rendered

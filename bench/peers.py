@@ -1,52 +1,100 @@
-"""The PyTorch peers mutwo is measured against, on the GPU machine.
+# PyTorch's peers of mutwo, and mutwo from the user's own loop, on the models of bench/models.py:
+# one module for every benchmark of bench/run.py. Subcommands, each printing JSON lines (untagged:
+# bench/run.py adds card, torch, date, commit and what):
+#   measure  one training step per variant, each variant in its own process (an OOM or a compile
+#            failure loses only its own row): peak = torch.cuda.max_memory_allocated over the
+#            measured steps, step_ms = their median (wall clock, synchronized), after 2 warm-up steps;
+#   capture  the model's step written for mutwo (python/mutwo/capture.py);
+#   largest  the largest batch a variant trains 10 steps at under a device-memory cap (bisection,
+#            each trial in its own process), or on a card another process shares (--cap free);
+#   dist     under torchrun: DDP, DDP with per-block checkpointing, FSDP2 with checkpointing.
+# Variants: eager; ckpt or checkpoint (every block under torch.utils.checkpoint, or the model's own
+# per-layer checkpointing for Hugging Face zoo models); sac (selective checkpointing: matmuls and
+# attention saved); offload (every block under save_on_cpu); sac-offload (matmuls offloaded, the rest
+# recomputed); compile, compile:X (activation_memory_budget X); wrap:B, backend:B (mutwo.torch);
+# inductor:B and inductor@VARIANT (mutwo plans, Inductor compiles, at that variant's measured peak).
+#   python3 bench/peers.py measure --model llama --batch 8 --variants eager,checkpoint,compile:0.5
+#   python3 bench/peers.py capture --model llama --batch 8 --out steps/llama.json
+#   python3 bench/peers.py largest --cap 8GiB --models resnet-152,bert-base --variants eager,ckpt
+#   torchrun --nproc-per-node 2 bench/peers.py dist --model bert-large --batch 32 --variant ddp_ckpt
+from __future__ import annotations
 
-One training step (forward, loss, backward, SGD with momentum 0.9) of the same
-models mutwo builds, in PyTorch eager mode, and with torch.utils.checkpoint
-around every block ("ckpt", what users do today), and torch.compile ("compile",
-or "compile:B" with the partitioner's activation_memory_budget B in [0, 1],
-the peer of a memory budget). Offloading peers (issue 16): "offload", every
-block's forward under torch.autograd.graph.save_on_cpu(pin_memory=True), its
-saved tensors kept in pinned host memory; "sac-offload", every block
-checkpointed with a selective policy that offloads the matmul and convolution
-outputs to the CPU and recomputes the rest (torch.utils.checkpoint's
-CheckpointPolicy offload value, where this torch has one; else the line
-carries an error saying so). Prints one JSON line per
-configuration: peak = torch.cuda.max_memory_allocated during the measured
-steps, step_ms = median of CUDA-event-timed steps after 2 warm-up steps.
-Written after ../shared/bench/torch_peers.py, so the comparison can be rerun
-from this repository alone:
-  python3 bench/peers.py --models resnet-152,bert-base --batches 32 --variants eager,ckpt
-With --trace, also prints where one measured step spends its GPU time, by op
-(torch.profiler), to set beside `mutwo profile`'s nodes.csv.
-"""
-import argparse, json, os, time
+import argparse
+import contextlib
+import functools
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Optional
+
 import torch
-import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
-from blocks import blocks, replace
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+from models import Made, make  # noqa: E402
 
-
-class Ckpt(torch.nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, *a):
-        return checkpoint(self.m, *a, use_reentrant=False)
+UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 
 
-class Offload(torch.nn.Module):
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
+@dataclass
+class Spec:
+    """One configuration to measure: the model, its batch and how it runs."""
+    model: str
+    batch: int
+    device: str = "cuda"
+    steps: int = 10
+    sdpa: str = "auto"  # scaled_dot_product_attention's backend: auto, or math, efficient_attention, ...
+    autocast: Optional[str] = None  # bf16 or f16: the forward under torch.autocast
+    small: bool = False  # tiny captured models, for CPU tests
+    trace: bool = False  # print one step's GPU time by op (torch.profiler)
 
-    def forward(self, *a, **k):
-        with torch.autograd.graph.save_on_cpu(pin_memory=True):
-            return self.m(*a, **k)
+
+def system_of(variant: str) -> str:
+    """mutwo for mutwo.torch's variants (wrap, backend, inductor), else pytorch."""
+    return "mutwo" if variant.startswith(("wrap:", "backend:", "inductor")) else "pytorch"
 
 
-def offload_policy():
+def row(spec: Spec, variant: str, system: str = "", **fields: Any) -> dict:
+    sdpa = {} if spec.sdpa == "auto" else {"sdpa": spec.sdpa}
+    return dict(system=system or system_of(variant), model=spec.model, batch=spec.batch, variant=variant, **fields,
+                **sdpa)
+
+
+def sdpa_backend(name: str) -> contextlib.AbstractContextManager:
+    """scaled_dot_product_attention as torch picks it ("auto"), or held to one backend such as "math"
+    (plain ATen ops in a captured step instead of fused attention kernels)."""
+    if name == "auto":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel(getattr(SDPBackend, name.upper()))
+
+
+# ---------------------------------------------------------------------------------------------
+# What each variant does to the model or the loss.
+
+
+def wrap_forwards(blocks: list[torch.nn.Module], wrap: Callable[[Callable], Callable]) -> None:
+    """Every block's forward replaced by wrap(forward) (bench/blocks.py's blocks)."""
+    for b in blocks:
+        b.forward = wrap(b.forward)
+
+
+def checkpoint_blocks(made: Made) -> None:
+    """Per-block torch.utils.checkpoint (non-reentrant): the model's own where it has one (Hugging Face's)."""
+    from torch.utils.checkpoint import checkpoint
+    if made.checkpoint is not None:
+        made.checkpoint(made.model)
+    else:
+        wrap_forwards(made.blocks, lambda f: functools.partial(checkpoint, f, use_reentrant=False))
+
+
+def offload_policy() -> Any:
     """The CheckpointPolicy value that offloads to the CPU, or None."""
     from torch.utils import checkpoint as cp
     policy = getattr(cp, "CheckpointPolicy", None)
@@ -56,142 +104,416 @@ def offload_policy():
     return None
 
 
-class SacOffload(torch.nn.Module):
-    HEAVY = {"mm", "addmm", "bmm", "convolution", "_scaled_dot_product_efficient_attention"}
+def selective_blocks(blocks: list[torch.nn.Module], heavy: Any) -> None:
+    """Every block under torch.utils.checkpoint with a selective policy: matmuls, convolutions and
+    attention get `heavy` (saved, or offloaded), everything else is recomputed (PyTorch's SAC)."""
+    from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
+    aten = torch.ops.aten
+    ops = {aten.mm.default, aten.addmm.default, aten.bmm.default, aten.convolution.default,
+           aten._scaled_dot_product_efficient_attention.default, aten._scaled_dot_product_flash_attention.default,
+           aten._scaled_dot_product_cudnn_attention.default}
 
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, *a, **k):
-        from torch.utils.checkpoint import CheckpointPolicy, create_selective_checkpoint_contexts
-        off = offload_policy()
-
-        def policy(ctx, op, *args, **kwargs):
-            name = str(op).split(".")[-2] if "." in str(op) else str(op)
-            return off if name in SacOffload.HEAVY else CheckpointPolicy.PREFER_RECOMPUTE
-        return checkpoint(self.m, *a, use_reentrant=False,
-                          context_fn=lambda: create_selective_checkpoint_contexts(policy), **k)
+    def policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> Any:
+        return heavy if op in ops else CheckpointPolicy.PREFER_RECOMPUTE
+    context = functools.partial(create_selective_checkpoint_contexts, policy)
+    wrap_forwards(blocks, lambda f: functools.partial(checkpoint, f, use_reentrant=False, context_fn=context))
 
 
-def wrap_blocks(model, wrapper):
-    """Every block (bench/blocks.py, mutwo's definition) wrapped by `wrapper`."""
-    for path, m in blocks(model):
-        replace(model, path, wrapper(m))
+def offload_blocks(blocks: list[torch.nn.Module]) -> None:
+    """Every block's saved tensors kept in pinned host memory (torch.autograd.graph.save_on_cpu)."""
+    def wrap(f: Callable) -> Callable:
+        def offloaded(*args: Any, **kwargs: Any) -> Any:
+            with torch.autograd.graph.save_on_cpu(pin_memory=True):
+                return f(*args, **kwargs)
+        return offloaded
+    wrap_forwards(blocks, wrap)
 
 
-def build(name, batch):
-    fam, size = name.split("-", 1)
-    if fam == "resnet":
-        import torchvision
-        m = getattr(torchvision.models, "resnet" + size)(weights=None)
-        x, y = torch.randn(batch, 3, 224, 224), torch.randint(0, 1000, (batch,))
-        def ckpt(model):
-            for layer in (model.layer1, model.layer2, model.layer3, model.layer4):
-                for i, blk in enumerate(layer):
-                    layer[i] = Ckpt(blk)
-        return m, (x, y), lambda model, x, y: F.cross_entropy(model(x), y), ckpt
-    if fam == "bert":
-        from transformers import BertConfig, BertForMaskedLM
-        cfg = {"base": BertConfig(),
-               "large": BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
-                                   intermediate_size=4096)}[size]
-        m = BertForMaskedLM._from_config(cfg, attn_implementation="eager")
-        ids = torch.randint(0, cfg.vocab_size, (batch, 128))
-        def ckpt(model):
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        return m, (ids,), lambda model, ids: model(input_ids=ids, labels=ids).loss, ckpt
-    if fam == "gpt2":
-        from transformers import GPT2Config, GPT2LMHeadModel
-        cfg = {"small": GPT2Config(), "medium": GPT2Config(n_embd=1024, n_layer=24, n_head=16)}[size]
-        m = GPT2LMHeadModel._from_config(cfg, attn_implementation="eager")
-        ids = torch.randint(0, cfg.vocab_size, (batch, 1024))
-        def ckpt(model):
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        return m, (ids,), lambda model, ids: model(input_ids=ids, labels=ids).loss, ckpt
-    raise SystemExit("unknown model " + name)
+def compiled(loss_fn: Callable, variant: str) -> Callable:
+    """torch.compile(loss_fn); "compile:X" sets the partitioner's activation_memory_budget to X first."""
+    import torch._dynamo as dynamo
+    import torch._functorch.config as fc
+    dynamo.reset()
+    if ":" in variant:
+        fc.activation_memory_budget = float(variant.split(":", 1)[1])
+    return torch.compile(loss_fn)
 
 
-def trace(step, label):
-    from torch.profiler import profile, ProfilerActivity
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        step(); torch.cuda.synchronize()
-    print(f"# {label}: one step, top ops by self CUDA time", flush=True)
-    print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=25, max_name_column_width=48), flush=True)
+def mutwo_torch() -> Any:
+    import mutwo.torch
+    return mutwo.torch
 
 
-def sgd_step(fn, model, inputs, opt):
-    """One training step: loss, backward, optimizer step, gradients dropped."""
-    def step():
-        loss = fn(model, *inputs)
+def inductor_backend(spec: Spec, made: Made, variant: str) -> Any:
+    """mutwo plans, Inductor compiles. inductor:B is the backend's own budget (what the step adds);
+    inductor-peak:P holds the whole process to a peer's measured peak P: the budget is P less what the
+    process holds beside the step (parameters, inputs, the optimizer's momentum, which the first step makes)."""
+    budget = variant.split(":", 1)[1]
+    if variant.startswith("inductor-peak:"):
+        held = torch.cuda.memory_allocated() if spec.device.startswith("cuda") else 0
+        momentum = sum(p.numel() * p.element_size() for p in made.model.parameters())
+        budget = str(max(1, int(budget) - held - momentum))
+    return mutwo_torch().backend(budget)
+
+
+def prepare(spec: Spec, made: Made, variant: str) -> tuple[Callable, Any]:
+    """Applies `variant` to made (in place); returns the loss function to train with and what
+    mutwo.torch.report reads afterwards (a wrapped module or a backend), if any."""
+    loss_fn, reported = made.loss_fn, None
+    if variant in ("ckpt", "checkpoint"):
+        checkpoint_blocks(made)
+    elif variant == "sac":
+        from torch.utils.checkpoint import CheckpointPolicy
+        selective_blocks(made.blocks, CheckpointPolicy.MUST_SAVE)
+    elif variant == "offload":
+        offload_blocks(made.blocks)
+    elif variant == "sac-offload":
+        if offload_policy() is None:
+            raise RuntimeError("this torch's CheckpointPolicy has no CPU offload value")
+        selective_blocks(made.blocks, offload_policy())
+    elif variant.startswith("compile"):
+        loss_fn = compiled(loss_fn, variant)
+    elif variant.startswith("wrap:"):
+        made.model = reported = mutwo_torch().wrap(made.model, variant.split(":", 1)[1])
+    elif variant.startswith("backend:"):
+        import torch._dynamo as dynamo
+        dynamo.reset()
+        reported = mutwo_torch().backend(variant.split(":", 1)[1], compiler="mutwo")
+        loss_fn = torch.compile(loss_fn, backend=reported)
+    elif variant.startswith(("inductor:", "inductor-peak:")):
+        reported = inductor_backend(spec, made, variant)
+        loss_fn = torch.compile(loss_fn, backend=reported, dynamic=False)
+    elif variant != "eager":
+        raise ValueError(f"unknown variant {variant!r}: eager, ckpt or checkpoint, sac, offload, sac-offload, "
+                         "compile, compile:X, wrap:B, backend:B, inductor:B, inductor@VARIANT")
+    if spec.autocast:
+        plain, dtype = loss_fn, {"bf16": torch.bfloat16, "f16": torch.float16}[spec.autocast]
+
+        def loss_fn(*args: Any) -> torch.Tensor:
+            with torch.autocast(spec.device.split(":")[0], dtype=dtype):
+                return plain(*args)
+    return loss_fn, reported
+
+
+def report_fields(variant: str, reported: Any) -> dict:
+    """What mutwo.torch says of a wrapped module or a backend, for the row."""
+    if variant.startswith("wrap:"):
+        info = mutwo_torch().report(reported)
+        return dict(predicted_peak_bytes=info["predicted_peak_bytes"], budget_bytes=info["budget_bytes"],
+                    dropped=len(info["dropped"]), mutwo_step_peak_bytes=info["measured_peak_bytes"])
+    if variant.startswith("backend:"):
+        return dict(graphs=len(reported.graphs))
+    if variant.startswith("inductor"):
+        info = mutwo_torch().report(reported)
+        return dict(graphs=len(info["graphs"]), budget_bytes=info["budget_bytes"],
+                    predicted_peak_bytes=info["predicted_peak_bytes"],
+                    mutwo_step_peak_bytes=info["measured_peak_bytes"],
+                    recompilations=sum(g["recompilations"] for g in info["graphs"]),
+                    recomputed=sum(a["decision"] == "recompute" for a in info["activations"]))
+    return {}
+
+
+# ---------------------------------------------------------------------------------------------
+# Training and timing.
+
+
+def sgd_step(loss_fn: Callable, model: torch.nn.Module, inputs: tuple, opt: torch.optim.Optimizer) -> Callable:
+    """One training step: loss, backward, optimizer step, gradients dropped; returns the loss."""
+    def step() -> torch.Tensor:
+        loss = loss_fn(model, *inputs)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        return loss
+        return loss.detach()
     return step
 
 
-def timed_steps(step, steps):
-    """Peak statistics reset, then `steps` CUDA-event-timed steps: their sorted times (ms) and the last loss."""
-    torch.cuda.reset_peak_memory_stats()
+def timed_steps(step: Callable, steps: int, device: str) -> tuple[list[float], Optional[int], torch.Tensor]:
+    """2 warm-up steps, then `steps` measured ones: their times (ms, each synchronized), the peak
+    allocated bytes over them (None off CUDA) and the last loss."""
+    cuda = device.startswith("cuda")
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    step(), step()
+    sync()
+    if cuda:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
     times = []
     for _ in range(steps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); loss = step(); e.record(); torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return sorted(times), loss
+        t0 = time.perf_counter()
+        loss = step()
+        sync()
+        times.append(1000 * (time.perf_counter() - t0))
+    return times, (torch.cuda.max_memory_allocated() if cuda else None), loss
 
 
-def measure(name, batch, variant, steps, show_trace=False):
-    torch.manual_seed(0)
-    m, inputs, loss_fn, ckpt = build(name, batch)
-    if variant == "ckpt":
-        ckpt(m)
-    elif variant == "offload":
-        wrap_blocks(m, Offload)
-    elif variant == "sac-offload":
-        if offload_policy() is None:
-            return dict(model=name, batch=batch, system="pytorch", variant=variant,
-                        error="this torch's CheckpointPolicy has no CPU offload value")
-        wrap_blocks(m, SacOffload)
-    dev = torch.device("cuda")
-    m = m.to(dev).train()
-    inputs = tuple(t.to(dev) for t in inputs)
-    opt = torch.optim.SGD(m.parameters(), lr=1e-3, momentum=0.9)
-    fn = loss_fn
-    if variant.startswith("compile"):  # torch.compile; "compile:B" with activation_memory_budget B
-        import torch._dynamo as dynamo
-        import torch._functorch.config as fc
-        dynamo.reset()
-        fc.activation_memory_budget = float(variant.split(":")[1]) if ":" in variant else 1.0
-        fn = torch.compile(loss_fn)
+def trace(step: Callable, label: str, device: str) -> None:
+    """Where one step spends its time (on CUDA its GPU time), by op (torch.profiler), on stderr."""
+    from torch.profiler import ProfilerActivity, profile
+    cuda = device.startswith("cuda")
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        step()
+        if cuda:
+            torch.cuda.synchronize()
+    key = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+    print(f"# {label}: one step, top ops by {key}", file=sys.stderr, flush=True)
+    print(prof.key_averages().table(sort_by=key, row_limit=25, max_name_column_width=48), file=sys.stderr, flush=True)
 
-    step = sgd_step(fn, m, inputs, opt)
-    step(); step()
-    torch.cuda.synchronize()
-    if show_trace:
-        trace(step, f"{name} batch {batch} {variant}")
-    times, loss = timed_steps(step, steps)
-    return dict(model=name, batch=batch, system="pytorch", variant=variant,
-                peak_bytes=torch.cuda.max_memory_allocated(), step_ms=times[len(times) // 2],
-                loss=float(loss.detach()), card=torch.cuda.get_device_name(), torch=torch.__version__,
-                date=time.strftime("%Y-%m-%d"))
+
+def measure(spec: Spec, variant: str) -> dict:
+    """Trains a fresh model (SGD, momentum 0.9) in this process: one row."""
+    made = make(spec.model, spec.batch, spec.device, spec.small)
+    loss_fn, reported = prepare(spec, made, variant)
+    opt = torch.optim.SGD(made.model.parameters(), lr=made.lr, momentum=0.9)
+    step = sgd_step(loss_fn, made.model, made.inputs, opt)
+    if spec.trace:
+        step(), step()
+        trace(step, f"{spec.model} batch {spec.batch} {variant}", spec.device)
+    times, peak, loss = timed_steps(step, spec.steps, spec.device)
+    return row(spec, variant, peak_bytes=peak, step_ms=round(statistics.median(times), 3),
+               loss=float(loss), steps=spec.steps, **({"autocast": spec.autocast} if spec.autocast else {}),
+               **report_fields(variant, reported))
+
+
+# ---------------------------------------------------------------------------------------------
+# measure: every variant in its own process.
+
+
+def measure_here(spec: Spec, variant: str) -> None:
+    """The child: one variant, one JSON line on stdout (an error line when it fails)."""
+    try:
+        with sdpa_backend(spec.sdpa):
+            r = measure(spec, variant)
+    except Exception as e:  # OOM, compile failure, missing feature: the row says so
+        oom = "out of memory" in str(e).lower()
+        r = row(spec, variant, error="out of memory" if oom else
+                f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}")
+    print(json.dumps(r), flush=True)
+
+
+RUNNING: list[subprocess.Popen] = []  # the child now running, killed with us on SIGTERM
+
+
+def on_term(signum: int, frame: Any) -> None:
+    for p in RUNNING:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+    sys.exit(128 + signum)
+
+
+def in_child(spec: Spec, variant: str, timeout: float) -> dict:
+    """`measure --one VARIANT` in its own process group, killed with its workers after `timeout` seconds;
+    what it wrote besides its row goes to our stderr."""
+    args = [sys.executable, os.path.abspath(__file__), "measure", "--one", variant, "--spec", json.dumps(asdict(spec))]
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    RUNNING[:] = [p]
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return row(spec, variant, error=f"timed out after {timeout:g} s")
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    sys.stderr.write("".join(line + "\n" for line in out.splitlines() if not line.startswith("{")) + err[-20000:])
+    if lines:
+        return json.loads(lines[-1])
+    tail = (err.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
+    return row(spec, variant, error=f"exit status {p.returncode}: {tail[:300]}")
+
+
+def measure_all(spec: Spec, variants: list[str], timeout: float) -> None:
+    """Each variant in its own process, one JSON line each; inductor@V runs at V's measured peak."""
+    signal.signal(signal.SIGTERM, on_term)
+    peaks: dict[str, int] = {}
+    for variant in variants:
+        if variant.startswith("inductor@"):
+            at = variant.split("@", 1)[1]
+            if at not in peaks:
+                print(json.dumps(row(spec, variant, error=f"{at} has no measured peak in this call")), flush=True)
+                continue
+            r = in_child(spec, f"inductor-peak:{peaks[at]}", timeout)
+            r["variant"] = variant
+        else:
+            r = in_child(spec, variant, timeout)
+        if r.get("peak_bytes"):
+            peaks[variant] = r["peak_bytes"]
+        print(json.dumps(r), flush=True)
+
+
+def capture_step(spec: Spec, out: str) -> None:
+    """Writes the model's training step for mutwo (out and its .safetensors); prints one JSON line."""
+    from mutwo.capture import capture
+    made = make(spec.model, spec.batch, spec.device, spec.small)
+    t0 = time.perf_counter()
+    with sdpa_backend(spec.sdpa):
+        doc = capture(made.model, made.inputs, made.loss_fn, out, name=spec.model)
+    seconds = time.perf_counter() - t0
+    data = os.path.join(os.path.dirname(os.path.abspath(out)), doc["data"])
+    print(json.dumps(row(spec, "capture", system="mutwo", path=out, nodes=len(doc["nodes"]),
+                         capture_s=round(seconds, 2), step_bytes=os.path.getsize(out),
+                         data_bytes=os.path.getsize(data))), flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# largest: the largest batch under a cap, each trial in its own process.
+
+TRIAL = """
+import sys, torch
+sys.path.insert(0, {here!r})
+torch.empty(1, device="cuda")
+free, total = torch.cuda.mem_get_info()
+outside = (total - free) - torch.cuda.memory_reserved()
+if {cap} > 0:  # else (--cap free) what the card has free is the limit: a card another process shares
+    torch.cuda.set_per_process_memory_fraction(({cap} - outside) / total)
+import peers
+try:
+    r = peers.measure(peers.Spec({model!r}, {batch}, steps=10), {variant!r})
+    print("FITS", r["peak_bytes"], torch.cuda.max_memory_reserved() + outside)
+except torch.cuda.OutOfMemoryError:
+    print("OOM")
+"""
+
+
+def fits(model: str, batch: int, variant: str, cap: int, timeout: float) -> bool:
+    """Whether `variant` trains 10 steps at `batch` under the cap (the CUDA context counted), expandable
+    segments on as in mutwo."""
+    env = dict(os.environ)
+    env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+    code = TRIAL.format(here=HERE, cap=cap, model=model, batch=batch, variant=variant)
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    ok = "FITS" in p.stdout
+    print(f"  {model} {variant} batch {batch}: {'fits' if ok else 'does not fit'}", file=sys.stderr, flush=True)
+    return ok
+
+
+def largest(model: str, variant: str, cap: int, limit: int, timeout: float, hint: int = 0) -> int:
+    """The largest batch that fits: a bracket found by steps of x2 from 8, or of x1.25 up or down from
+    `hint` (another system's answer, to save trials), then bisection."""
+    def ok(batch: int) -> bool:
+        return fits(model, batch, variant, cap, timeout)
+    if hint <= 0:
+        lo, hi = 0, 8
+        while hi <= limit and ok(hi):
+            lo, hi = hi, hi * 2
+    elif ok(hint):
+        lo, hi = hint, max(hint + 1, hint * 5 // 4)
+        while hi <= limit and ok(hi):
+            lo, hi = hi, max(hi + 1, hi * 5 // 4)
+    else:
+        lo, hi = hint * 4 // 5, hint
+        while lo > 0 and not ok(lo):
+            lo, hi = lo * 4 // 5, lo
+    hi = min(hi, limit + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def cap_bytes(text: str) -> int:
+    """"8GiB" -> bytes; "free" -> 0 (no fraction set: what the card has free is the limit)."""
+    if text == "free":
+        return 0
+    return int(float(text[:-3]) * UNITS[text[-3:]]) if text[-3:] in UNITS else int(text)
+
+
+def largest_all(a: argparse.Namespace) -> None:
+    hints = {k: int(v) for k, v in (h.split("=") for h in a.hints.split(",") if h)}
+    for model in a.models.split(","):
+        for variant in a.variants.split(","):
+            t0 = time.time()
+            best = largest(model, variant, cap_bytes(a.cap), a.limit, a.timeout, hints.get(variant, 0))
+            print(json.dumps(dict(model=model, system="pytorch", variant=variant, max_batch=best,
+                                  refused_batch=best + 1, cap=a.cap, seconds=round(time.time() - t0))), flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# dist: data-parallel peers under torchrun.
+
+
+def dist_step(a: argparse.Namespace) -> None:
+    """One rank of DDP, DDP with per-block checkpointing or FSDP2 (fully_shard per block and on the
+    root) with it; rank 0 prints the largest peak of any rank and its own median step."""
+    import torch.distributed as dist
+    local = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl")
+    made = make(a.model, a.batch, f"cuda:{local}")
+    if a.variant != "ddp":
+        checkpoint_blocks(made)
+    if a.variant == "fsdp_ckpt":
+        from torch.distributed.fsdp import fully_shard
+        for block in made.blocks:
+            fully_shard(block)
+        model = fully_shard(made.model)
+    else:
+        model = torch.nn.parallel.DistributedDataParallel(made.model, device_ids=[local])
+    opt = torch.optim.SGD(model.parameters(), lr=made.lr, momentum=0.9)
+    times, peak, loss = timed_steps(sgd_step(made.loss_fn, model, made.inputs, opt), a.steps, "cuda")
+    top = torch.tensor([peak], device=f"cuda:{local}")
+    dist.all_reduce(top, op=dist.ReduceOp.MAX)
+    if dist.get_rank() == 0:
+        print(json.dumps(dict(model=a.model, batch=a.batch, world_size=dist.get_world_size(), system="pytorch",
+                              variant=a.variant, peak_bytes=int(top.item()), step_ms=round(statistics.median(times), 3),
+                              loss=float(loss))), flush=True)
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="PyTorch's peers of mutwo (bench/run.py runs them)")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name in ("measure", "capture"):
+        p = sub.add_parser(name)
+        p.add_argument("--model", help="a zoo name (resnet-152, bert-base, ...) or vit_b_16, llama, bert, gpt2, t5")
+        p.add_argument("--batch", type=int)
+        p.add_argument("--device", default="cuda")
+        p.add_argument("--steps", type=int, default=10, help="measured steps, after 2 warm-up steps")
+        p.add_argument("--sdpa", default="auto", help="attention backend: auto, or math, efficient_attention, ...")
+        p.add_argument("--autocast", choices=["bf16", "f16"], help="run the forward under torch.autocast")
+        p.add_argument("--small", action="store_true", help="tiny captured models, for CPU tests")
+        p.add_argument("--spec", help=argparse.SUPPRESS)  # the child's Spec, as JSON
+    m = sub.choices["measure"]
+    m.add_argument("--variants", default="eager,ckpt")
+    m.add_argument("--timeout", type=float, default=300, help="seconds per variant")
+    m.add_argument("--trace", action="store_true", help="also print one step's GPU time by op")
+    m.add_argument("--one", help=argparse.SUPPRESS)  # the child: measure this variant here
+    sub.choices["capture"].add_argument("--out", required=True, metavar="STEP.json")
+    p = sub.add_parser("largest")
+    p.add_argument("--cap", default="8GiB", help="what the process may hold (8GiB), or free: what the card has free")
+    p.add_argument("--models", default="resnet-152,bert-base")
+    p.add_argument("--variants", default="eager,ckpt")
+    p.add_argument("--limit", type=int, default=1024)
+    p.add_argument("--timeout", type=float, default=60, help="seconds per trial")
+    p.add_argument("--hints", default="", help="where to start, per variant: eager=40,ckpt=110")
+    p = sub.add_parser("dist")
+    p.add_argument("--model", default="bert-large")
+    p.add_argument("--batch", type=int, default=32, help="per rank")
+    p.add_argument("--variant", default="ddp_ckpt", choices=["ddp", "ddp_ckpt", "fsdp_ckpt"])
+    p.add_argument("--steps", type=int, default=8)
+    a = ap.parse_args()
+    if a.command == "largest":
+        return largest_all(a)
+    if a.command == "dist":
+        return dist_step(a)
+    if a.spec:
+        spec = Spec(**json.loads(a.spec))
+    elif a.model and a.batch:
+        spec = Spec(a.model, a.batch, a.device, a.steps, a.sdpa, a.autocast, a.small, getattr(a, "trace", False))
+    else:
+        ap.error(f"{a.command} needs --model and --batch")
+    if a.command == "capture":
+        return capture_step(spec, a.out)
+    if a.one:
+        return measure_here(spec, a.one)
+    measure_all(spec, a.variants.split(","), a.timeout)
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--models", default="resnet-152,bert-base")
-    ap.add_argument("--batches", default="32")
-    ap.add_argument("--variants", default="eager,ckpt")
-    ap.add_argument("--steps", type=int, default=8)
-    ap.add_argument("--trace", action="store_true", help="print a per-op GPU time table per configuration")
-    a = ap.parse_args()
-    for model in a.models.split(","):
-        for b in a.batches.split(","):
-            for v in a.variants.split(","):
-                try:
-                    r = measure(model, int(b), v, a.steps, a.trace)
-                except torch.cuda.OutOfMemoryError:
-                    r = dict(model=model, batch=int(b), system="pytorch", variant=v, error="out of memory")
-                print(json.dumps(r), flush=True)
-                torch.cuda.empty_cache()
+    main()

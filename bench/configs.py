@@ -1,0 +1,164 @@
+# The named configs of bench/run.py: each a benchmark (a suite of bench/suites/) and the settings
+# it runs with. `bench/run.py NAME` runs one; options on the command line override its settings
+# (`bench/run.py zoo --models gpt2-small:8 --budgets 50%`). Every suite has a config of its own
+# name holding its defaults; the others reproduce a figure of README.md or docs/results.md.
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+CAPTURED = ("vit_b_16", "llama", "bert", "gpt2", "t5")  # bench/models.py's user models; the rest are the zoo's
+
+
+def is_captured(name: str) -> bool:
+    """True for the user models of captured steps, False for the zoo's (`mutwo --model` names)."""
+    return name in CAPTURED
+
+
+@dataclass
+class Settings:
+    """What a suite reads; each suite's module says which fields it uses and how."""
+    models: list[str] = field(default_factory=list)  # MODEL:BATCHES[:bf16], BATCHES a comma list: gpt2-small:8,16
+    budgets: list[str] = field(default_factory=list)  # 60%, 6GiB, 6400000000 (bytes)
+    variants: list[str] = field(default_factory=list)  # bench/peers.py's variants, for suites that run a list
+    peers: list[str] = field(default_factory=list)  # PyTorch peers run first; empty: none
+    compile_peers: list[str] = field(default_factory=list)  # torch.compile peers, run last (slow to compile)
+    caps: list[str] = field(default_factory=list)  # device-memory caps (--device-memory), one pass each
+    planners: list[str] = field(default_factory=list)
+    steps: Optional[int] = None  # mutwo's and the peers' measured steps, where the suite uses one count
+    sdpa: str = "auto"  # scaled_dot_product_attention's backend in peers and captures
+    memory: str = ""  # max-batch's --memory (zoo: run max-batch at it; capped: plan below the cap)
+    limit: int = 1024  # max-batch's --limit
+    hints: str = ""  # where PyTorch's bisection starts: eager=64,ckpt=190
+    sections: list[str] = field(default_factory=list)  # shared-card's sections
+    keep_gib: int = 12  # shared-card: what the other process leaves free
+    graph: bool = True  # run as a captured CUDA graph where the suite offers it (zoo, swap)
+    check: bool = True  # optimize --check where the suite offers it
+    sweep_only: list[str] = field(default_factory=list)  # zoo: the MODEL:BATCH entries that get --budgets
+    fallback_budget: str = ""  # graph: the budget when no checkpoint peer measured a peak (CPU tests)
+    small: bool = False  # tiny captured models (CPU tests)
+    mutwo_flags: list[str] = field(default_factory=list)  # added to graph's mutwo optimize
+    timeouts: dict[str, int] = field(default_factory=dict)  # seconds per step kind: peer=300, ...
+    gpus: int = 1  # dist: ranks; others: one-card jobs spread over this many cards
+
+    def timeout(self, name: str, default: int) -> int:
+        return self.timeouts.get(name, default)
+
+
+@dataclass
+class Config:
+    suite: str
+    about: str
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Entry:
+    """One --models entry: MODEL:BATCHES[:EXTRA]."""
+    model: str
+    batches: list[int]
+    extra: str = ""  # bf16: the forward under torch.autocast (wrap)
+
+    @staticmethod
+    def parse(text: str) -> "Entry":
+        model, _, rest = text.partition(":")
+        batches, _, extra = rest.partition(":")
+        try:
+            return Entry(model, [int(b) for b in batches.split(",") if b], extra)
+        except ValueError:
+            raise SystemExit(f"bad --models entry {text!r}: write MODEL:BATCH, MODEL:B1,B2 or MODEL:BATCH:bf16")
+
+
+def entries(s: Settings) -> list[Entry]:
+    return [Entry.parse(m) for m in s.models]
+
+
+def configs(s: Settings) -> list[tuple[str, int, str]]:
+    """(model, batch, extra) for every batch of every entry, in order."""
+    return [(e.model, b, e.extra) for e in entries(s) for b in e.batches]
+
+
+FULL_COMPILE = "eager,checkpoint,sac,compile,compile:0.5,compile:0.2,inductor@compile,inductor@compile:0.5," \
+               "inductor@compile:0.2,inductor@checkpoint"
+WRAP_ALL = "eager,checkpoint,sac,compile:0.5,compile:0.2,wrap:80%,wrap:60%,wrap:40%,backend:60%"
+
+
+def _c(suite: str, about: str, **settings: Any) -> Config:
+    return Config(suite, about, settings)
+
+
+CONFIGS: dict[str, Config] = {
+    # The suites with their defaults.
+    "zoo": _c("zoo", "the zoo beside its PyTorch peers: baselines, per-layer and the greedy at per-layer's and "
+              "checkpointing's peaks, --check, fresh-process reruns; --budgets sweeps, --memory max-batch",
+              models=["resnet-152:8,32", "bert-base:8,32"], peers=["eager", "ckpt"]),
+    "graph": _c("graph", "captured user models (bench/models.py) beside eager and per-block checkpointing: "
+                "optimize --graph --check at 100% and at checkpointing's peak; --compile-peers last",
+                models=["vit_b_16:64", "llama:8", "bert:32", "gpt2:8"], peers=["eager", "checkpoint"], steps=10),
+    "wrap": _c("wrap", "mutwo.torch's wrap and backend in the user's loop beside eager, checkpoint, sac and "
+               "torch.compile's activation_memory_budget", models=["vit_b_16:64", "llama:8:bf16", "bert:32", "gpt2:8"],
+               variants="eager,checkpoint,sac,compile:0.5,compile:0.2,wrap:80%,wrap:60%,backend:60%".split(","),
+               steps=10),
+    "wrap-check": _c("wrap-check", "mutwo.torch.wrap on the small LLaMA decoder: 3 steps at 80% against the "
+                     "unplanned capture (bitwise) and eager (losses)", models=["llama:8"]),
+    "replay": _c("replay", "random nodes replayed (issue 26): zoo entries at 50% with --check and at their lowest "
+                 "peaks, captured entries as `graph` with SDPA math", models=["gpt2-small:8", "bert-large:32"],
+                 peers=["eager", "checkpoint"], sdpa="math", steps=5),
+    "capped": _c("capped", "max-batch under --device-memory caps, each answer trained 10 steps under the cap; "
+                 "--peers: PyTorch's largest batches by bisection", models=["resnet-152", "bert-base"],
+                 caps=["8GiB"], planners=["none", "per-layer", "mutwo"]),
+    "shared-card": _c("shared-card", "a card another process shares (issue 27): 1 run, 2 max-batch without "
+                      "--memory, 3 captured HF LLaMA --check, 4 wrap HF T5, 5 CUDA pytest, 6 PyTorch's bisection",
+                      models=["resnet-152", "bert-base"], sections=["1", "2", "3", "4", "5"],
+                      planners=["none", "per-layer", "mutwo"], limit=4096),
+    "sweep": _c("sweep", "the original study's batch sweeps (docs/results.md): mutwo sweep, the greedy at "
+                "per-layer's peak, PyTorch eager and checkpoint at each batch",
+                models=["resnet-152:8,16,32,64", "bert-base:8,16,32", "bert-large:8,16,32"], budgets=["60%"],
+                peers=["eager", "ckpt"], steps=5),
+    "swap": _c("swap", "swapping beside recomputation and PyTorch's offload (issue 16): floors, below the "
+               "recompute floor with --check, at the peers' peaks",
+               models=["resnet-152:32", "bert-large:32", "gpt2-small:8", "resnet-152:64"],
+               peers=["eager", "ckpt", "offload", "sac-offload"], steps=5, graph=False),
+    "dist": _c("dist", "several GPUs (issue 17): mutwo run and optimize under torchrun, all-reduce and "
+               "--shard-optimizer, on 1 and --gpus GPUs, beside DDP, DDP+checkpointing and FSDP2+checkpointing",
+               models=["bert-large:32", "gpt2-medium:8"], budgets=["60%", "40%"], steps=5, gpus=2),
+    "ops": _c("ops", "where the step's time goes, op by op: mutwo profile's nodes.csv summed beside "
+              "torch.profiler's table for eager, and step times at each batch",
+              models=["resnet-152:8,32", "bert-base:8,32"]),
+    # Figures of README.md and docs/results.md.
+    "zoo-resnet-sweep": _c("zoo", "README: ResNet-152 at 32, the greedy at 90% down to 45%, compile peers last",
+                           models=["resnet-152:32"], budgets=["90%", "80%", "70%", "60%", "50%", "45%"],
+                           compile_peers=["compile:0.5", "compile"]),
+    "graph-run2": _c("graph", "README's captured-models table (graph_h100_2026-11-26_run2)",
+                     models=["gpt2:8", "bert:32", "llama:8"], sdpa="math"),
+    "wrap-bert": _c("wrap", "README's wrap table, BERT row", models=["bert:32"], variants=WRAP_ALL.split(",")),
+    "wrap-llama-gpt2": _c("wrap", "README's wrap table, LLaMA and GPT-2 rows", models=["llama:8:bf16", "gpt2:8"],
+                          variants=WRAP_ALL.split(","), sdpa="efficient_attention"),
+    "compile": _c("wrap", "mutwo plans, Inductor compiles (issue 25), held to each compile point's and "
+                  "checkpointing's peak", variants=FULL_COMPILE.split(","),
+                  timeouts={"variant": 200}),
+    "replay-gpt2": _c("replay", "docs/results.md, issue 26: the zoo's floors and checks, then captured GPT-2",
+                      models=["gpt2-small:8", "bert-large:32", "gpt2:8"]),
+    "replay-t5": _c("replay", "docs/results.md, issue 26: the same, then captured T5",
+                    models=["gpt2-small:8", "bert-large:32", "t5:16"]),
+    "capped-4gpu": _c("capped", "docs/results.md's capped table: 8 and 16 GiB, mutwo and PyTorch, one card "
+                      "per cap and model", caps=["8GiB", "16GiB"], peers=["eager", "ckpt"], gpus=4),
+    "dist-bert": _c("dist", "README's two-GPU table", models=["bert-large:32"], budgets=["60%"], steps=3),
+}
+
+
+def resolve(name: str, overrides: dict[str, Any]) -> tuple[str, Settings]:
+    """The suite and settings of config `name`: its suite's defaults, then its own settings, then
+    `overrides` (the command line's). An unknown name lists the known ones."""
+    if name not in CONFIGS:
+        known = "\n".join(f"  {n:<18} {c.about}" for n, c in CONFIGS.items())
+        raise SystemExit(f"unknown config {name!r}; the known ones (bench/configs.py):\n{known}\n"
+                         "run one as `bench/run.py NAME`, or add an entry to CONFIGS")
+    config = CONFIGS[name]
+    merged = {**CONFIGS[config.suite].settings, **config.settings, **overrides}
+    unknown = set(merged) - {f.name for f in dataclasses.fields(Settings)}
+    if unknown:
+        raise SystemExit(f"config {name!r} sets {sorted(unknown)}, which Settings in bench/configs.py does not have")
+    return config.suite, Settings(**merged)

@@ -1,0 +1,170 @@
+# User models (bench/models.py) against PyTorch's peers: captured steps (graph), mutwo.torch from the
+# user's own loop (wrap; compile is its config with mutwo's Inductor backend), and a quick check of
+# wrap against the unplanned capture (wrap-check).
+#
+# graph, per NAME:BATCH of --models: the peers (--peers, default eager,checkpoint); the step captured
+# (bench/peers.py capture) into the work folder, its JSON copied to $OUT; `mutwo optimize --graph
+# --check` at 100% (mutwo's captured baseline) and at the checkpoint peer's peak (else at
+# --fallback-budget); then --compile-peers for every entry. --sdpa holds scaled_dot_product_attention
+# to one backend in peers and capture alike; --small takes tiny models (CPU tests). Settings: models,
+# peers, compile_peers, steps (10), sdpa, small, fallback_budget, mutwo_flags; timeouts peer (150 s a
+# variant), capture (240), optimize (120), compile (300 a variant).
+# wrap, per NAME:BATCH[:bf16]: bench/peers.py measure with --variants (bf16: the forward under
+# torch.autocast); --small as in graph; timeouts variant (150 s). A table ends both.
+from __future__ import annotations
+
+import os
+import shutil
+
+from configs import Settings, configs
+from runner import Context, Done, measure_peers
+
+
+def captured_row(variant: str, model: str, batch: int, j: dict, eager_ms: float | None) -> dict:
+    """mutwo optimize --graph's JSON as one row: the baseline's or the plan's figures."""
+    part = j["baseline"] if variant == "graph baseline" else j["planned"]
+    r = dict(system="mutwo", model=model, batch=batch, variant=variant, peak_bytes=part["peak_bytes"],
+             step_ms=round(part["step_ms"], 3), budget_bytes=j["budget_bytes"], check=j["check"], fits=j["fits"],
+             feasible=j["feasible"], predicted_peak_bytes=part["predicted_peak_bytes"],
+             dropped=part.get("dropped", 0), dropped_bytes=part.get("dropped_bytes", 0),
+             baseline_peak_bytes=j["baseline"]["peak_bytes"], baseline_step_ms=round(j["baseline"]["step_ms"], 3))
+    if eager_ms:
+        r["extra_vs_eager_pct"] = round(100 * (r["step_ms"] / eager_ms - 1), 1)
+    return r
+
+
+def optimize_graph(ctx: Context, s: Settings, variant: str, model: str, batch: int, budget: str) -> Done:
+    """mutwo optimize --graph on the captured step at `budget`, --check; one row (an error row when it fails)."""
+    done = ctx.mutwo_run("optimize", "--graph", ctx.workdir(f"{model}.json"), "--device", ctx.device, "--budget",
+                         budget, "--steps", str(s.steps or 10), "--check", "--json", "--out",
+                         ctx.workdir(f"{model}_{'base' if budget == '100%' else 'opt'}"), *s.mutwo_flags,
+                         timeout=s.timeout("optimize", 120))
+    j = done.json()
+    if j is None or "planned" not in j:
+        ctx.emit(dict(system="mutwo", model=model, batch=batch, variant=variant, error=done.why()), "graph")
+    else:
+        eager = ctx.find("step_ms", system="pytorch", model=model, batch=batch, variant="eager")
+        ctx.emit(captured_row(variant, model, batch, j, eager), "graph")
+    return done
+
+
+def capture(ctx: Context, s: Settings, model: str, batch: int) -> bool:
+    """The step captured into the work folder (its JSON copied to $OUT); a row either way."""
+    step = ctx.workdir(f"{model}.json")
+    if os.path.exists(step):
+        os.remove(step)
+    done = ctx.peers("capture", "--model", model, "--batch", str(batch), "--device", ctx.device, "--sdpa", s.sdpa,
+                     "--out", step, *(["--small"] if s.small else []), timeout=s.timeout("capture", 240))
+    if done.json() is None or not os.path.exists(step):
+        ctx.emit(dict(system="mutwo", model=model, batch=batch, variant="capture", error=f"capture: {done.why()}"),
+                 "graph")
+        return False
+    ctx.emit(done.json(), "graph")
+    shutil.copy(step, os.path.join(ctx.out, f"{model}.json"))
+    return True
+
+
+def graph(ctx: Context, s: Settings) -> None:
+    ctx.env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # deterministic cuBLAS for optimize --check
+    flags = ["--sdpa", s.sdpa] + (["--small"] if s.small else [])
+    steps = s.steps or 10
+    for model, batch, _ in configs(s):
+        ctx.say(f"== {model} batch {batch} ({ctx.elapsed()}s)")
+        measure_peers(ctx, "graph: PyTorch peer", model, batch, s.peers, steps, s.timeout("peer", 150), flags)
+        if not capture(ctx, s, model, batch):
+            continue
+        if optimize_graph(ctx, s, "graph baseline", model, batch, "100%").timed_out:  # the second would hang too
+            ctx.emit(dict(system="mutwo", model=model, batch=batch, variant="graph mutwo@checkpoint-peak",
+                          error="skipped: mutwo's baseline run timed out"), "graph")
+            continue
+        peak = ctx.find("peak_bytes", system="pytorch", model=model, batch=batch, variant="checkpoint")
+        if peak:
+            optimize_graph(ctx, s, "graph mutwo@checkpoint-peak", model, batch, f"{peak}B")
+        elif s.fallback_budget:
+            optimize_graph(ctx, s, f"graph mutwo@{s.fallback_budget}", model, batch, s.fallback_budget)
+        else:
+            ctx.emit(dict(system="mutwo", model=model, batch=batch, variant="graph mutwo@checkpoint-peak",
+                          error="no checkpoint peak to use as the budget"), "graph")
+    for model, batch, _ in configs(s):
+        measure_peers(ctx, "graph: PyTorch compile peer", model, batch, s.compile_peers, steps,
+                      s.timeout("compile", 300), flags)
+    ctx.say(table([r for r in ctx.rows() if r.get("what", "").startswith("graph")]))
+
+
+def wrap(ctx: Context, s: Settings) -> None:
+    for model, batch, extra in configs(s):
+        ctx.say(f"== {model}:{batch}{':' + extra if extra else ''} ({ctx.elapsed()}s)")
+        flags = ["--sdpa", s.sdpa] + (["--autocast", extra] if extra else []) + (["--small"] if s.small else [])
+        measure_peers(ctx, "wrap", model, batch, s.variants, s.steps or 10, s.timeout("variant", 150), flags)
+    ctx.say(table(ctx.rows()))
+
+
+def note(r: dict) -> str:
+    if "error" in r:
+        return "ERROR " + str(r["error"])[:80]
+    if r.get("variant") == "capture":
+        return f"{r.get('nodes')} nodes in {r.get('capture_s')} s"
+    if "check" in r:
+        fits = "fits" if r.get("fits") else "EXCEEDS"
+        return f"check {r['check']}, {fits} budget {r['budget_bytes'] / 2**20:.0f} MiB"
+    if "budget_bytes" in r:
+        return (f"predicted {r['predicted_peak_bytes'] / 2**20:.0f} MiB, budget {r['budget_bytes'] / 2**20:.0f} MiB, "
+                f"{r.get('dropped', r.get('recomputed'))} dropped, {r.get('recompilations', 0)} recompilations")
+    return ""
+
+
+def table(rows: list[dict]) -> str:
+    """The rows, each entry's together, with peak, step and the step against eager's."""
+    order: dict = {}
+    for r in rows:
+        order.setdefault((r.get("model"), r.get("batch")), len(order))
+    rows = sorted(rows, key=lambda r: order[(r.get("model"), r.get("batch"))])
+    eager = {(r.get("model"), r.get("batch")): r.get("step_ms") for r in rows if r.get("variant") == "eager"}
+    lines = [f"\n{'model':<9} {'batch':>5} {'system':<8} {'variant':<28} {'peak MiB':>9} {'step ms':>9} "
+             f"{'vs eager':>8}  notes"]
+    for r in rows:
+        peak, ms, e = r.get("peak_bytes"), r.get("step_ms"), eager.get((r.get("model"), r.get("batch")))
+        vs = f"{100 * (ms / e - 1):+.0f}%" if ms and e else ""
+        lines.append(f"{r.get('model', ''):<9} {r.get('batch', ''):>5} {r.get('system', ''):<8} "
+                     f"{r.get('variant', ''):<28} {f'{peak / 2**20:.0f}' if peak else '-':>9} "
+                     f"{f'{ms:.1f}' if ms else '-':>9} {vs:>8}  {note(r)}")
+    return "\n".join(lines)
+
+
+WRAP_CHECK = """import json, sys, torch
+sys.path[:0] = ["bench", "python"]
+import models, mutwo.torch
+from peers import sdpa_backend
+device, batch = sys.argv[1], int(sys.argv[2])
+def train(budget, planner="mutwo"):
+    made = models.make("llama", batch, device, small=True)
+    model = made.model if not budget else mutwo.torch.wrap(made.model, budget, planner=planner)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad(set_to_none=True)
+        loss = made.loss_fn(model, *made.inputs)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach().clone() for p in model.parameters()], model
+torch.use_deterministic_algorithms(True, warn_only=True)
+with sdpa_backend("math"):
+    eager, _, _ = train(None)
+    unplanned, pu, _ = train("100%", "none")
+    planned, pp, m = train("80%")
+info = mutwo.torch.report(m)
+print(json.dumps(dict(model="llama", batch=batch, small=True, system="mutwo", variant="wrap:80%",
+                      bitwise=all(torch.equal(a, b) for a, b in zip(pu, pp)), losses=planned,
+                      losses_unplanned=unplanned, losses_eager=eager, budget_bytes=info["budget_bytes"],
+                      predicted_peak_bytes=info["predicted_peak_bytes"],
+                      measured_peak_bytes=info["measured_peak_bytes"])))
+"""
+
+
+def wrap_check(ctx: Context, s: Settings) -> None:
+    """mutwo.torch.wrap at 80% on the small LLaMA decoder against the unplanned capture (parameters bit
+    for bit after 3 SGD steps) and eager (losses), attention held to the math backend."""
+    for model, batch, _ in configs(s):
+        done = ctx.run([ctx.python, "-c", WRAP_CHECK, ctx.device, str(batch)], s.timeout("check", 300))
+        ctx.emit_json(done, "wrap-check: wrap at 80% against the unplanned capture", model=model, batch=batch)

@@ -1,0 +1,168 @@
+# CPU tests of the benchmark runner (bench/run.py): the tagger, configs resolved to settings, the
+# command lines suites build (as plain data, with a fake in place of the processes), and one real
+# tiny run of the zoo config on mlp through the mutwo CLI ($MUTWO_BIN, else build/src/cli/mutwo).
+#   MUTWO_BIN=build/src/cli/mutwo python3 -m pytest bench/test_runner.py -q -p no:cacheprovider
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Callable, Union
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import run  # noqa: E402
+from configs import CONFIGS, FULL_COMPILE, Settings, resolve  # noqa: E402
+from runner import ROOT, TAG_KEYS, Context, Done, commit_of, tag  # noqa: E402
+from suites import SUITES  # noqa: E402
+
+MUTWO = os.path.abspath(os.environ.get("MUTWO_BIN", os.path.join(ROOT, "build", "src", "cli", "mutwo")))
+Answer = Union[str, Callable[[list[str]], str]]  # a command's stdout, or how to make it from its argv
+TAGS = dict(card="cpu", torch="2.11.0", date="2026-11-27", commit="abc1234")
+
+
+class Fake:
+    """Stands in for the processes: records every argv; answers those a rule matches with its stdout
+    (a rule may also write files, as the command would)."""
+
+    def __init__(self, rules: list[tuple[Callable[[list[str]], bool], Answer]]) -> None:
+        self.rules, self.calls = rules, []
+
+    def __call__(self, argv: list[str], timeout: float, env: dict[str, str]) -> Done:
+        self.calls.append(argv)
+        for match, out in self.rules:
+            if match(argv):
+                return Done(argv, 0, out if isinstance(out, str) else out(argv))
+        return Done(argv, 0, "")
+
+    def find(self, *words: str) -> list[list[str]]:
+        return [c for c in self.calls if all(w in c for w in words)]
+
+
+def context(tmp_path, fake: Fake) -> Context:
+    return Context(out=str(tmp_path / "out"), work=str(tmp_path / "work"), device="cuda", mutwo="/m", python="py",
+                   tags=dict(TAGS), call=fake, quiet=True)
+
+
+def has(*words: str) -> Callable[[list[str]], bool]:
+    return lambda argv: all(w in argv for w in words)
+
+
+def after(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_the_tagger_adds_card_torch_date_commit_and_what(tmp_path) -> None:
+    r = tag({"peak_bytes": 1, "card": "stale"}, "zoo: a step", TAGS, system="mutwo")
+    assert {k: r[k] for k in TAG_KEYS} == {**TAGS, "what": "zoo: a step"}
+    assert r["system"] == "mutwo" and r["peak_bytes"] == 1
+    ctx = context(tmp_path, Fake([]))
+    ctx.emit({"x": 1}, "w")
+    row = json.loads(open(ctx.results).read())
+    assert set(TAG_KEYS) <= set(row) and row["what"] == "w"
+
+
+def test_the_commit_outside_git_is_mutwo_commit_or_unknown(tmp_path) -> None:
+    assert commit_of(str(tmp_path), {"MUTWO_COMMIT": "1234abc"}) == "1234abc"
+    assert commit_of(str(tmp_path), {}) == "unknown"
+
+
+def test_configs_resolve_over_their_suites_defaults() -> None:
+    suite, s = resolve("compile", {"models": ["llama:8:bf16"], "sdpa": "efficient_attention"})
+    assert suite == "wrap" and s.variants == FULL_COMPILE.split(",") and s.timeout("variant", 150) == 200
+    assert s.models == ["llama:8:bf16"] and s.steps == 10  # the wrap suite's default
+    assert all(c.suite in SUITES and c.suite in CONFIGS for c in CONFIGS.values())
+    for name in CONFIGS:
+        resolve(name, {})
+
+
+def test_an_unknown_config_lists_the_known_ones() -> None:
+    with pytest.raises(SystemExit, match="zoo .*\n.*graph"):
+        resolve("zooo", {})
+
+
+def test_the_command_line_overrides_a_config() -> None:
+    a = run.parser().parse_args(["zoo", "--models", "gpt2-small:8", "bert-base:8,32", "--budgets", "50%,40%",
+                                 "--peers", "--no-graph", "--timeout", "peer=60"])
+    _, s = resolve(a.config, run.overrides(a))
+    assert s.models == ["gpt2-small:8", "bert-base:8,32"] and s.budgets == ["50%", "40%"] and s.peers == []
+    assert not s.graph and s.timeout("peer", 300) == 60
+    assert [u.models for u in run.units(resolve("capped-4gpu", {})[1])] == [["resnet-152"], ["bert-base"]] * 2
+
+
+def test_zoo_plans_at_per_layers_peak_and_at_the_checkpoint_peak(tmp_path) -> None:
+    peers = "\n".join(json.dumps(dict(system="pytorch", model="gpt2-small", batch=8, variant=v, peak_bytes=p))
+                      for v, p in (("eager", 9000), ("ckpt", 6000)))
+
+    def profile(argv: list[str]) -> bool:  # the profile's folder, as mutwo would leave it
+        if "profile" in argv:
+            os.makedirs(after(argv, "--out"), exist_ok=True)
+            open(os.path.join(after(argv, "--out"), "profile.json"), "w").write("{}")
+        return False
+    fake = Fake([(profile, ""), (has("measure"), peers), (has("profile"), '{"peak_bytes": 9}'),
+                 (has("plan"), '{"predicted_peak_bytes": 5000}'), (has("optimize"), '{"planned": {}}'),
+                 (has("run"), '{"command": "run", "losses": [2.5]}')])
+    SUITES["zoo"](context(tmp_path, fake), Settings(models=["gpt2-small:8"], peers=["eager", "ckpt"], budgets=["50%"]))
+    measure = fake.find("measure")[0]
+    assert measure[1].endswith("bench/peers.py") and after(measure, "--variants") == "eager,ckpt"
+    runs = {(after(c, "--planner"), after(c, "--budget")) for c in fake.find("optimize")}
+    assert runs == {("per-layer", "5000"), ("mutwo", "5000"), ("mutwo", "6000"), ("mutwo", "50%")}
+    assert all("--check" in c and "--cuda-graph" in c for c in fake.find("optimize", "--planner", "per-layer"))
+    assert len(fake.find("run", "--graph")) == 4  # each plan again in a fresh process
+    rows = [json.loads(line) for line in open(os.path.join(tmp_path, "out", "results.jsonl"))]
+    assert {r["variant"] for r in rows} >= {"eager", "ckpt", "baseline", "baseline-cuda-graph", "graph-check",
+                                           "per-layer", "mutwo-at-ckpt-peak", "sweep-50", "sweep-50-fresh-process"}
+
+
+def test_graph_captures_then_optimizes_at_the_checkpoint_peak(tmp_path) -> None:
+    def capture(argv: list[str]) -> bool:
+        if "capture" in argv:
+            open(after(argv, "--out"), "w").write("{}")
+            return True
+        return False
+    peers = json.dumps(dict(system="pytorch", model="llama", batch=8, variant="checkpoint", peak_bytes=4000))
+    fake = Fake([(capture, '{"variant": "capture", "nodes": 3}'), (has("measure"), peers)])
+    _, s = resolve("graph", {"models": ["llama:8"], "sdpa": "math", "compile_peers": ["compile:0.5"]})
+    SUITES["graph"](context(tmp_path, fake), s)
+    assert [after(c, "--budget") for c in fake.find("optimize", "--graph")] == ["100%", "4000B"]
+    assert all("--check" in c for c in fake.find("optimize"))
+    assert [after(c, "--variants") for c in fake.find("measure")] == ["eager,checkpoint", "compile:0.5"]
+    assert all(after(c, "--sdpa") == "math" for c in fake.find("measure") + fake.find("capture"))
+
+
+def test_capped_trains_each_answer_and_starts_pytorch_from_them(tmp_path) -> None:
+    def answer(argv: list[str]) -> str:
+        p = after(argv, "--planners")
+        return json.dumps({"results": [dict(planner=p, max_batch={"none": 40, "per-layer": 109, "mutwo": 145}[p],
+                                            peak_bytes=1, device_peak_bytes=1)]})
+    fake = Fake([(has("max-batch"), answer)])
+    ctx = context(tmp_path, fake)
+    _, s = resolve("capped", {"models": ["resnet-152"], "caps": ["8GiB"], "peers": ["eager", "ckpt"]})
+    SUITES["capped"](ctx, s)
+    assert [after(c, "--device-memory") for c in fake.find("max-batch")] == ["8GiB"] * 3
+    trained = [os.path.basename(after(c, "--graph")) for c in fake.find("--graph")]
+    assert trained == ["none.ir", "per-layer.ir", "mutwo.ir"]
+    largest = fake.find("largest")[0]
+    assert after(largest, "--hints") == "eager=40,ckpt=109" and after(largest, "--cap") == "8GiB"
+
+
+def test_dist_runs_mutwo_and_the_peers_under_torchrun(tmp_path) -> None:
+    fake = Fake([])
+    SUITES["dist"](context(tmp_path, fake), resolve("dist-bert", {})[1])
+    ranks = [after(c, "--nproc-per-node") for c in fake.calls]
+    assert set(ranks) == {"1", "2"} and all(c[1:3] == ["-m", "torch.distributed.run"] for c in fake.calls)
+    assert len(fake.find("--shard-optimizer")) == 2  # run and optimize, on two ranks only
+    assert {after(c, "--variant") for c in fake.find("dist")} == {"ddp", "ddp_ckpt", "fsdp_ckpt"}
+
+
+@pytest.mark.skipif(not os.path.exists(MUTWO), reason=f"no mutwo CLI at {MUTWO} (set MUTWO_BIN)")
+def test_a_real_zoo_run_on_the_cpu(tmp_path) -> None:
+    run.main(["zoo", "--models", "mlp:8", "--peers", "eager", "--no-graph", "--device", "cpu", "--mutwo", MUTWO,
+              "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--deadline", "0"])
+    rows = [json.loads(line) for line in open(tmp_path / "out" / "results.jsonl")]
+    assert all(set(TAG_KEYS) <= set(r) and r["card"] == "cpu" for r in rows)
+    by = {r["variant"]: r for r in rows}
+    assert by["eager"]["system"] == "pytorch" and by["eager"]["step_ms"] > 0
+    assert by["baseline"]["command"] == "run" and by["mutwo"]["check"] == "passed"
+    assert "mutwo-fresh-process" in by and "error" not in by["per-layer"]
