@@ -1,5 +1,5 @@
 // What a pass reports when it is done: its name and the graph it left. The
-// CLI's --dump-ir-after and the golden tests (tests/test_golden.cpp) listen
+// CLI's --dump-ir-after and the golden tests (tests/golden/test_golden.cpp) listen
 // here; a pass that takes one calls it once it has changed the graph.
 #pragma once
 

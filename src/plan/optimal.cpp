@@ -175,7 +175,7 @@ Plan Search::not_fitting(const std::string& size, const std::string& why_stopped
     notes.insert(notes.begin(), fmt::format("the MILP thought its plan fits {} but it simulates to {} (over budget)",
                                             format_bytes(budget), format_bytes(p.predicted.peak_bytes)));
   } else if ((m.lp.has_impossible_row || last.proven_infeasible) && greedy.feasible) {
-    // The model is a relaxation (tests/test_plan_optimal.cpp), so this is a
+    // The model is a relaxation (tests/core/test_plan_optimal.cpp), so this is a
     // modelling bug; shown rather than a false claim that nothing fits.
     notes.insert(notes.begin(), "warning: the model rejects every plan at this budget, though the greedy's fits in "
                                 "simulation (a modelling bug); shown: the greedy's plan");

@@ -48,7 +48,7 @@
 // followed: copies for the optimizer each alone on the stream and due at its
 // end (the rewrite splits it into buckets), a clone's prefetch point without
 // the queue, and every wait counted before every copy out: on the memory side
-// the model stays a relaxation (tests/test_plan_optimal.cpp checks random
+// the model stays a relaxation (tests/core/test_plan_optimal.cpp checks random
 // plans against the simulator). Its copy time is an estimate (the queues
 // ignore the waits they cause downstream), so for plans with swaps on CUDA,
 // CBC's proof is about the model, and optimal.cpp compares the answer with

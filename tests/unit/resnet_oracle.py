@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Oracle for tests/test_resnet.cpp: torchvision's resnetNN, one train-mode
+"""Oracle for tests/unit/test_resnet.cpp: torchvision's resnetNN, one train-mode
 forward and backward with cross-entropy, written to a fixture directory.
 
 Run by the C++ test with Debian's /usr/bin/python3 (python3-torch,

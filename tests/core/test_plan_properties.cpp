@@ -455,7 +455,7 @@ TEST(PlannerProperties, MutwoNeverWorseThanPerLayerOrSqrtNOnZooModels) {
 }
 
 // ResNet-152 at batch 8 (224x224) with each node's time and workspace as
-// measured on an H100 (tests/data), recomputation only: there the greedy
+// measured on an H100 (tests/core/data), recomputation only: there the greedy
 // alone stopped at 1114.3 MB, above per-layer's 1104.7 (issue 27): dropping
 // the blocks' outputs one by one, it left every recomputation chain running
 // back through the residual adds to the stem, all held at once at layer3.0's
@@ -464,7 +464,7 @@ TEST(PlannerProperties, MutwoNeverWorseThanPerLayerOnMeasuredResNet152) {
   plan::PlanInput in = zoo_input("resnet-152", 8, "cuda", 224);
   in.swap = false;
   std::ifstream f(std::string(MUTWO_TEST_DATA) + "/resnet-152_b8_h100_node_times.csv");
-  ASSERT_TRUE(f) << "tests/data/resnet-152_b8_h100_node_times.csv";
+  ASSERT_TRUE(f) << "tests/core/data/resnet-152_b8_h100_node_times.csv";
   std::string line;
   size_t n = 0;
   while (std::getline(f, line)) {

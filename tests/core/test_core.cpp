@@ -421,7 +421,7 @@ TEST(Core, ZooModelProfileReportAndStepFileWithoutATen) {
   EXPECT_THROW(stepfile::load_step("/nonexistent/step.json", {}), UserError);
 }
 
-// The vocabulary head of a captured step (tests/captured_head.h: torch 1.13's
+// The vocabulary head of a captured step (tests/common/captured_head.h: torch 1.13's
 // form) fused on load into linear_cross_entropy: the nodes that made the
 // logits, their log-softmax, the loss and their gradients are gone, the
 // gradients keep their names; a near miss (the logits read by another node)

@@ -33,7 +33,7 @@
 namespace mutwo {
 namespace {
 
-using namespace grad_check;  // check_grads, randn, randint, close (tests/grad_check.h)
+using namespace grad_check;  // check_grads, randn, randint, close (tests/unit/grad_check.h)
 using ir::ValueId;
 
 // Runs one op's kernel on `inputs` (undefined: an absent optional input).
@@ -397,7 +397,7 @@ Tensors run_captured_head(const std::string& path, bool fuse) {
   return out;
 }
 
-// A captured step's head (tests/captured_head.h, torch 1.13's nodes) fused on
+// A captured step's head (tests/common/captured_head.h, torch 1.13's nodes) fused on
 // load against the same step file run as captured (ATen's addmm, log_softmax,
 // nll_loss and their backward): the loss within 1e-6 relative, the hidden,
 // weight and bias gradients within 1e-6 of their largest value.

@@ -34,7 +34,7 @@ using Named = std::map<std::string, at::Tensor>;
 
 // The shipped text (data/README.md says where it comes from).
 std::string shipped_text() {
-  std::string here = __FILE__;  // .../tests/test_transformers.cpp
+  std::string here = __FILE__;  // .../tests/unit/test_transformers.cpp
   return here.substr(0, here.rfind("/tests/")) + "/data/english.txt";
 }
 

@@ -2,7 +2,7 @@
 // rows (their derivatives are rows of test_ops_grad.cpp's table) and its
 // build-time errors; batch-norm
 // running statistics as PyTorch updates them; resnet18/resnet50's loss and
-// every gradient against torchvision itself (tests/resnet_oracle.py, run by
+// every gradient against torchvision itself (tests/unit/resnet_oracle.py, run by
 // the Python of mutwo's torch wheel); a ResNet-18 step's measured CPU peak against
 // the liveness prediction.
 #include <ATen/ATen.h>
@@ -345,7 +345,7 @@ struct Fixture {
   std::map<std::string, std::map<std::string, at::Tensor>> by_kind;  // kind -> name -> tensor
 };
 
-// Runs tests/resnet_oracle.py into `dir` and reads what it wrote.
+// Runs tests/unit/resnet_oracle.py into `dir` and reads what it wrote.
 Fixture run_oracle(const std::string& arch, const TempDir& dir, int64_t batch, int64_t image) {
   Fixture fx;
   std::string cmd = fmt::format("{} '{}' --arch {} --batch {} --image-size {} --out '{}' > '{}/log.txt' 2>&1", kPython,

@@ -11,7 +11,7 @@
 // tests/golden/<name>.<pass>.ir line for line. Adding a golden input is
 // adding a file: every *.ir in the folder without a pass in its name is one.
 // The fused loss has its own case: its input is a captured step file
-// (tests/captured_head.h), and its expected graphs are the loaded step with
+// (tests/common/captured_head.h), and its expected graphs are the loaded step with
 // and without fuse-loss. A change to a pass that moves its output shows up
 // here as a diff to review; MUTWO_REGENERATE_GOLDEN=1 writes the expected
 // files from the passes instead (then read the diff with git before
@@ -122,7 +122,7 @@ std::vector<std::string> golden_inputs() {
 }
 
 std::string header(const std::string& name, const std::string& pass) {
-  return "# golden: " + name + ".ir after " + pass + " (tests/test_golden.cpp; MUTWO_REGENERATE_GOLDEN=1 rewrites)\n";
+  return "# golden: " + name + ".ir after " + pass + " (tests/golden/test_golden.cpp; MUTWO_REGENERATE_GOLDEN=1 rewrites)\n";
 }
 
 std::vector<ir::ValueId> values_named(const ir::Graph& g, const PassCall& call) {
@@ -217,7 +217,7 @@ INSTANTIATE_TEST_SUITE_P(Passes, Golden, ::testing::ValuesIn(golden_inputs()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The fused loss (stepfile/fuse_loss.h), which runs as a step file loads: the
-// captured head of tests/captured_head.h loaded as captured and fused.
+// captured head of tests/common/captured_head.h loaded as captured and fused.
 TEST(GoldenFusedLoss, TheCapturedHeadFusesIntoLinearCrossEntropy) {
   const std::string dir = ::testing::TempDir() + "golden_head";
   std::filesystem::create_directories(dir);
@@ -229,7 +229,7 @@ TEST(GoldenFusedLoss, TheCapturedHeadFusesIntoLinearCrossEntropy) {
     g.data_file.clear();  // a temporary folder's path
     const std::string pass = fuse ? "fuse-loss" : "captured";
     const std::string text = "# golden: captured_head.step.json loaded, " + std::string(fuse ? "fused" : "not fused") +
-                             " (tests/test_golden.cpp; MUTWO_REGENERATE_GOLDEN=1 rewrites)\n" + ir::print(g);
+                             " (tests/golden/test_golden.cpp; MUTWO_REGENERATE_GOLDEN=1 rewrites)\n" + ir::print(g);
     expect_golden("captured_head." + pass + ".ir", text);
   }
   std::filesystem::remove_all(dir);

@@ -33,7 +33,7 @@
 namespace mutwo {
 namespace {
 
-using namespace grad_check;  // GradGraph, Runner, check_grads, randn, ... (tests/grad_check.h)
+using namespace grad_check;  // GradGraph, Runner, check_grads, randn, ... (tests/unit/grad_check.h)
 using ir::ValueId;
 
 at::Tensor mask(at::IntArrayRef shape, double keep, at::Generator& gen = rng()) {
