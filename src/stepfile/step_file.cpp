@@ -490,6 +490,21 @@ std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
                 ir::to_string(t.dtype));
     out.emplace(name, std::move(t));
   }
+  // The tensors' bytes tile the data section, as safetensors has it (and
+  // python/mutwo/_files.py reads it): no gap, no overlap, nothing after the
+  // last. A header length a byte short, ending in the header's padding, would
+  // otherwise shift every tensor by a byte (the fuzzer found it accepted).
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) in the data section
+  for (const auto& [name, t] : out) ranges.emplace_back(t.offset - data_start, t.offset - data_start + t.bytes);
+  std::sort(ranges.begin(), ranges.end());
+  int64_t end = 0;
+  for (const auto& [begin, stop] : ranges) {
+    MUTWO_CHECK(begin == end, "{}: its tensors' bytes {} at byte {} of the data section", path,
+                begin > end ? "leave a gap" : "overlap", std::min(begin, end));
+    end = stop;
+  }
+  MUTWO_CHECK(end == data_bytes, "{}: {} bytes after its last tensor's, in a data section of {} (a wrong header length?)",
+              path, data_bytes - end, data_bytes);
   return out;
 }
 
