@@ -284,6 +284,14 @@ std::string plan_mismatch(const SavedPlan& s, const std::string& model, int64_t 
 // sizes, in order) and what it recomputes is whole candidates.
 Plan apply_plan(const PlanInput& in, const SavedPlan& s);
 
+// `optimize --plan PATH`'s two steps (the CLI's and the fuzzer's loader,
+// tests/fuzz/load.cpp): check_saved before the step is profiled (the plan is
+// this step's: plan_mismatch against --model, --batch and `g`), apply_saved
+// on the profiled step. UserErrors that start "--plan PATH: ".
+void check_saved(const SavedPlan& s, const std::string& path, const std::string& model, int64_t batch,
+                 const ir::Graph& g);
+Plan apply_saved(const PlanInput& in, const SavedPlan& s, const std::string& path);
+
 // One pipeline: profile -> plan, the same for optimize, sweep, max-batch,
 // train and plan on the command line, mutwo.torch's sessions and its
 // compiled steps (each then rewrites, runs or hands the plan on its own way).
@@ -301,6 +309,8 @@ struct Planned {
 // The planners' input from `prof` (then `adjust`ed: swap flags, no swapping)
 // and the unplanned step simulated.
 Planned prepare(const profile::Profile& prof, const std::function<void(PlanInput&)>& adjust = {});
+// The same from a profile.json (`mutwo plan --profile PATH`): UserError naming the file.
+Planned prepare_file(const std::string& profile_path, const std::function<void(PlanInput&)>& adjust = {});
 // p.plan: o.planner under o.budget.
 void run(Planned& p, const PlanOptions& o);
 // Why p.plan does not fit: the lowest peak o.planner reaches and what it holds.

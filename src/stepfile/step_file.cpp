@@ -11,6 +11,7 @@
 
 #include "analysis/liveness.h"
 #include "analysis/reinplace.h"
+#include "ir/text.h"
 #include "ops/op.h"
 #include "stepfile/fuse_loss.h"
 #include "support/error.h"
@@ -626,6 +627,19 @@ ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& op
     return std::move(L.g);
   } catch (const UserError& e) {
     MUTWO_FAIL("{}: {}", path, e.what());
+  }
+}
+
+ir::Graph load_graph_file(const std::string& path, const autodiff::OptimizerConfig& optimizer,
+                          const LoadOptions& options) {
+  if (is_step_file(path)) return load_step(path, optimizer, options);
+  try {
+    ir::Graph g = ir::parse(read_file(path));
+    MUTWO_CHECK(!g.outputs.empty(), "the graph names no outputs (a last line 'outputs %loss')");
+    ops::verify(g);
+    return g;
+  } catch (const UserError& e) {
+    MUTWO_FAIL("--graph {}: {}", path, e.what());
   }
 }
 
