@@ -17,6 +17,7 @@
 // the manifest's first without a line. ATen-free: it links only the core of
 // src/aten_free.txt, so the sanitizer job builds it without libtorch.
 //   mutwo_load [--model M] [--batch B] [--out DIR] [MANIFEST]
+// (--model and --batch default to the fuzzer's plan seed: transformer-lm, 2.)
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
