@@ -14,7 +14,6 @@
 #include "dist/data_parallel.h"
 #include "runtime/memory.h"
 #include "support/error.h"
-#include "support/files.h"
 #include "support/units.h"
 
 namespace mutwo::cli {
@@ -190,19 +189,6 @@ std::string StepOptions::what() const {
   return graph.empty() ? fmt::format("{} batch {}", model, batch) : graph;
 }
 
-ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& optimizer,
-                     const stepfile::LoadOptions& options) {
-  if (stepfile::is_step_file(path)) return stepfile::load_step(path, optimizer, options);
-  try {
-    ir::Graph g = ir::parse(read_file(path));
-    MUTWO_CHECK(!g.outputs.empty(), "the graph names no outputs (a last line 'outputs %loss')");
-    ops::verify(g);
-    return g;
-  } catch (const UserError& e) {
-    MUTWO_FAIL("--graph {}: {}", path, e.what());
-  }
-}
-
 models::ModelOptions StepOptions::model_options() const {
     models::ModelOptions mo;
     mo.name = model;
@@ -230,7 +216,7 @@ ir::Graph StepOptions::build() const {
     if (!graph.empty()) {
       stepfile::LoadOptions lo;
       lo.fuse_loss = !no_fuse_loss;
-      g = load_graph(graph, oc, lo);
+      g = stepfile::load_graph_file(graph, oc, lo);
     } else {
       models::Model m = models::build_model(model_options());
       g = autodiff::build_training_step(std::move(m.graph), m.loss, oc, dump_ir_after);

@@ -69,12 +69,6 @@ void apply_swap_flags(plan::PlanInput& in);
 // Bytes of the storages a plan swaps (in `g`, the plan's profiled graph).
 int64_t swapped_bytes(const ir::Graph& g, const plan::Plan& p);
 
-// A training step from a file: a step file (.json, python/mutwo/capture.py) or
-// IR text (optimize's rewritten.ir), verified. Bad files are UserErrors naming them.
-ir::Graph load_graph(const std::string& path, const autodiff::OptimizerConfig& optimizer,
-                     const stepfile::LoadOptions& options = {});
-
-
 // "cpu", "cuda", "cuda:N"; UserError when CUDA is asked for and missing.
 c10::Device parse_device(const std::string& s);
 

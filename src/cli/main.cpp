@@ -295,11 +295,7 @@ int main_or_exit(int argc, char** argv) {
   try {
     return mutwo::cli::main_impl(argc, argv);
   } catch (const mutwo::UserError& e) {
-    // One line, whatever a file put into the names it quotes (an escaped newline in a JSON string).
-    std::string what = e.what();
-    for (char& c : what)
-      if (static_cast<unsigned char>(c) < 0x20) c = ' ';
-    fmt::print(stderr, "mutwo: error: {}\n", what);
+    fmt::print(stderr, "{}\n", mutwo::user_error_line(e));
     return 2;
   } catch (const c10::Error& e) {
     if (mutwo::runtime::is_out_of_memory(e)) {

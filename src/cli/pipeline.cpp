@@ -127,14 +127,9 @@ Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const plan::Pla
 
 Planned apply_saved_plan(const ir::Graph& g, const ProfilingOptions& o, const plan::SavedPlan& saved,
                          const std::string& saved_path) {
-  const std::string why = plan::plan_mismatch(saved, o.model, o.batch, ir::fingerprint(g));
-  MUTWO_CHECK(why.empty(), "--plan {}: {}; plan this step instead (mutwo optimize --budget ...)", saved_path, why);
+  plan::check_saved(saved, saved_path, o.model, o.batch, g);
   Planned p = profile_for_plan(g, o);
-  try {
-    p.plan = plan::apply_plan(p.input, saved);
-  } catch (const UserError& e) {
-    MUTWO_FAIL("--plan {}: {}", saved_path, e.what());
-  }
+  p.plan = plan::apply_saved(p.input, saved, saved_path);
   rewrite_planned(p);
   return p;
 }

@@ -74,14 +74,7 @@ void PlanCommand::add_to(CLI::App& app) {
 }
 
 int PlanCommand::run() const {
-  plan::Planned planned = [&] {
-    const profile::Profile prof = profile::read_profile(profile_path);
-    try {
-      return plan::prepare(prof, apply_swap_flags);
-    } catch (const UserError& e) {
-      MUTWO_FAIL("{}: {}", profile_path, e.what());
-    }
-  }();
+  plan::Planned planned = plan::prepare_file(profile_path, apply_swap_flags);
   const plan::PlanInput& in = planned.input;
   const int64_t unplanned = planned.unplanned_peak;
   fs::path out_path(out);

@@ -16,6 +16,15 @@ Planned prepare(const profile::Profile& prof, const std::function<void(PlanInput
   return p;
 }
 
+Planned prepare_file(const std::string& profile_path, const std::function<void(PlanInput&)>& adjust) {
+  const profile::Profile prof = profile::read_profile(profile_path);
+  try {
+    return prepare(prof, adjust);
+  } catch (const UserError& e) {
+    MUTWO_FAIL("{}: {}", profile_path, e.what());
+  }
+}
+
 void run(Planned& p, const PlanOptions& o) {
   MUTWO_ASSERT(o.exempt_bytes >= 0 && o.exempt_bytes <= p.unplanned_peak, "exempt {} of an unplanned peak of {}",
                o.exempt_bytes, p.unplanned_peak);

@@ -25,6 +25,8 @@ struct Planned {
 // The planners' input from `prof` (then `adjust`ed: swap flags, no swapping)
 // and the unplanned step simulated.
 Planned prepare(const profile::Profile& prof, const std::function<void(PlanInput&)>& adjust = {});
+// The same from a profile.json (`mutwo plan --profile PATH`): UserError naming the file.
+Planned prepare_file(const std::string& profile_path, const std::function<void(PlanInput&)>& adjust = {});
 // p.plan: o.planner under o.budget.
 void run(Planned& p, const PlanOptions& o);
 // Why p.plan does not fit: the lowest peak o.planner reaches and what it holds.

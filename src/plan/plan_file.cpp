@@ -354,6 +354,20 @@ std::string plan_mismatch(const SavedPlan& s, const std::string& model, int64_t 
   return {};
 }
 
+void check_saved(const SavedPlan& s, const std::string& path, const std::string& model, int64_t batch,
+                 const ir::Graph& g) {
+  const std::string why = plan_mismatch(s, model, batch, ir::fingerprint(g));
+  MUTWO_CHECK(why.empty(), "--plan {}: {}; plan this step instead (mutwo optimize --budget ...)", path, why);
+}
+
+Plan apply_saved(const PlanInput& in, const SavedPlan& s, const std::string& path) {
+  try {
+    return apply_plan(in, s);
+  } catch (const UserError& e) {
+    MUTWO_FAIL("--plan {}: {}", path, e.what());
+  }
+}
+
 Plan apply_plan(const PlanInput& in, const SavedPlan& s) {
   const ir::Graph& g = in.graph;
   std::vector<const ir::Value*> acts;

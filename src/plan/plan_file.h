@@ -78,4 +78,12 @@ std::string plan_mismatch(const SavedPlan& s, const std::string& model, int64_t 
 // sizes, in order) and what it recomputes is whole candidates.
 Plan apply_plan(const PlanInput& in, const SavedPlan& s);
 
+// `optimize --plan PATH`'s two steps (the CLI's and the fuzzer's loader,
+// tests/fuzz/load.cpp): check_saved before the step is profiled (the plan is
+// this step's: plan_mismatch against --model, --batch and `g`), apply_saved
+// on the profiled step. UserErrors that start "--plan PATH: ".
+void check_saved(const SavedPlan& s, const std::string& path, const std::string& model, int64_t batch,
+                 const ir::Graph& g);
+Plan apply_saved(const PlanInput& in, const SavedPlan& s, const std::string& path);
+
 }  // namespace mutwo::plan

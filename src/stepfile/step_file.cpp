@@ -11,6 +11,7 @@
 
 #include "analysis/liveness.h"
 #include "analysis/reinplace.h"
+#include "ir/text.h"
 #include "ops/op.h"
 #include "stepfile/fuse_loss.h"
 #include "support/error.h"
@@ -490,6 +491,21 @@ std::map<std::string, TensorEntry> read_tensor_index(const std::string& path) {
                 ir::to_string(t.dtype));
     out.emplace(name, std::move(t));
   }
+  // The tensors' bytes tile the data section, as safetensors has it (and
+  // python/mutwo/_files.py reads it): no gap, no overlap, nothing after the
+  // last. A header length a byte short, ending in the header's padding, would
+  // otherwise shift every tensor by a byte (the fuzzer found it accepted).
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // [begin, end) in the data section
+  for (const auto& [name, t] : out) ranges.emplace_back(t.offset - data_start, t.offset - data_start + t.bytes);
+  std::sort(ranges.begin(), ranges.end());
+  int64_t end = 0;
+  for (const auto& [begin, stop] : ranges) {
+    MUTWO_CHECK(begin == end, "{}: its tensors' bytes {} at byte {} of the data section", path,
+                begin > end ? "leave a gap" : "overlap", std::min(begin, end));
+    end = stop;
+  }
+  MUTWO_CHECK(end == data_bytes, "{}: {} bytes after its last tensor's, in a data section of {} (a wrong header length?)",
+              path, data_bytes - end, data_bytes);
   return out;
 }
 
@@ -611,6 +627,19 @@ ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& op
     return std::move(L.g);
   } catch (const UserError& e) {
     MUTWO_FAIL("{}: {}", path, e.what());
+  }
+}
+
+ir::Graph load_graph_file(const std::string& path, const autodiff::OptimizerConfig& optimizer,
+                          const LoadOptions& options) {
+  if (is_step_file(path)) return load_step(path, optimizer, options);
+  try {
+    ir::Graph g = ir::parse(read_file(path));
+    MUTWO_CHECK(!g.outputs.empty(), "the graph names no outputs (a last line 'outputs %loss')");
+    ops::verify(g);
+    return g;
+  } catch (const UserError& e) {
+    MUTWO_FAIL("--graph {}: {}", path, e.what());
   }
 }
 

@@ -52,6 +52,12 @@ struct LoadOptions {
 // the node or field at fault.
 ir::Graph load_step(const std::string& path, const autodiff::OptimizerConfig& optimizer, const LoadOptions& options = {});
 
+// What `--graph PATH` names (the CLI's run, profile and optimize; the fuzzer's
+// loader, tests/fuzz/load.cpp): a step file (load_step) or IR text
+// (optimize's rewritten.ir), parsed and verified. UserError naming the file.
+ir::Graph load_graph_file(const std::string& path, const autodiff::OptimizerConfig& optimizer,
+                          const LoadOptions& options = {});
+
 // A module's step for mutwo.torch (python/mutwo/torch.py): the step file's
 // `loss` is null, its `outputs` are what the module returns, each tangent
 // (`of` an output) is the gradient of the user's loss with respect to that

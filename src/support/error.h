@@ -24,6 +24,12 @@ struct InternalError : std::logic_error {
 
 [[noreturn]] void throw_internal(const char* file, int line, const char* cond, const std::string& msg);
 
+// The line the CLI prints on stderr for a UserError (exit 2): "mutwo: error: "
+// and the message on one line, whatever a file put into the names it quotes
+// (an escaped newline in a JSON string becomes a space). tests/fuzz/load.cpp
+// prints the same line.
+std::string user_error_line(const UserError& e);
+
 }  // namespace mutwo
 
 #define MUTWO_CHECK(cond, ...)                                      \

@@ -97,6 +97,30 @@ TEST(Inputs, StepFileNumberOutOfRangeNamesTheFileAndField) {
   expect_has(user_error([&] { stepfile::load_step(path, {}); }), {path, "field 'values[0].shape[1]' is 1e400"});
 }
 
+// The tensors' bytes tile the tensor file's data section: a header length a
+// byte short, ending in the header's padding, shifted every tensor by a byte
+// (the in-process fuzzer found it accepted).
+TEST(Inputs, TensorFileBytesTileItsDataSection) {
+  const std::string path = ::testing::TempDir() + "inputs_tiles.safetensors";
+  auto write = [&](const std::string& a, const std::string& b, size_t data_bytes) {
+    const std::string header = R"({"__metadata__":{"format":"mutwo-step-data","version":"1"},)"
+                               R"("a":{"dtype":"F32","shape":[2],"data_offsets":)" + a + "},"
+                               R"("b":{"dtype":"F32","shape":[2],"data_offsets":)" + b + "}}";
+    std::string length(8, '\0');
+    for (size_t i = 0; i < 8; ++i) length[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    write_file(path, length + header + std::string(data_bytes, '\0'));
+  };
+  auto refusal = [&] { return user_error([&] { stepfile::read_tensor_index(path); }); };
+  write("[0,8]", "[8,16]", 16);
+  EXPECT_EQ(stepfile::read_tensor_index(path).size(), 2u);
+  write("[0,8]", "[8,16]", 17);
+  expect_has(refusal(), {path, "1 bytes after its last tensor's, in a data section of 17"});
+  write("[0,8]", "[12,20]", 20);
+  expect_has(refusal(), {path, "its tensors' bytes leave a gap at byte 8"});
+  write("[0,8]", "[4,12]", 12);
+  expect_has(refusal(), {path, "its tensors' bytes overlap at byte 4"});
+}
+
 // ---- attributes
 
 // The verifier's message for the mlp's IR text with `from` replaced by `to`.

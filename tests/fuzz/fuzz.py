@@ -1,23 +1,36 @@
 #!/usr/bin/env python3
-"""A mutation fuzzer for the files mutwo reads, driving the CLI binary.
+"""A mutation fuzzer for the files mutwo reads: in process, then through the CLI.
 
 For each parser (profile.json, plan.json, IR text, step file, tensor file)
 it makes a fixed number of mutations of the committed seed in
-tests/fuzz/seeds/, from a fixed random seed, runs the command that reads the
-file, and checks the CLI's contract on every run:
+tests/fuzz/seeds/, from a fixed random seed, writes each into a folder of its
+own (with the seed files it needs beside it) and loads them all in the
+loader, mutwo_load (tests/fuzz/load.cpp: what the CLI runs on each file
+before any tensor exists), --jobs processes of it sharing the files. Every
+load must keep the CLI's contract:
 
-- no signal (crash) and no timeout;
-- an exit code of 0, 2 or 3 (1 is an internal error: never for bad input);
-- exit 2 prints one line on stderr, starting with "mutwo";
+- no crash, no timeout, no other exception than a user error (the CLI's exit
+  1, an internal error, is never right for bad input);
+- a user error is one line starting with "mutwo" (the line the CLI prints);
 - a mutation known to make the file inconsistent (not JSON, NaN or Infinity,
   a number beyond a double's range such as 1e400, nested past the bound, a
   record duplicated, dropped or moved, an integer field given a fraction or a
-  value out of its range) exits 2, never 0.
+  value out of its range) is a user error, never accepted.
 
-The unmutated seeds must run (exit 0) first: a stale seed would make every
-mutation fail for the wrong reason (tests/fuzz/make_seeds.sh remakes them).
+Then the CLI (--cli) runs the command that reads the file on the unmutated
+seeds and on --cli-mutations of each parser's mutations (half of them ones
+the loader refused, half ones it accepted, which the CLI goes on to run):
+each must exit 0, 2 or 3 (never 1, no signal, no timeout), exit 2 with one
+line on stderr starting with "mutwo", an inconsistent file 2; a file the
+loader refused, 2 with the loader's very line (the loader follows the CLI's
+code path). Without --load, the CLI runs the first --cli-mutations.
 
-    python3 tests/fuzz/fuzz.py build/src/cli/mutwo --mutations 100 --seed 1
+The unmutated seeds must load (and run: exit 0) first: a stale seed would
+make every mutation fail for the wrong reason (tests/fuzz/make_seeds.sh
+remakes them).
+
+    python3 tests/fuzz/fuzz.py --load build/tests/mutwo_load --cli build/src/cli/mutwo \
+        --mutations 300 --cli-mutations 4 --seed 1
 """
 from __future__ import annotations
 
@@ -62,12 +75,16 @@ class Mutation:
 
 
 @dataclass
-class Result:
-    parser: str
+class Case:
+    """A file loaded: the seed (index -1) or a mutation, and what the loader and the CLI made of it."""
+    parser: "Parser"
     index: int
     mutation: Mutation
-    code: int
-    stderr: str
+    folder: Path
+    outcome: str = ""  # the loader's: ok, user_error, error; "" when it did not load it
+    message: str = ""
+    code: Optional[int] = None  # the CLI's exit code, when it ran
+    stderr: str = ""
     problems: list[str] = field(default_factory=list)
 
 
@@ -341,104 +358,208 @@ STEP_RULES = Rules(records={("nodes",)}, unordered_records={("values",)},
                    int_range=lambda key: 0 if key and key[-1] in ("shape", "index") else None)
 
 
+PLAN_STEP = ["--model", "transformer-lm", "--batch", "2"]  # the step plan.json was made for
+
+
 @dataclass
 class Parser:
     name: str
     seed: str  # file in SEEDS that is mutated
     mutate: Callable[[random.Random, bytes], Mutation]
-    command: Callable[[Path, Path], list[str]]  # (mutated file, scratch folder) -> mutwo's arguments
+    command: Callable[[Path, Path], list[str]]  # (mutated file, its folder) -> mutwo's arguments
+    load: Callable[[Path, Path], str]  # (mutated file, its folder) -> the loader's manifest line
     beside: list[str] = field(default_factory=list)  # seed files copied next to the mutated one
 
 
 PARSERS = [
     Parser("profile", "profile.json", lambda r, d: mutate_json_file(r, d, PROFILE_RULES),
-           lambda f, d: ["plan", "--profile", str(f), "--budget", "100%", "--out", str(d / "plan.json")]),
+           lambda f, d: ["plan", "--profile", str(f), "--budget", "100%", "--out", str(d / "plan.json")],
+           lambda f, d: f"profile {f}"),
     Parser("plan", "plan.json", lambda r, d: mutate_json_file(r, d, PLAN_RULES),
-           lambda f, d: ["optimize", "--plan", str(f), "--model", "transformer-lm", "--batch", "2", "--steps", "1",
-                         "--quiet",
-                         "--out", str(d / "opt")]),
-    Parser("ir", "mlp.ir", mutate_ir, lambda f, d: ["run", "--graph", str(f), "--steps", "1"]),
+           lambda f, d: ["optimize", "--plan", str(f), *PLAN_STEP, "--steps", "1", "--quiet", "--out", str(d / "opt")],
+           lambda f, d: f"plan {f}"),
+    Parser("ir", "mlp.ir", mutate_ir, lambda f, d: ["run", "--graph", str(f), "--steps", "1"],
+           lambda f, d: f"graph {f}"),
     Parser("step", "step.json", lambda r, d: mutate_json_file(r, d, STEP_RULES),
-           lambda f, d: ["run", "--graph", str(f), "--steps", "1"], beside=["step.safetensors"]),
+           lambda f, d: ["run", "--graph", str(f), "--steps", "1"], lambda f, d: f"graph {f}",
+           beside=["step.safetensors"]),
     Parser("tensors", "step.safetensors", mutate_tensor_file,
-           lambda f, d: ["run", "--graph", str(d / "step.json"), "--steps", "1"], beside=["step.json"]),
+           lambda f, d: ["run", "--graph", str(d / "step.json"), "--steps", "1"],
+           lambda f, d: f"graph {d / 'step.json'}", beside=["step.json"]),
 ]
 
 
-def run_one(mutwo: str, parser: Parser, index: int, m: Optional[Mutation], timeout: float,
-            keep: Optional[Path]) -> Result:
-    with tempfile.TemporaryDirectory(prefix=f"mutwo-fuzz-{parser.name}-") as tmp:
-        d = Path(tmp)
-        for b in parser.beside:
-            shutil.copy(SEEDS / b, d / b)
-        f = d / parser.seed
-        if m is None:
-            shutil.copy(SEEDS / parser.seed, f)
-            m = Mutation(f.read_bytes(), "the seed itself", False)
-        else:
-            f.write_bytes(m.data)
+def make_case(parser: Parser, index: int, m: Mutation, root: Path) -> Case:
+    d = root / f"{parser.name}-{'seed' if index < 0 else index}"
+    d.mkdir()
+    for b in parser.beside:
+        shutil.copy(SEEDS / b, d / b)
+    (d / parser.seed).write_bytes(m.data)
+    return Case(parser, index, m, d)
+
+
+def load_line(c: Case) -> str:
+    return c.parser.load(c.folder / c.parser.seed, c.folder)
+
+
+# ---------------------------------------------------------------- in process
+
+def run_loader(load: str, cases: list[Case], scratch: Path, timeout: float) -> None:
+    """Loads `cases` in one process of the loader, again after the file it crashed on, if it does."""
+    scratch.mkdir()
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    while cases:
+        manifest = "".join(load_line(c) + "\n" for c in cases)
+        limit = timeout * (1 + len(cases) / 100)
         try:
-            p = subprocess.run([mutwo] + parser.command(f, d), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1"))
-            code, err = p.returncode, p.stderr.decode(errors="replace")
-        except subprocess.TimeoutExpired:
-            code, err = -999, f"timed out after {timeout} s"
-        r = Result(parser.name, index, m, code, err)
-        lines = err.rstrip("\n").split("\n") if err.strip() else []
-        if code == -999:
-            r.problems.append("timeout")
-        elif code < 0:
-            r.problems.append(f"killed by signal {-code}")
-        elif code not in (0, 2, 3):
-            r.problems.append(f"exit {code}")
-        if code == 2 and not (len(lines) == 1 and lines[0].startswith("mutwo")):
-            r.problems.append(f"exit 2 with {len(lines)} lines on stderr, not one line starting with 'mutwo'")
-        if m.must_refuse and code in (0, 3):
-            r.problems.append(f"exit {code} on an inconsistent file")
-        if r.problems and keep:
-            keep.mkdir(parents=True, exist_ok=True)
-            (keep / f"{parser.name}-{index}-{parser.seed}").write_bytes(m.data)
-        return r
+            p = subprocess.run([load, *PLAN_STEP, "--out", str(scratch)], input=manifest.encode(),
+                               capture_output=True, timeout=limit, env=env)
+            code, out, err = p.returncode, p.stdout, p.stderr
+        except subprocess.TimeoutExpired as e:
+            code, out, err = None, e.stdout or b"", e.stderr or b""
+        done = [json.loads(l) for l in out.decode(errors="replace").splitlines() if l.endswith("}")]
+        for c, r in zip(cases, done):
+            if r["path"] != load_line(c).split(" ", 1)[1]:
+                raise SystemExit(f"fuzz: the loader answered for {r['path']}, not {load_line(c)}")
+            c.outcome, c.message = r["outcome"], r["message"]
+        tail = err.decode(errors="replace").strip()[-3000:]
+        if len(done) >= len(cases):
+            if code not in (0, 1):  # 1: an "error" line, checked with its file
+                cases[-1].problems.append(f"the loader exited {code} after its last file" + (f": {tail}" if tail else ""))
+            return
+        how = f"timed out after {limit:.0f} s" if code is None else (
+            f"was killed by signal {-code}" if code < 0 else f"exited {code}")
+        cases[len(done)].problems.append(f"the loader {how} while loading it" + (f": {tail}" if tail else ""))
+        cases = cases[len(done) + 1:]
+
+
+def check_loaded(c: Case) -> None:
+    if c.problems:  # the loader crashed or timed out on it
+        return
+    if c.outcome == "error":
+        c.problems.append(f"an internal error (the CLI's exit 1): {c.message}")
+    elif c.outcome == "user_error" and not ("\n" not in c.message and c.message.startswith("mutwo")):
+        c.problems.append("a user error that is not one line starting with 'mutwo'")
+    elif c.outcome == "ok" and c.mutation.must_refuse:
+        c.problems.append("accepted an inconsistent file")
+    elif c.outcome not in ("ok", "user_error"):
+        c.problems.append(f"the loader's outcome is {c.outcome!r}")
+
+
+# ---------------------------------------------------------------- through the CLI
+
+def pick_for_cli(cases: list[Case], n: int) -> list[Case]:
+    """The seed and n mutations: half of them ones the loader refused, half ones it accepted (the CLI runs those)."""
+    mutations = [c for c in cases if c.index >= 0]
+    if not any(c.outcome for c in mutations):  # no loader: the first n
+        return [c for c in cases if c.index < 0] + mutations[:n]
+    refused = [c for c in mutations if c.outcome == "user_error"]
+    accepted = [c for c in mutations if c.outcome == "ok" and c.mutation.data != cases[0].mutation.data]
+    k = min(len(refused), max(n - len(accepted), (n + 1) // 2))
+    return [c for c in cases if c.index < 0] + refused[:k] + accepted[:n - k]
+
+
+def run_cli(mutwo: str, c: Case, timeout: float) -> None:
+    f = c.folder / c.parser.seed
+    try:
+        p = subprocess.run([mutwo] + c.parser.command(f, c.folder), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS="1"))
+        c.code, c.stderr = p.returncode, p.stderr.decode(errors="replace")
+    except subprocess.TimeoutExpired:
+        c.code, c.stderr = -999, f"timed out after {timeout} s"
+    code = c.code
+    lines = c.stderr.rstrip("\n").split("\n") if c.stderr.strip() else []
+    if code == -999:
+        c.problems.append("the CLI timed out")
+    elif code < 0:
+        c.problems.append(f"the CLI was killed by signal {-code}")
+    elif code not in (0, 2, 3):
+        c.problems.append(f"the CLI exited {code}")
+    if code == 2 and not (len(lines) == 1 and lines[0].startswith("mutwo")):
+        c.problems.append(f"the CLI exited 2 with {len(lines)} lines on stderr, not one line starting with 'mutwo'")
+    if c.mutation.must_refuse and code in (0, 3):
+        c.problems.append(f"the CLI exited {code} on an inconsistent file")
+    # The same line, but for how each side spelled bytes that are not UTF-8.
+    if c.outcome == "user_error" and (code != 2 or [printable(l) for l in lines] != [printable(c.message)]):
+        c.problems.append(f"the loader refused it with '{c.message}', the CLI exited {code}")
+
+
+def printable(text: str) -> str:
+    return re.sub(r"[^\x20-\x7e]+", "?", text)
+
+
+# ---------------------------------------------------------------- the run
+
+def report(a: argparse.Namespace, parsers: list[Parser], cases: list[Case]) -> int:
+    failures = 0
+    for c in cases:
+        where = f"{c.parser.name}[{c.index}] ({c.mutation.what})"
+        cli = "" if c.code is None else f"; CLI exit {c.code}: {c.stderr.strip()[:2000]}"
+        if c.index < 0 and (c.problems or c.outcome not in ("", "ok") or c.code not in (None, 0)):
+            print(f"FAIL {c.parser.name}: the seed {c.parser.seed} does not load or run ({c.outcome} {c.message}"
+                  f"{cli}; {'; '.join(c.problems)}); remake the seeds with tests/fuzz/make_seeds.sh")
+        elif c.problems:
+            print(f"FAIL {where}: {'; '.join(c.problems)}: loader {c.outcome or '-'} {c.message[:2000]}{cli}")
+        else:
+            if a.verbose:
+                print(f"ok {where}: loader {c.outcome or '-'} {c.message[:300]}{cli[:300]}")
+            continue
+        failures += 1
+        if a.keep:
+            a.keep.mkdir(parents=True, exist_ok=True)
+            (a.keep / f"{c.parser.name}-{c.index}-{c.parser.seed}").write_bytes(c.mutation.data)
+    for p in parsers:
+        cs = [c for c in cases if c.parser is p and c.index >= 0]
+        outcomes = {o: sum(c.outcome == o for c in cs) for o in sorted({c.outcome for c in cs if c.outcome})}
+        codes = {k: sum(c.code == k for c in cs) for k in sorted({c.code for c in cs if c.code is not None})}
+        sure = sum(c.mutation.must_refuse for c in cs)
+        print(f"{p.name}: {len(cs)} mutations ({sure} sure to be inconsistent), loaded {outcomes}, "
+              f"{sum(c.code is not None for c in cs)} through the CLI, exit codes {codes}")
+    loads = sum(bool(c.outcome) or any("loader" in x for x in c.problems) for c in cases)
+    print(f"fuzz: {failures} failures in {loads} loads and {sum(c.code is not None for c in cases)} CLI runs "
+          f"(seed {a.seed})")
+    return 1 if failures else 0
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mutwo", help="path to the mutwo binary")
-    ap.add_argument("--mutations", type=int, default=100, help="mutations per parser")
+    ap.add_argument("--load", help="path to the loader, mutwo_load (tests/fuzz/load.cpp): every mutation in process")
+    ap.add_argument("--cli", help="path to the mutwo binary: the seeds and --cli-mutations per parser")
+    ap.add_argument("--mutations", type=int, default=300, help="mutations per parser")
+    ap.add_argument("--cli-mutations", type=int, default=4, help="of those, how many per parser the CLI runs")
     ap.add_argument("--seed", type=int, default=1, help="random seed (the same seed makes the same inputs)")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="loader processes and CLI runs at once")
     ap.add_argument("--only", help="comma-separated parsers: " + ",".join(p.name for p in PARSERS))
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per run")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per CLI run, and per 100 files loaded")
     ap.add_argument("--keep", type=Path, help="write each failing input into this folder")
-    ap.add_argument("-v", "--verbose", action="store_true", help="print every run")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every file")
     a = ap.parse_args()
+    if not a.load and not a.cli:
+        ap.error("give --load, --cli or both")
+    for exe in (a.load, a.cli):
+        if exe and not os.access(exe, os.X_OK):
+            ap.error(f"{exe} is not an executable (build it: mutwo_load is a CTest target, mutwo the CLI)")
     parsers = [p for p in PARSERS if not a.only or p.name in a.only.split(",")]
-    jobs: list[tuple[Parser, int, Optional[Mutation]]] = []
-    for p in parsers:
-        rng = random.Random(f"{a.seed}:{p.name}")
-        seed = (SEEDS / p.seed).read_bytes()
-        jobs.append((p, -1, None))
-        jobs += [(p, i, p.mutate(rng, seed)) for i in range(a.mutations)]
-    with ThreadPoolExecutor(max_workers=a.jobs) as pool:
-        results = list(pool.map(lambda j: run_one(a.mutwo, j[0], j[1], j[2], a.timeout, a.keep), jobs))
-    failures = 0
-    for r in results:
-        if r.index < 0 and r.code != 0:
-            print(f"FAIL {r.parser}: the seed {r.parser}'s file does not run (exit {r.code}: {r.stderr.strip()}); "
-                  f"remake the seeds with tests/fuzz/make_seeds.sh")
-            failures += 1
-        elif r.problems:
-            print(f"FAIL {r.parser}[{r.index}] ({r.mutation.what}): {'; '.join(r.problems)}: {r.stderr.strip()[:2000]}")
-            failures += 1
-        elif a.verbose:
-            print(f"ok {r.parser}[{r.index}] ({r.mutation.what}): exit {r.code} {r.stderr.strip()[:300]}")
-    for p in parsers:
-        rs = [r for r in results if r.parser == p.name and r.index >= 0]
-        codes = {c: sum(r.code == c for r in rs) for c in sorted({r.code for r in rs})}
-        sure = sum(r.mutation.must_refuse for r in rs)
-        print(f"{p.name}: {len(rs)} mutations, exit codes {codes}, {sure} sure to be inconsistent")
-    print(f"fuzz: {failures} failures in {len(results)} runs (seed {a.seed})")
-    return 1 if failures else 0
+    with tempfile.TemporaryDirectory(prefix="mutwo-fuzz-") as tmp:
+        root = Path(tmp)
+        by_parser: list[list[Case]] = []
+        for p in parsers:
+            rng = random.Random(f"{a.seed}:{p.name}")
+            seed = (SEEDS / p.seed).read_bytes()
+            mutations = [Mutation(seed, "the seed itself", False)] + [p.mutate(rng, seed) for _ in range(a.mutations)]
+            by_parser.append([make_case(p, i - 1, m, root) for i, m in enumerate(mutations)])
+        cases = [c for cs in by_parser for c in cs]
+        if a.load:
+            jobs = max(1, a.jobs)
+            with ThreadPoolExecutor(max_workers=jobs) as pool:
+                list(pool.map(lambda k: run_loader(a.load, cases[k::jobs], root / f"out-{k}", a.timeout), range(jobs)))
+            for c in cases:
+                check_loaded(c)
+        if a.cli:
+            picked = [c for cs in by_parser for c in pick_for_cli(cs, a.cli_mutations)]
+            with ThreadPoolExecutor(max_workers=a.jobs) as pool:
+                list(pool.map(lambda c: run_cli(a.cli, c, a.timeout), picked))
+        return report(a, parsers, cases)
 
 
 if __name__ == "__main__":
