@@ -20,9 +20,14 @@ def mutwo(*args: str, expect: int | None = 0, cwd: str | None = None) -> subproc
     return r
 
 
+def last_line(r: subprocess.CompletedProcess) -> str:
+    """The last line of a run's stdout."""
+    return r.stdout.strip().splitlines()[-1]
+
+
 def last_json(r: subprocess.CompletedProcess) -> dict:
     """The JSON object every --json command prints on its last line."""
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(last_line(r))
 
 
 def random_recomputations(ir_text: str) -> list[str]:
