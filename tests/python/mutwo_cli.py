@@ -12,9 +12,11 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 MUTWO = os.path.abspath(os.environ.get("MUTWO_BIN", str(ROOT / "build/src/cli/mutwo")))
 
 
-def mutwo(*args: str, expect: int | None = 0, cwd: str | None = None) -> subprocess.CompletedProcess:
-    """Runs `mutwo args...`; asserts its exit code unless `expect` is None."""
-    r = subprocess.run([MUTWO, *args], capture_output=True, text=True, cwd=cwd)
+def mutwo(*args: str, expect: int | None = 0, cwd: str | None = None,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs `mutwo args...` (`env` added to the environment); asserts its exit
+    code unless `expect` is None."""
+    r = subprocess.run([MUTWO, *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})})
     if expect is not None:
         assert r.returncode == expect, f"mutwo {' '.join(args)}: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r
