@@ -12,17 +12,24 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 MUTWO = os.path.abspath(os.environ.get("MUTWO_BIN", str(ROOT / "build/src/cli/mutwo")))
 
 
-def mutwo(*args: str, expect: int | None = 0, cwd: str | None = None) -> subprocess.CompletedProcess:
-    """Runs `mutwo args...`; asserts its exit code unless `expect` is None."""
-    r = subprocess.run([MUTWO, *args], capture_output=True, text=True, cwd=cwd)
+def mutwo(*args: str, expect: int | None = 0, cwd: str | None = None,
+          env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """Runs `mutwo args...` (`env` added to the environment); asserts its exit
+    code unless `expect` is None."""
+    r = subprocess.run([MUTWO, *args], capture_output=True, text=True, cwd=cwd, env={**os.environ, **(env or {})})
     if expect is not None:
         assert r.returncode == expect, f"mutwo {' '.join(args)}: exit {r.returncode}\n{r.stdout}\n{r.stderr}"
     return r
 
 
+def last_line(r: subprocess.CompletedProcess) -> str:
+    """The last line of a run's stdout."""
+    return r.stdout.strip().splitlines()[-1]
+
+
 def last_json(r: subprocess.CompletedProcess) -> dict:
     """The JSON object every --json command prints on its last line."""
-    return json.loads(r.stdout.strip().splitlines()[-1])
+    return json.loads(last_line(r))
 
 
 def random_recomputations(ir_text: str) -> list[str]:

@@ -1,0 +1,74 @@
+"""The CLI's bad inputs: one test per row of cases.py (named by its arguments),
+each exiting with its code (2) and one line on stderr holding its needle;
+then the refusals a row cannot say: no plan fits (exit 3, the line a
+pattern, the best plan written anyway), max-batch --json's last line on
+failure, and a profile's -0, which is accepted.
+"""
+from __future__ import annotations
+
+import pathlib
+import re
+import shlex
+import string
+
+import pytest
+
+from cases import CASES, Case
+from mutwo_cli import last_json, mutwo
+
+assert len({c.args for c in CASES}) == len(CASES), "two rows with the same arguments"
+
+
+def placeholders(case: Case) -> set[str]:
+    """The `{name}`s of a row: the fixtures it needs."""
+    return {name for text in (case.args, case.needle) for _, name, _, _ in string.Formatter().parse(text) if name}
+
+
+def one_line(err: str) -> bool:
+    """Whether stderr is one line (a trailing newline allowed, as the shell's $(...) drops it)."""
+    return len(err.rstrip("\n").split("\n")) == 1
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.args for c in CASES])
+def test_refused(case: Case, request: pytest.FixtureRequest) -> None:
+    paths = {name: str(request.getfixturevalue(name)) for name in placeholders(case)}
+    args = [word.format(**paths) for word in shlex.split(case.args)]
+    needle = case.needle.format(**paths)
+    r = mutwo(*args, expect=None)
+    if case.unless == "cuda" and r.returncode != 2:
+        pytest.skip("this build has CUDA; skipping the no-CUDA check")
+    err = r.stderr
+    assert r.returncode == case.code, f"mutwo {shlex.join(args)} exited {r.returncode}, expected {case.code} ({err})"
+    assert needle in err, f"mutwo {shlex.join(args)}: message lacks '{needle}': {err}"
+    assert one_line(err), f"mutwo {shlex.join(args)}: message is not one line: {err}"
+
+
+# No plan fits: plan and optimize exit 3 after writing the best plan, with one
+# line naming the lowest reachable peak and what it holds.
+FLOOR = (r"no plan fits the budget 1.0 KiB: the lowest peak the mutwo planner reaches is [0-9.]* [KMG]*i*B = [0-9]* B "
+         r"\(.*parameter.*working set of the peak node, [a-z_]*: its inputs, outputs and workspace, [0-9.]* [KMG]*i*B\)")
+
+
+def test_no_plan_fits(profiles: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    for cmd in (["plan", "--profile", str(profiles / "profile.json"), "--budget", "1KiB", "--out", str(tmp_path / "plan.json")],
+                ["optimize", "--model", "mlp", "--batch", "8", "--budget", "1KiB", "--steps", "1", "--quiet",
+                 "--out", str(tmp_path / "opt")]):
+        r = mutwo(*cmd, expect=None)
+        assert r.returncode == 3 and re.search(FLOOR, r.stderr) and one_line(r.stderr), \
+            f"mutwo {shlex.join(cmd)} exited {r.returncode}, expected 3 with the floor named: {r.stderr}"
+    assert (tmp_path / "plan.json").stat().st_size and (tmp_path / "opt/plan.json").stat().st_size, \
+        "an infeasible plan was not written"
+
+
+def test_max_batch_json_on_failure() -> None:
+    """max-batch --json ends with one JSON object on failure (issue 27)."""
+    r = mutwo("max-batch", "--model", "mlp", "--memory", "10MiB", "--planners", "none,nope", "--limit", "4", "--quiet",
+              "--json", expect=2)
+    j = last_json(r)
+    assert j["command"] == "max-batch" and "nope" in j["error"] and [x["planner"] for x in j["results"]] == ["none"], \
+        r.stdout
+
+
+def test_minus_zero_is_zero(numbers: pathlib.Path, tmp_path: pathlib.Path) -> None:
+    """A profile's step_ms of -0 reads as 0 (issue 27)."""
+    mutwo("plan", "--profile", str(numbers / "profile_zero.json"), "--budget", "100%", "--out", str(tmp_path / "plan.json"))
