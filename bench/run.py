@@ -10,7 +10,7 @@
 #   bench/run.py --list                            # the configs
 #   bench/run.py zoo --models mlp:8 --device cpu --mutwo build/src/cli/mutwo --no-graph --peers eager
 # --dry-run prints the commands a config starts with (those that need an earlier result are left out)
-# and the line to run on the device machine, whose copy of the tree has no .git: MUTWO_COMMIT=<hash>.
+# and the line to run on the device machine, whose copy of the tree has no .git or a stale one: MUTWO_COMMIT=<hash>, which wins over git.
 from __future__ import annotations
 
 import argparse
@@ -184,7 +184,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     ctx.say(f"done in {ctx.elapsed()}s; rows in {ctx.results}")
     if a.dry_run:
         line = shlex.join(["python3", "bench/run.py", *[x for x in argv if x != "--dry-run"]])
-        print(f"on the device machine (no .git there): MUTWO_COMMIT={ctx.tags['commit']} {line}")
+        print(f"on the device machine (its .git, if any, is stale): MUTWO_COMMIT={ctx.tags['commit']} {line}")
 
 
 if __name__ == "__main__":

@@ -102,13 +102,14 @@ def git_commit(root: str = ROOT) -> Optional[str]:
 
 
 def commit_of(root: str = ROOT, env: Optional[dict[str, str]] = None) -> str:
-    """The commit measured: git's where this is a git tree, else $MUTWO_COMMIT (the device machine gets
-    a copy of the tree without .git: pass the hash this side printed), else "unknown"."""
+    """The commit measured: $MUTWO_COMMIT where given (the hash this side printed for the device
+    machine, whose copy of the tree may carry a stale .git: on 2026-11-27 its git named the commit
+    the copy started from, not the tree that ran), else git's, else "unknown"."""
     env = os.environ if env is None else env
     given, found = env.get("MUTWO_COMMIT", "").strip(), git_commit(root)
     if found and given and not found.startswith(given) and not given.startswith(found):
-        print(f"warning: MUTWO_COMMIT={given} but git says {found}; recording {found}", file=sys.stderr)
-    return found or given or "unknown"
+        print(f"warning: MUTWO_COMMIT={given} but git says {found}; recording {given}", file=sys.stderr)
+    return given or found or "unknown"
 
 
 PROBE = """import sys, torch

@@ -66,6 +66,7 @@ def test_the_tagger_adds_card_torch_date_commit_and_what(tmp_path) -> None:
 def test_the_commit_outside_git_is_mutwo_commit_or_unknown(tmp_path) -> None:
     assert commit_of(str(tmp_path), {"MUTWO_COMMIT": "1234abc"}) == "1234abc"
     assert commit_of(str(tmp_path), {}) == "unknown"
+    assert commit_of(ROOT, {"MUTWO_COMMIT": "feedbee"}) == "feedbee"  # the given hash wins over a stale .git
 
 
 def test_configs_resolve_over_their_suites_defaults() -> None:

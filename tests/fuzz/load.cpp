@@ -29,7 +29,9 @@
 
 #include "autodiff/autodiff.h"
 #include "models/model.h"
+#include "plan/pipeline.h"
 #include "plan/plan.h"
+#include "plan/plan_file.h"
 #include "profile/profile.h"
 #include "stepfile/step_file.h"
 #include "support/error.h"
