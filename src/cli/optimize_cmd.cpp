@@ -142,8 +142,8 @@ int OptimizeCommand::run() const {
   ir::Graph g = step.build();
   const std::string name = step.name(g);
   const uint64_t seed = device.seed;
-  const ProfilingOptions po{dev, seed, !output.quiet, name, step.batch_or_none(), device.memory_cap(dev),
-                            /*replay_random=*/!cuda_graph};
+  ProfilingOptions po = ProfilingOptions::of(dev, device, !output.quiet, name, step.batch_or_none());
+  po.replay_random = !cuda_graph;
   Planned p = saved ? apply_saved_plan(g, po, *saved, plan_path) : plan_step(g, po, planning.plan_options());
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;

@@ -5,9 +5,11 @@
 #include <c10/core/Device.h>
 
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
+#include "cli/common.h"
 #include "ir/graph.h"
 #include "plan/plan.h"
 #include "plan/pipeline.h"
@@ -50,6 +52,12 @@ struct ProfilingOptions {
   // Random nodes may be recomputed from their generator state; false under
   // --cuda-graph (a capture cannot replay the generator): they are then kept.
   bool replay_random = true;
+
+  // A command's: on `dev` (opened by d.open()), from d's seed, under d's --device-memory cap.
+  static ProfilingOptions of(const c10::Device& dev, const DeviceOptions& d, bool progress, std::string model,
+                             int64_t batch) {
+    return {dev, d.seed, progress, std::move(model), batch, d.memory_cap(dev)};
+  }
 };
 
 // Profiles `g` on `o.device` (under the most recomputation when the unplanned

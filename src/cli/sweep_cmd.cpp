@@ -87,7 +87,7 @@ int SweepCommand::sweep() const {
     ir::Graph g = s.build();
     for (const std::string& v : {std::string("per-layer"), planner}) {
       if (!output.quiet) fmt::print(stderr, "sweep: batch {} {}\n", b, v);
-      const ProfilingOptions po{dev, seed, false, step.model, b, device.memory_cap(dev)};
+      const ProfilingOptions po = ProfilingOptions::of(dev, device, false, step.model, b);
       Planned p = plan_step(g, po, {v, v == "per-layer" ? "100%" : planning.budget});
       if (v == "per-layer" && p.profiled_under) {
         fmt::print(stderr, "sweep: batch {}: the unplanned step does not fit the device; no baseline point\n", b);
@@ -140,7 +140,6 @@ int MaxBatchCommand::search(nlohmann::json& result) const {
   json& rows = result["results"];
   fmt::print("| planner | largest batch | measured peak | device peak |\n|---|---|---|---|\n");
   for (const std::string& planner : planner_list(planners)) {
-    const int64_t device_memory_cap = device.memory_cap(dev);
     // Device bytes of `planner` at batch b (0 if it does not fit `cap`). A
     // budget is what the device holds for the process: the plan's allocated
     // budget leaves room for what the CUDA context and libraries hold, and
@@ -159,7 +158,7 @@ int MaxBatchCommand::search(nlohmann::json& result) const {
       int64_t budget = cap - runtime::outside_allocator_bytes(dev);
       for (int attempt = 0; attempt < (planner == "none" ? 1 : 3) && budget > 0; ++attempt) {
         try {
-          Planned p = plan_step(g, {dev, seed, false, step.model, b, device_memory_cap}, {planner, std::to_string(budget)});
+          Planned p = plan_step(g, ProfilingOptions::of(dev, device, false, step.model, b), {planner, std::to_string(budget)});
           if (planner != "none" && !p.plan.feasible) return {};
           const Measured m = measure(p.rewritten.graph, dev, seed, 2);
           if (m.device_peak_bytes <= cap && m.peak_bytes <= cap)
