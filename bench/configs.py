@@ -82,6 +82,9 @@ def configs(s: Settings) -> list[tuple[str, int, str]]:
 
 FULL_COMPILE = "eager,checkpoint,sac,compile,compile:0.5,compile:0.2,inductor@compile,inductor@compile:0.5," \
                "inductor@compile:0.2,inductor@checkpoint"
+LADDER = ["1", "0.8", "0.6", "0.5", "0.4", "0.3", "0.2", "0.1", "0.05"]  # activation_memory_budget points
+FRONTIER = [f"compile:{x}" if x != "1" else "compile" for x in LADDER]
+FRONTIER = FRONTIER + [f"inductor@{v}" for v in FRONTIER] + ["inductor:lowest"]
 WRAP_ALL = "eager,checkpoint,sac,compile:0.5,compile:0.2,wrap:80%,wrap:60%,wrap:40%,backend:60%"
 
 
@@ -139,6 +142,10 @@ CONFIGS: dict[str, Config] = {
     "compile": _c("wrap", "mutwo plans, Inductor compiles (issue 25), held to each compile point's and "
                   "checkpointing's peak", variants=FULL_COMPILE.split(","),
                   timeouts={"variant": 200}),
+    "frontier": _c("wrap", "torch.compile's activation_memory_budget at every ladder point, then mutwo's backend "
+                   "held to each point's measured peak, and at its lowest (one model per device call; "
+                   "bench/frontier_plot.py draws it)", models=["llama:8:bf16"], variants=FRONTIER,
+                   timeouts={"variant": 240}),
     "replay-gpt2": _c("replay", "docs/results.md, issue 26: the zoo's floors and checks, then captured GPT-2",
                       models=["gpt2-small:8", "bert-large:32", "gpt2:8"]),
     "replay-t5": _c("replay", "docs/results.md, issue 26: the same, then captured T5",

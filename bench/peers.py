@@ -209,6 +209,9 @@ def report_fields(variant: str, reported: Any) -> dict:
                     predicted_peak_bytes=info["predicted_peak_bytes"],
                     mutwo_step_peak_bytes=info["measured_peak_bytes"],
                     recompilations=sum(g["recompilations"] for g in info["graphs"]),
+                    compiles=sum(g["compiles"] for g in info["graphs"]), chosen=info["chosen"],
+                    residual_cached=info["residual_cached"], predicted_extra_ms=info["predicted_extra_ms"],
+                    compile_s=round(sum(a["compile_seconds"] for g in info["graphs"] for a in g["attempts"]), 2),
                     recomputed=sum(a["decision"] == "recompute" for a in info["activations"]))
     return {}
 
@@ -228,12 +231,19 @@ def sgd_step(loss_fn: Callable, model: torch.nn.Module, inputs: tuple, opt: torc
     return step
 
 
+FIRST_STEP_S: list[float] = []  # the first step's wall time, its compiles included
+
+
 def timed_steps(step: Callable, steps: int, device: str) -> tuple[list[float], Optional[int], torch.Tensor]:
     """2 warm-up steps, then `steps` measured ones: their times (ms, each synchronized), the peak
     allocated bytes over them (None off CUDA) and the last loss."""
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    step(), step()
+    t0 = time.perf_counter()
+    step()
+    sync()
+    FIRST_STEP_S[:] = [time.perf_counter() - t0]  # compiles included
+    step()
     sync()
     if cuda:
         torch.cuda.empty_cache()
@@ -271,7 +281,7 @@ def measure(spec: Spec, variant: str) -> dict:
         trace(step, f"{spec.model} batch {spec.batch} {variant}", spec.device)
     times, peak, loss = timed_steps(step, spec.steps, spec.device)
     return row(spec, variant, peak_bytes=peak, step_ms=round(statistics.median(times), 3),
-               loss=float(loss), steps=spec.steps, **({"autocast": spec.autocast} if spec.autocast else {}),
+               loss=float(loss), steps=spec.steps, first_step_s=round(FIRST_STEP_S[0], 2), **({"autocast": spec.autocast} if spec.autocast else {}),
                **report_fields(variant, reported))
 
 

@@ -1,233 +1,147 @@
 # mutwo plans, Inductor compiles (docs/python.md, "The compiled route").
 #
 # torch.compile(model, backend=mutwo.torch.backend(budget)) hands each graph
-# Dynamo captures to Inductor's compile_fx with a custom partitioner
-# (torch._inductor.config.custom_partitioner_fn). AOTAutograd calls it with the
-# joint forward-and-backward graph after Inductor's decompositions and joint
-# passes; there mutwo's C++ planner reads the graph (written as a step file
-# whose tensors are fake), decides per forward value keep or recompute under
-# the budget, and the decision goes to PyTorch's own partitioner as
-# checkpointing tags (n.meta["recompute"] = MUST_SAVE / MUST_RECOMPUTE, one
-# ac_graph_id). Inductor then fuses and generates the kernels of both parts.
+# Dynamo captures to Inductor's compile_fx. AOTAutograd partitions the joint
+# forward-and-backward graph with PyTorch's own min-cut partitioner; mutwo
+# only answers the one question that partitioner asks, which forward values to
+# save (_mincut.choosing), with the fastest candidate of _frontier that fits
+# the budget. Nothing is tagged: pointwise ops, views and casts stay min-cut's
+# to recompute inside the backward's fused kernels, so with no budget pressure
+# the partition is plain compile's, and PyTorch's own answer at every
+# activation_memory_budget is among the candidates.
 #
 # The budget bounds what the compiled forward and backward add to what was
-# allocated when the step began. Each step is measured; a step over budget
-# plans again with the overshoot taken off and recompiles, a bounded number of
-# times, then raises BudgetError naming the lowest measured peak.
+# allocated when the step began. Each step is measured per phase; the first
+# measurement of a plan gives the model's residual (measured − predicted, per
+# phase), which is cached on disk by joint graph, device and torch version, so
+# that a later process plans with it from the start. A step over budget plans
+# again with the residual and recompiles; Inductor's own cache serves graphs
+# an earlier attempt compiled already.
 from __future__ import annotations
 
 import hashlib
 import json
-import operator
+import math
+import os
 import pathlib
-import re
-from dataclasses import dataclass, field
+import time
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import torch
-from torch._functorch.partitioners import min_cut_rematerialization_partition
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
-from torch.utils.checkpoint import CheckpointPolicy
 
-from mutwo import capture
+from mutwo import _frontier, _mincut
+from mutwo._frontier import Choice, Corrections, FloorError, Residual
 
-MAX_RECOMPILES = 3  # plans after the first one, per graph, before BudgetError
-_MARGIN = 0.01  # of the budget, taken off again when a step is over it
-_SOURCE_HASH = hashlib.sha256(pathlib.Path(__file__).read_bytes()).hexdigest()[:16]  # in the partitioner's uuid
-
-
-class _PlanWriter(capture._Writer):
-    """The joint graph as a step file for planning: Inductor's graph also holds
-    prims (its random number generation, dtype conversions)."""
-    namespaces = ("aten::", "prims::")
+MAX_COMPILES = 3  # per graph: the first plan, one with the measured residual, one more if that was still over
+_SOURCE_HASH = hashlib.sha256(b"".join(pathlib.Path(__file__).with_name(n).read_bytes() for n in (
+    "_inductor.py", "_frontier.py", "_mincut.py"))).hexdigest()[:16]
 
 
-def _meta(node: torch.fx.Node) -> Any:
-    val = node.meta.get("val")
-    if isinstance(val, (torch.SymInt, torch.SymFloat)) or (
-            isinstance(val, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in val.shape)):
-        raise capture.CaptureError(f"node {node.name}: a symbolic shape; mutwo plans static shapes: compile with "
-                                   "torch.compile(..., dynamic=False)")
-    return capture._describe(val)
+# -- the residual cache
+def cache_dir() -> pathlib.Path:
+    """MUTWO_CACHE_DIR, else ~/.cache/mutwo (XDG_CACHE_HOME respected)."""
+    if os.environ.get("MUTWO_CACHE_DIR"):
+        return pathlib.Path(os.environ["MUTWO_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "mutwo"
 
 
-def _shares(node: torch.fx.Node) -> list[set[int]]:
-    """Per output of `node`, the argument positions whose storage it shares (from the fake tensors)."""
-    def key(t: Any) -> Optional[int]:
-        return t.untyped_storage()._cdata if isinstance(t, torch.Tensor) else None
-    storages: dict[int, set[int]] = {}
-    for pos, a in enumerate(capture._normalize_args(node)):
-        for x in capture._flatten(a):
-            k = key(x.meta.get("val")) if isinstance(x, torch.fx.Node) else None
-            if k is not None:
-                storages.setdefault(k, set()).add(pos)
-    val = node.meta.get("val")
-    outs = val if isinstance(val, (tuple, list)) else [val]
-    return [storages.get(key(o), set()) if key(o) is not None else set() for o in outs]
+def _cache_file(key: str) -> pathlib.Path:
+    return cache_dir() / "compiled" / f"{key}.json"
 
 
-def _scope(path: str) -> str:
-    """A module path as the step file takes it: "L['self'].layers[0].attn" -> "layers.0.attn"."""
-    path = re.sub(r"^(L\['self'\]|L__self__|L\['fn'\])\.?", "", path)
-    path = re.sub(r"\[['\"]?([^\]'\"]*)['\"]?\]", r".\1", path)
-    path = re.sub(r"[^A-Za-z0-9_.-]", "_", path)
-    return re.sub(r"\.+", ".", path).strip(".")
-
-
-@dataclass
-class JointView:
-    """What the planner needs of AOTAutograd's joint graph."""
-    document: dict
-    value_node: dict[str, torch.fx.Node]  # value name -> the FX node holding it
-    fused: list[str]  # first outputs of nodes Inductor fuses into their consumers
-    unmaterialized: list[str]  # temporaries it never writes to memory
-    forward: set[torch.fx.Node]  # what the forward outputs are computed from
-
-
-def _pointwise(node: torch.fx.Node) -> bool:
-    """Elementwise: Inductor computes it inside the loops of what reads it."""
-    if node.target in (torch.ops.prims.inductor_random.default, torch.ops.prims.inductor_lookup_seed.default):
-        return True
-    return torch.Tag.pointwise in getattr(node.target, "tags", ())
-
-
-def _fused(node: torch.fx.Node) -> bool:
-    """Nodes Inductor fuses into the kernels around them (pointwise, views,
-    its own random numbers): recomputing one inside a consumer costs little."""
-    if _pointwise(node):
-        return True
-    return isinstance(node.target, torch._ops.OpOverload) and bool(_shares(node)[0])  # a view
-
-
-_REALIZE_READS = 4  # Inductor realizes a buffer read this many times or more (config.realize_reads_threshold)
-
-
-def _unmaterialized(node: torch.fx.Node, forward: set) -> bool:
-    """A temporary Inductor never writes to memory: made by a fused node and
-    read only by pointwise nodes or reductions (which take their inputs' loops
-    in) of the same part of the step, and not returned. A view of it read
-    elsewhere (by a matmul, by the backward) makes it real, so any view does."""
-    if node.op != "call_function" or not _pointwise(node) or len(node.users) >= _REALIZE_READS:
-        return False
-    if not isinstance(node.meta.get("val"), torch.Tensor) or not node.users:
-        return False
-    for u in node.users:
-        if u.op != "call_function" or (u in forward) != (node in forward):
-            return False
-        if not (_pointwise(u) or torch.Tag.reduction in getattr(u.target, "tags", ())):
-            return False
-    return True
-
-
-def view_joint(gm: torch.fx.GraphModule, joint_inputs: Sequence[Any], num_fwd_outputs: int,
-               static_inputs: Sequence[int]) -> JointView:
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    primal_nodes = [n for n in placeholders if not n.name.startswith("tangents")]
-    tangent_nodes = [n for n in placeholders if n.name.startswith("tangents")]
-    static = set(static_inputs)
-    primals = []
-    for i, n in enumerate(primal_nodes):
-        role, key = ("parameter", n.name) if i in static else ("input", i)
-        primals.append(capture.Primal(role, key, n.meta.get("val")))
-        n.meta["mutwo_primal"] = primals[-1]
-    out_args = list(next(n for n in gm.graph.nodes if n.op == "output").args[0])
-    fwd = [a for a in out_args[:num_fwd_outputs] if isinstance(a, torch.fx.Node)
-           and isinstance(a.meta.get("val"), torch.Tensor)]
-    grads = {i: g for i, g in enumerate(out_args[num_fwd_outputs:]) if isinstance(g, torch.fx.Node)}
-    # Each tangent is the gradient of the next forward output of its type.
-    tangent_of, at = [], 0
-    for t in tangent_nodes:
-        tv = t.meta["val"]
-        while at < len(fwd) and (fwd[at].meta["val"].shape, fwd[at].meta["val"].dtype) != (tv.shape, tv.dtype):
-            at += 1
-        if at == len(fwd):
-            raise capture.CaptureError(f"{t.name}: no forward output of its type ({tuple(tv.shape)}, {tv.dtype})")
-        tangent_of.append(at)
-        at += 1
-    joint = capture.Joint(gm, primals, None, grads, [], primal_nodes, [], fwd, tangent_of)
-    nodes = [n for n in gm.graph.nodes if n.op in ("placeholder", "call_function", "get_attr")]
-    w = _PlanWriter(joint, {n: _meta(n) for n in nodes},
-                    {n: _shares(n) for n in nodes if isinstance(n.target, torch._ops.OpOverload)})
+def load_corrections(key: str) -> Optional[Corrections]:
+    """The model's measured misses on this graph from an earlier process, by plan."""
     try:
-        doc, _ = capture.written(w, "compiled", None)
-    finally:
-        for n in primal_nodes:
-            n.meta.pop("mutwo_primal", None)
-    for node in doc["nodes"]:
-        node["scope"] = _scope(node["scope"])
-    by_name = {n.name: n for n in gm.graph.nodes}
-    value_node = {name: by_name[name] for name in w.value_of.values() if name in by_name}
-    fused = [name for name, n in value_node.items() if n.op == "call_function" and _fused(
-        n.args[0] if n.target is operator.getitem else n)]
-    forward = set().union(*(capture._ancestors(o) for o in fwd))
-    unmaterialized = [name for name, n in value_node.items() if _unmaterialized(n, forward)]
-    return JointView(doc, value_node, fused, unmaterialized, forward)
+        data = json.loads(_cache_file(key).read_text())
+        return Corrections({plan: Residual(int(r["fwd"]), int(r["bwd"])) for plan, r in data["by_plan"].items()})
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
-def tag(gm: torch.fx.GraphModule, view: JointView, decisions: dict[str, str]) -> dict[str, int]:
-    """Checkpointing tags from mutwo's decisions: a recomputed activation and the
-    forward nodes it is recomputed through MUST_RECOMPUTE, every other forward
-    node MUST_SAVE (never recomputed; saved if the backward reads it). Returns
-    how many of each."""
-    recompute = {view.value_node[n] for n, d in decisions.items() if d == "recompute" and n in view.value_node}
-    kept = {view.value_node[n] for n, d in decisions.items() if d != "recompute" and n in view.value_node}
-    todo = list(recompute)
-    while todo:  # up to the kept activations and the graph's inputs
-        n = todo.pop()
-        for a in n.all_input_nodes:
-            if a.op == "call_function" and a not in kept and a not in recompute:
-                recompute.add(a)
-                todo.append(a)
-    for n in list(recompute):  # a multi-output op is recomputed whole
-        if n.target is operator.getitem:
-            recompute.add(n.args[0])
+def save_corrections(key: str, corrections: Corrections) -> None:
+    """Written whole or not at all; a cache that cannot be written only costs a compile next time."""
+    path = _cache_file(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"by_plan": {k: asdict(r) for k, r in corrections.by_plan.items()}}))
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
-    def recomputable(n: torch.fx.Node) -> bool:  # a seeded random op is never (attention with dropout_p, too)
-        if n.target is operator.getitem:
-            return recomputable(n.args[0])
-        return torch.Tag.nondeterministic_seeded not in getattr(n.target, "tags", ())
 
-    counts = {"recompute": 0, "save": 0}
+def graph_key(gm: torch.fx.GraphModule, device: str) -> str:
+    """The joint graph (code and every value's shape and dtype), the card and torch's version."""
+    h = hashlib.sha256(gm.code.encode())
     for n in gm.graph.nodes:
-        if n.op != "call_function" or n not in view.forward:
-            continue
-        must = n in recompute and recomputable(n)
-        n.meta["recompute"] = CheckpointPolicy.MUST_RECOMPUTE if must else CheckpointPolicy.MUST_SAVE
-        n.meta["ac_graph_id"] = 0
-        counts["recompute" if must else "save"] += 1
-    return counts
+        v = n.meta.get("val")
+        if isinstance(v, torch.Tensor):
+            h.update(f"{n.name}:{tuple(v.shape)}:{v.dtype};".encode())
+    card = torch.cuda.get_device_name() if device == "cuda" and torch.cuda.is_available() else device
+    h.update(f"{card}|{torch.__version__}|{_SOURCE_HASH}".encode())
+    return h.hexdigest()[:32]
 
 
+# -- one plan of one graph
 @dataclass
 class Attempt:
     """One plan of one graph, as compiled and as measured."""
-    planner_budget: int  # the budget the planner was given (bytes added)
-    plan: dict = field(default_factory=dict)  # torch.ops.mutwo.plan's answer
-    tags: dict = field(default_factory=dict)  # forward nodes tagged recompute and save
-    measured: list[int] = field(default_factory=list)  # each step's measured added peak
+    corrections: Corrections  # the measured misses the plan was chosen with
+    choice: Optional[Choice] = None
+    compile_s: float = 0.0
+    saved: list[str] = field(default_factory=list)  # what the backward module compiled takes from the forward
+    measured: list[tuple[int, int]] = field(default_factory=list)  # each step's (forward, backward) added peak
+
+    def predicted(self) -> Optional[int]:
+        return self.choice.chosen.peak(self.corrections) if self.choice else None
+
+    def summary(self) -> dict:
+        c = self.choice.chosen if self.choice else None
+        return {"planner_budget_bytes": self.choice.budget_bytes if self.choice else None,
+                "chosen": c.name if c else None, "predicted_peak_bytes": self.predicted(),
+                "measured_peak_bytes": [max(m) for m in self.measured], "compile_seconds": round(self.compile_s, 3),
+                "residual_bytes": asdict(self.corrections.of(c)) if c else None,
+                "tags": {"recompute": len(c.recomputed), "save": len(c.saved)} if c else {}}
 
 
 class _Partitioner(CustomPartitionerFn):
-    """Plans the joint graph with mutwo, then partitions it by the plan's tags."""
+    """PyTorch's min-cut partition, saving what mutwo chose."""
 
     def __init__(self, graph: "CompiledGraph", attempt: Attempt) -> None:
         self.graph, self.attempt = graph, attempt
 
     def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object],
                  **kwargs: Any) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
-        gm.graph.eliminate_dead_code()
-        view = view_joint(gm, joint_inputs, kwargs["num_fwd_outputs"],
-                          kwargs.get("static_lifetime_input_indices") or [])
-        budget = self.attempt.planner_budget
-        self.attempt.plan = self.graph.plan(view, budget if budget >= 0 else None)
-        decisions = {a["name"]: a["decision"] for a in self.attempt.plan["activations"]}
-        self.attempt.tags = tag(gm, view, decisions)
-        return min_cut_rematerialization_partition(gm, joint_inputs, **kwargs)
+        self.graph.joint_seen(gm)
+        _mincut.pin_random(gm)
+
+        def chooser(q: _mincut.Query) -> list[torch.fx.Node]:
+            self.attempt.corrections = Corrections(dict(self.graph.corrections.by_plan))
+            o = self.graph.options
+            try:
+                self.attempt.choice = _frontier.choose(q, self.graph.device, o["budget"], self.attempt.corrections,
+                                                       o["planner"])
+            except FloorError as e:
+                raise self.graph.budget_error(self.graph.floor_text(e)) from None
+            return self.attempt.choice.chosen.saved
+        with _mincut.choosing(gm, kwargs["num_fwd_outputs"], chooser):
+            fw, bw = _mincut.partition(gm, joint_inputs, kwargs)
+        self.attempt.saved = [n.name for n in bw.graph.nodes if n.op == "placeholder" and not _mincut.is_tangent(n)]
+        return fw, bw
+
+    def __deepcopy__(self, memo: dict) -> "_Partitioner":
+        return self  # Inductor copies its config for the cache key; the key is uuid()
+
+    def __reduce__(self) -> tuple:
+        return (str, (self.uuid(),))  # and pickles it: the uuid stands for it
 
     def uuid(self) -> Any:
-        """What the plan depends on besides the graph, which Inductor's cache key holds already."""
-        o = self.graph.options
-        return f"mutwo-{_SOURCE_HASH}-{o['planner']}-{o['budget']}-{self.attempt.planner_budget}-{o['device']}"
+        """Inductor's cache key holds the partitioned graphs already: attempts
+        that give the same graphs share its compiled kernels."""
+        return f"mutwo-{_SOURCE_HASH}"
 
 
 class CompiledGraph:
@@ -240,29 +154,41 @@ class CompiledGraph:
         self.memory, self.budget_error = memory, budget_error
         devices = {a.device.type for a in example_inputs if isinstance(a, torch.Tensor)}
         self.device = "cuda" if "cuda" in devices else "cpu"
-        options.setdefault("device", self.device)
         self.attempts: list[Attempt] = []
-        self.budget_bytes: Optional[int] = None  # the user's budget in bytes, known after the first plan
+        self.key: Optional[str] = None
+        self.corrections = Corrections()
+        self.cached = False  # the corrections came from an earlier process
         self.error: Optional[str] = None
-        self._replan: Optional[int] = None  # the planner's next budget, after a step over budget
-        self._base = self._fwd_end = 0
+        self._replan = False
+        self._base = 0
         self._fwd_peak = 0
-        self.fn = self._compile(None)
+        self.fn = self._compile()
 
-    # -- planning and compiling
-    def plan(self, view: JointView, planner_budget: Optional[int]) -> dict:
-        from mutwo.torch import _call, _ops  # the extension, loaded by backend()
-        budget = self.options["budget"] if planner_budget is None else str(planner_budget)
-        opts = {"budget": budget, "planner": self.options["planner"], "device": self.device,
-                "fused": view.fused, "unmaterialized": view.unmaterialized, "label": "compiled"}
-        plan = json.loads(_call(_ops().plan, json.dumps(view.document), json.dumps(opts)))
-        if self.budget_bytes is None:
-            self.budget_bytes = plan["budget_bytes"]
-        return plan
+    @property
+    def budget_bytes(self) -> Optional[int]:
+        choice = self.attempts[0].choice if self.attempts else None
+        return choice.budget_bytes if choice else None
 
-    def _compile(self, planner_budget: Optional[int]) -> Callable:
+    def joint_seen(self, gm: torch.fx.GraphModule) -> None:
+        """The first partition names the joint graph, and with it the cached corrections."""
+        if self.key is None:
+            self.key = graph_key(gm, self.device)
+            cached = load_corrections(self.key)
+            if cached is not None:
+                self.corrections, self.cached = cached, True
+
+    def floor_text(self, e: FloorError) -> str:
+        share = 100.0 * e.lowest / e.unplanned if e.unplanned else 100.0
+        instead = (f"budget=\"{math.ceil(100 * e.fraction)}%\"" if e.fraction is not None
+                   else f"budget=\"{math.ceil(e.lowest / 2**20 * 10) / 10}MiB\"")
+        return (f"budget {_mib(e.budget)} cannot be met by this compiled graph: its lowest predicted added peak is "
+                f"{_mib(e.lowest)}, {share:.0f}% of plain torch.compile's {_mib(e.unplanned)}: try {instead}, or "
+                "budget=\"lowest\" for the lowest it reaches")
+
+    # -- compiling
+    def _compile(self) -> Callable:
         from torch._inductor.compile_fx import compile_fx, compile_fx_inner
-        attempt = Attempt(-1 if planner_budget is None else planner_budget)
+        attempt = Attempt(self.corrections)
         self.attempts.append(attempt)
 
         def inner(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
@@ -271,77 +197,134 @@ class CompiledGraph:
                 run = code.current_callable
 
                 def measured(args: list) -> Any:
-                    self._backward_begins()
+                    self.memory(self.device, True)
                     out = run(args)
                     self._backward_ends()
                     return out
                 code.current_callable = measured
             return code
 
-        part = _Partitioner(self, attempt)
+        start = time.perf_counter()
         # AOTAutograd's cache would skip the partitioner, and with it the plan
         # this object reports and measures against; Inductor's own cache of
         # the partitioned graphs' kernels still serves.
-        with torch._inductor.config.patch(custom_partitioner_fn=part), \
+        with torch._inductor.config.patch(custom_partitioner_fn=_Partitioner(self, attempt)), \
                 torch._functorch.config.patch(enable_autograd_cache=False):
             fn = compile_fx(self.gm, self.example_inputs, inner_compile=inner)
-        if attempt.planner_budget < 0:
-            attempt.planner_budget = attempt.plan["budget_bytes"]
+        attempt.compile_s = time.perf_counter() - start
         return fn
 
     # -- measuring
     def __call__(self, *args: Any) -> Any:
-        if self._replan is not None:
-            self._recompile()
+        if self._replan:
+            self._replan = False
+            try:
+                self.fn = self._compile()
+            except self.budget_error as e:
+                self.error = str(e)
         if self.error:
             raise self.budget_error(self.error)
         self._base = self.memory(self.device, True)[0]
         out = self.fn(*args)
-        current, peak = self.memory(self.device, False)
-        self._fwd_peak, self._fwd_end = peak - self._base, current
+        self._fwd_peak = self.memory(self.device, False)[1] - self._base
         return out
 
-    def _backward_begins(self) -> None:
-        self.memory(self.device, True)
-
     def _backward_ends(self) -> None:
-        peak = max(self._fwd_peak, self.memory(self.device, False)[1] - self._base)
+        bwd = self.memory(self.device, False)[1] - self._base
         attempt = self.attempts[-1]
-        attempt.measured.append(peak)
-        if peak <= self.budget_bytes or self.error:
+        attempt.measured.append((self._fwd_peak, bwd))
+        chosen = attempt.choice.chosen if attempt.choice else None
+        if chosen is None or len(attempt.measured) > 1:
             return
-        recompiles = len(self.attempts) - 1
-        lowest = min(m for a in self.attempts for m in a.measured)
-        if recompiles >= MAX_RECOMPILES:
-            self.error = (f"budget {self.budget_bytes} B cannot be met: the lowest measured peak of this compiled "
-                          f"step is {lowest} B after {recompiles} recompilations; raise the budget or lower the batch")
-            return
-        # Planned again on the next call: autograd runs this with grad mode off, and what
-        # compiles here would be an inference graph.
-        # The prediction misses by more the more is recomputed (fusion changes
-        # with the plan), so the planner's budget shrinks in proportion to the
-        # overshoot, with a margin of 1% of the budget.
-        self._replan = max(0, int(attempt.planner_budget * self.budget_bytes / peak - self.budget_bytes * _MARGIN))
+        # The first measurement of a plan: the model's miss, per phase.
+        self.corrections.measured(chosen, self._fwd_peak, bwd)
+        if self.key:
+            save_corrections(self.key, self.corrections)
+        budget = attempt.choice.budget_bytes
+        over = budget is not None and max(attempt.measured[-1]) > budget
+        if over and len(self.attempts) >= MAX_COMPILES:
+            lowest = min(max(m) for a in self.attempts for m in a.measured)
+            self.error = (f"budget {_mib(budget)} cannot be met: the lowest measured added peak of this compiled "
+                          f"graph is {_mib(lowest)} after {len(self.attempts)} compiles; raise the budget to at "
+                          f"least that, or lower the batch")
+        elif over or self._faster_fits(attempt):
+            # Planned again on the next call: autograd runs this with grad mode
+            # off, and what compiled here would be an inference graph.
+            self._replan = True
 
-    def _recompile(self) -> None:
-        cut, self._replan = self._replan, None
-        lowest = min(m for a in self.attempts for m in a.measured)
-        try:
-            self.fn = self._compile(cut)
-        except self.budget_error as e:  # the planner cannot go lower
-            self.error = f"{e}; the lowest measured peak of this compiled step is {lowest} B"
+    def _faster_fits(self, attempt: Attempt) -> bool:
+        """Whether, with the measured residual, a faster candidate than the one
+        running fits the budget: worth the second of at most two compiles."""
+        choice = attempt.choice
+        if len(self.attempts) > 1 or choice is None or choice.budget_bytes is None or \
+                self.options["budget"] == "lowest":
+            return False
+        return any(c.extra_ms < choice.chosen.extra_ms and c.peak(self.corrections) <= choice.budget_bytes
+                   for c in choice.candidates)
 
     def info(self) -> dict:
         last = self.attempts[-1]
-        measured = [m for a in self.attempts for m in a.measured]
+        choice = last.choice
+        measured = [max(m) for a in self.attempts for m in a.measured]
         return {"compiler": "inductor", "device": self.device, "planner": self.options["planner"],
-                "budget": self.options["budget"], "budget_bytes": self.budget_bytes,
-                "predicted_peak_bytes": last.plan.get("predicted_peak_bytes"),
-                "unplanned_peak_bytes": last.plan.get("unplanned_peak_bytes"),
-                "measured_peak_bytes": last.measured[-1] if last.measured else None,
+                "budget": self.options["budget_text"], "budget_bytes": self.budget_bytes,
+                "predicted_peak_bytes": last.predicted(),
+                "unplanned_peak_bytes": choice.default.peak(last.corrections) if choice else None,
+                "measured_peak_bytes": max(last.measured[-1]) if last.measured else None,
                 "lowest_measured_peak_bytes": min(measured) if measured else None,
-                "recompilations": len(self.attempts) - 1,
-                "attempts": [{"planner_budget_bytes": a.planner_budget,
-                              "predicted_peak_bytes": a.plan.get("predicted_peak_bytes"),
-                              "measured_peak_bytes": a.measured, "tags": a.tags} for a in self.attempts],
-                "activations": last.plan.get("activations", []), "error": self.error}
+                "recompilations": len(self.attempts) - 1, "compiles": len(self.attempts),
+                "residual_cached": self.cached, "chosen": choice.chosen.name if choice else None,
+                "saved": last.saved,
+                "predicted_extra_ms": round(choice.chosen.extra_ms, 4) if choice else None,
+                "candidates": [c.summary(last.corrections) for c in choice.candidates] if choice else [],
+                "attempts": [a.summary() for a in self.attempts],
+                "activations": _activations(choice) if choice else [], "error": self.error}
+
+
+def _activations(choice: Choice) -> list[dict]:
+    """What plain compile saves, and whether the chosen plan keeps or recomputes each."""
+    kept = {n.name for n in choice.chosen.saved}
+    out = []
+    for n in choice.default.saved:
+        v = n.meta.get("val")
+        if not isinstance(v, torch.Tensor):
+            continue
+        keep = n.name in kept
+        out.append({"name": n.name, "bytes": v.untyped_storage().nbytes(), "decision": "keep" if keep else "recompute",
+                     "reason": "saved, as plain torch.compile saves it" if keep else
+                     f"recomputed in the backward ({choice.chosen.name})"})
+    return out
+
+
+def _mib(b: int) -> str:
+    return f"{b / 2**20:.1f} MiB"
+
+
+PLANNERS = ("mutwo", "none")
+_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20,
+          "g": 2**30, "gb": 2**30, "gib": 2**30, "t": 2**40, "tb": 2**40, "tib": 2**40}
+
+
+def parse_budget(budget: Any) -> Any:
+    """The compiled route's budget: None (plain compile's plan), "lowest", a
+    fraction of the activations (a float in (0, 1], or "60%"), or bytes
+    ("6GiB", an int of at least 1 MiB). Raises ValueError naming the forms."""
+    forms = 'write 0.6 or "60%" (of the activations), "6GiB" (added bytes), "lowest", or None'
+    if budget is None or budget == "lowest":
+        return budget
+    if isinstance(budget, float) or (isinstance(budget, str) and budget.strip().endswith("%")):
+        try:
+            f = float(budget) if isinstance(budget, float) else float(budget.strip()[:-1]) / 100
+        except ValueError:
+            raise ValueError(f"budget {budget!r} is not a size: {forms}") from None
+        if not 0 < f <= 1:
+            raise ValueError(f"budget {budget!r}: a fraction must lie in (0, 1] (100% at most): {forms}")
+        return _frontier.Fraction(f)
+    import re
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(budget))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise ValueError(f"budget {budget!r} is not a size: {forms}")
+    b = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    if b < 2**20:
+        raise ValueError(f"budget {budget!r} is {b} B, below 1 MiB: {forms}")
+    return b

@@ -289,19 +289,23 @@ def report(module: Any, directory: Optional[str] = None) -> dict:
     return info
 
 
-def backend(budget: str = "100%", *, compiler: str = "inductor", planner: str = "mutwo", profile: str = "measure",
+def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "mutwo", profile: str = "measure",
             report: Optional[str] = None) -> Callable:
     """A torch.compile backend under a memory budget.
 
-    compiler="inductor" (the default): mutwo plans, Inductor compiles. Each
-    graph's joint forward and backward is planned by mutwo (keep or recompute
-    each forward value, from costs that know what Inductor fuses) and
-    partitioned and compiled by Inductor. The budget is bytes ("6GiB") or a
-    percentage of the step's predicted peak with everything kept, and bounds
-    what the compiled forward and backward add to what was allocated when the
-    step began: each step is measured, a step over budget plans again with
-    the overshoot taken off and recompiles (at most three times), then the
-    next call raises BudgetError naming the lowest measured peak.
+    compiler="inductor" (the default): mutwo plans, Inductor compiles.
+    PyTorch's own min-cut partitioner splits each graph's joint forward and
+    backward; mutwo chooses what it saves, from candidates that include
+    torch.compile's own answer at every activation_memory_budget, priced by one
+    model of the partition Inductor runs (docs/python.md, "The compiled
+    route"). The budget bounds what the compiled forward and backward add to
+    what was allocated when the step began: bytes ("6GiB"), a fraction of the
+    activations plain torch.compile saves (0.6 or "60%": the rest of its peak
+    plus that share of them), "lowest", or None, plain torch.compile's plan.
+    Each step is measured; the first measurement corrects the model (and is
+    cached for later runs), and a step over budget plans again and recompiles,
+    at most twice; then the next call raises BudgetError naming the lowest
+    measured peak. planner: "mutwo" or "none" (plain compile's partition).
 
     compiler="mutwo": each graph is captured and run by mutwo's own executor,
     as wrap() runs a module (`profile` and `report` apply to it). A
@@ -310,8 +314,22 @@ def backend(budget: str = "100%", *, compiler: str = "inductor", planner: str = 
     if compiler not in ("inductor", "mutwo"):
         raise MutwoError(f"compiler={compiler!r}: use 'inductor' (mutwo plans, Inductor compiles) or 'mutwo' "
                          "(mutwo's executor)")
-    options = _options(budget, planner, profile, report, "compiled")
-    by_percent = options["budget"].endswith("%")
+    if compiler == "inductor":
+        from mutwo import _inductor
+        if planner not in _inductor.PLANNERS:
+            raise MutwoError(f"planner={planner!r}: the compiled route plans with {' or '.join(_inductor.PLANNERS)}; "
+                             "per-layer, sqrt-n and optimal run under wrap() or backend(compiler='mutwo')")
+        try:
+            parsed = _inductor.parse_budget(budget)
+        except ValueError as e:
+            raise MutwoError(str(e)) from None
+        options = {"budget": parsed, "budget_text": budget, "planner": planner}
+    else:
+        options = _options("100%" if budget is None else budget, planner, profile, report, "compiled")
+    if compiler == "inductor":  # a byte budget bounds one graph's peak: it cannot be split between graphs yet
+        by_percent = not isinstance(options["budget"], int)
+    else:
+        by_percent = options["budget"].endswith("%")
     graphs: list[Any] = []
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:

@@ -15,7 +15,6 @@
 
 #include "runtime/memory.h"
 #include "support/error.h"
-#include "torchext/plan_step.h"
 #include "torchext/session.h"
 
 namespace mutwo::torchext {
@@ -70,10 +69,6 @@ std::vector<at::Tensor> backward(int64_t handle, std::vector<at::Tensor> output_
   return translated([&] { return session(handle).backward(output_grads); });
 }
 
-std::string plan(const std::string& step_json, const std::string& options_json) {
-  return translated([&] { return plan_step(step_json, options_json); });
-}
-
 std::string info(int64_t handle) {
   return translated([&] { return session(handle).info_json(); });
 }
@@ -118,7 +113,6 @@ TORCH_LIBRARY(mutwo, m) {
   m.def("create(str step, str[] names, Tensor[] tensors, str options) -> int", &create);
   m.def("forward(int session, Tensor[] primals) -> Tensor[]", &forward);
   m.def("backward(int session, Tensor[] output_grads) -> Tensor[]", &backward);
-  m.def("plan(str step, str options) -> str", &plan);
   m.def("info(int session) -> str", &info);
   m.def("report(int session, str dir) -> ()", &report);
   m.def("release(int session) -> ()", &release);

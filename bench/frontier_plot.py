@@ -1,0 +1,110 @@
+"""The compiled frontier from a results file of `bench/run.py frontier`: per
+model, torch.compile's activation_memory_budget points and mutwo's backend
+held to each point's measured peak, peak memory against step time, as
+frontier_<model>.svg/.png (gnuplot, where installed; the data and script are
+written anyway), and the Markdown table of docs/results.md on stdout.
+
+  python3 bench/frontier_plot.py bench/results/frontier_h100_2026-11-27.jsonl --out docs/results
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import shutil
+import subprocess
+
+
+def mib(b: float) -> str:
+    return f"{b / 2**20:.0f}"
+
+
+def load(path: str) -> tuple[dict, str]:
+    """model -> {variant: row}, and the card."""
+    rows: dict = collections.defaultdict(dict)
+    card = ""
+    for line in open(path):
+        r = json.loads(line)
+        card = r.get("card", card)
+        if r.get("variant"):
+            rows[r["model"]][r["variant"]] = r
+    return rows, card
+
+
+def table(model: str, rows: dict) -> list[str]:
+    out = [f"\n{model}\n", "| X | compile:X peak MiB | step ms | first step s | mutwo peak MiB | step ms | "
+           "× compile's | compiles | first step s | plan | predicted / measured added MiB |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for variant, c in rows.items():
+        if not variant.startswith("compile"):
+            continue
+        x = variant.split(":", 1)[1] if ":" in variant else "1"
+        m = rows.get(f"inductor@{variant}", {})
+        if "error" in c:
+            out.append(f"| {x} | {c['error'][:60]} | | | | | | | | | |")
+            continue
+        ratio = f"{m['step_ms'] / c['step_ms']:.3f}" if m.get("step_ms") else ""
+        mutwo = (f"{mib(m['peak_bytes'])} | {m['step_ms']:.1f} | {ratio} | {m.get('compiles')} | "
+                 f"{m.get('first_step_s')} | {m.get('chosen')} | {mib(m['predicted_peak_bytes'])} / "
+                 f"{mib(m['mutwo_step_peak_bytes'])}" if m.get("peak_bytes") else
+                 f"{m.get('error', 'not run')[:80]} | | | | | | ")
+        out.append(f"| {x} | {mib(c['peak_bytes'])} | {c['step_ms']:.1f} | {c.get('first_step_s')} | {mutwo} |")
+    low = rows.get("inductor:lowest")
+    if low and low.get("peak_bytes"):
+        out.append(f"| lowest | | | | {mib(low['peak_bytes'])} | {low['step_ms']:.1f} | | {low.get('compiles')} | "
+                   f"{low.get('first_step_s')} | {low.get('chosen')} | {mib(low['predicted_peak_bytes'])} / "
+                   f"{mib(low['mutwo_step_peak_bytes'])} |")
+    return out
+
+
+def plot(model: str, rows: dict, card: str, out: str) -> None:
+    series = {"torch.compile, activation_memory_budget X": [], "mutwo at compile:X's peak": [], "mutwo, lowest": []}
+    for variant, r in rows.items():
+        if not r.get("peak_bytes"):
+            continue
+        label = variant.split(":", 1)[1] if ":" in variant and not variant.startswith("inductor@") else ""
+        if variant.startswith("compile"):
+            series["torch.compile, activation_memory_budget X"].append((r, variant.split(":", 1)[1] if ":" in variant
+                                                                          else "1"))
+        elif variant.startswith("inductor@"):
+            at = variant.split("@", 1)[1]
+            series["mutwo at compile:X's peak"].append((r, at.split(":", 1)[1] if ":" in at else "1"))
+        elif variant == "inductor:lowest":
+            series["mutwo, lowest"].append((r, label or "lowest"))
+    name = f"frontier_{model}"
+    with open(os.path.join(out, name + ".dat"), "w") as f:
+        for title, pts in series.items():
+            f.write(f"# {title}: step_ms peak_MiB X\n")
+            for r, x in sorted(pts, key=lambda p: p[0]["step_ms"]):
+                f.write(f"{r['step_ms']:.3f}\t{r['peak_bytes'] / 2**20:.1f}\t{x}\n")
+            f.write("\n\n")
+    styles = ["lp pt 5 ps 1.4 lc rgb '#d62728'", "lp pt 7 ps 1.4 lc rgb '#1f77b4'", "p pt 9 ps 2 lc rgb '#2ca02c'"]
+    plots = ", ".join(f"'{name}.dat' index {i} using 1:2 with {styles[i]} title '{t}', "
+                      f"'' index {i} using 1:2:3 with labels offset 1.2,0.6 font ',9' notitle"
+                      for i, t in enumerate(series))
+    body = (f"set title '{model}: peak against step time ({card})' noenhanced\nset xlabel 'step time (ms)'\n"
+            "set ylabel 'peak allocated (MiB)'\nset grid\nset key top right noenhanced\n"
+            f"set offsets graph 0.05, graph 0.05, graph 0.08, graph 0.08\nplot {plots}\n")
+    with open(os.path.join(out, name + ".gp"), "w") as f:
+        f.write(f"set terminal svg size 1000,600 dynamic background rgb 'white'\nset output '{name}.svg'\n{body}"
+                f"set terminal pngcairo size 1000,600 background rgb 'white'\nset output '{name}.png'\n{body}")
+    if shutil.which("gnuplot"):
+        subprocess.run(["gnuplot", name + ".gp"], cwd=out, check=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results")
+    ap.add_argument("--out", default="bench/out/plots")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    rows, card = load(a.results)
+    for model, by_variant in rows.items():
+        plot(model, by_variant, card, a.out)
+        print("\n".join(table(model, by_variant)))
+    print(f"\n{card}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,354 @@
+# The compiled route's planner (docs/planners.md, "The compiled route"): which
+# forward values Inductor saves for the backward, chosen from PyTorch's own
+# frontier and scored by one model of the partition Inductor really runs.
+#
+# Candidates, each a saved set inside PyTorch's min-cut partitioner
+# (_mincut.Query):
+# - PyTorch's own: torch.compile's default (activation_memory_budget=1) and
+#   its answer at every budget of LADDER.
+#   Pointwise ops, views and casts stay min-cut's to place, recomputed for
+#   free inside the backward's fused kernels.
+# - mutwo's: the anchors (the expensive ops min-cut bans: matmuls,
+#   convolutions, attention, reductions) ordered as μ-TWO's greedy orders
+#   candidates, by modelled recompute time per byte saved, and the shortest
+#   prefix of that order whose partition fits, found by bisection.
+# Each candidate is priced from the forward and backward modules min-cut
+# returns for it (`predict`): the added peak of each phase by one liveness walk
+# that skips what Inductor never writes to memory, and the recompute time of
+# the forward ops the backward holds, from a roofline. The fastest candidate
+# that fits wins; with no budget pressure that is compile's own default, and
+# PyTorch's answer at any budget is among the candidates, so at the same
+# modelled peak mutwo is never slower by its model.
+from __future__ import annotations
+
+import hashlib
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import torch
+import torch.fx as fx
+
+from mutwo._mincut import Query
+
+LADDER = (0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)  # activation_memory_budget values, besides 1
+
+# Roofline constants per device: (matmul FLOP/s by element size in bytes, memory bytes/s).
+# They rank candidates; the measured step corrects the memory model, not these.
+_RATES = {
+    "cuda": ({2: 600e12, 4: 50e12, 8: 25e12, 1: 1200e12}, 2.8e12),
+    "cpu": ({2: 2e11, 4: 1e11, 8: 5e10, 1: 2e11}, 2e10),
+}
+_POINTWISE_SHARE = 0.25  # of the bytes a fused pointwise op reads, paid when recomputed inside a consumer
+
+
+@dataclass
+class Candidate:
+    """One saved set and what it costs, predicted."""
+    name: str  # "compile:1" (plain compile's), "compile:0.5", "mutwo:12" (the first 12 anchors recomputed)
+    saved: list[fx.Node] = field(repr=False)
+    fwd_peak: int = 0  # bytes the forward adds at its peak
+    bwd_peak: int = 0  # bytes the backward adds at its peak, the saved set included
+    saved_bytes: int = 0
+    saved_at_peak: int = 0  # of those, live at the peak: what planning can take off it
+    extra_ms: float = 0.0  # modelled time of the forward ops the backward recomputes
+    recomputed: list[str] = field(default_factory=list)  # their node names
+
+    @property
+    def key(self) -> str:
+        """The plan, by what it saves: the same saved set is the same partition."""
+        return hashlib.sha256(",".join(sorted(n.name for n in self.saved)).encode()).hexdigest()[:16]
+
+    def peak(self, corrections: "Corrections") -> int:
+        """The added peak, corrected by what measurement showed the model misses."""
+        r = corrections.of(self)
+        return max(self.fwd_peak + r.fwd, self.bwd_peak + r.bwd)
+
+    def summary(self, corrections: "Corrections") -> dict:
+        return {"name": self.name, "predicted_peak_bytes": self.peak(corrections), "saved_bytes": self.saved_bytes,
+                "extra_ms": round(self.extra_ms, 4), "recomputed": len(self.recomputed),
+                "measured": self.key in corrections.by_plan}
+
+
+@dataclass
+class Residual:
+    """Measured minus predicted added peak, per phase (bytes): the model's miss."""
+    fwd: int = 0
+    bwd: int = 0
+
+
+@dataclass
+class Corrections:
+    """The model's misses, measured: a plan that ran is predicted exactly as
+    measured; one that has not takes the largest miss seen on any plan of the
+    graph, per phase (none before the first measurement), so a replan after a
+    step over budget errs towards fitting."""
+    by_plan: dict[str, Residual] = field(default_factory=dict)
+
+    def of(self, c: Candidate) -> Residual:
+        if c.key in self.by_plan:
+            return self.by_plan[c.key]
+        if not self.by_plan:
+            return Residual()
+        return Residual(max(r.fwd for r in self.by_plan.values()), max(r.bwd for r in self.by_plan.values()))
+
+    def measured(self, c: Candidate, fwd: int, bwd: int) -> None:
+        self.by_plan[c.key] = Residual(fwd - c.fwd_peak, bwd - c.bwd_peak)
+
+
+# -- what Inductor writes to memory
+def _pointwise(node: fx.Node) -> bool:
+    if node.target in (torch.ops.prims.inductor_random.default, torch.ops.prims.inductor_lookup_seed.default):
+        return True
+    return torch.Tag.pointwise in getattr(node.target, "tags", ())
+
+
+def _reduction(node: fx.Node) -> bool:
+    return torch.Tag.reduction in getattr(node.target, "tags", ())
+
+
+def _tensors(val: Any) -> list[torch.Tensor]:
+    if isinstance(val, torch.Tensor):
+        return [val]
+    if isinstance(val, (tuple, list)):
+        return [t for v in val for t in _tensors(v)]
+    return []
+
+
+def _storage(t: torch.Tensor) -> tuple[int, int]:
+    s = t.untyped_storage()
+    return s._cdata, s.nbytes()
+
+
+class _Walk:
+    """Live bytes along one module's schedule: a storage is allocated by the
+    first node that makes it and freed after its last reader, unless the module
+    returns it or it was live before. Every node's output is counted as
+    written: measured on Inductor's CPU backend, counting fused pointwise
+    temporaries as free missed the backward's peak by up to 40% once values
+    were recomputed (a recomputed chain is realised where several backward
+    kernels read it), where counting them missed by at most 15%, and by an
+    amount that depends less on the plan, which the measured correction
+    (Corrections) then removes."""
+
+    def __init__(self, gm: fx.GraphModule, live: dict[int, int]) -> None:
+        self.gm, self.live = gm, dict(live)
+        self.bytes = sum(self.live.values())
+        self.peak = self.bytes
+        self.carried = set(live)  # storages live before the module: the backward's saved set
+        self.saved_at_peak = 0  # bytes of the saved set (forward: of what it returns) live at the peak
+
+    def run(self, keep_outputs: bool) -> dict[int, int]:
+        nodes = list(self.gm.graph.nodes)
+        out_node = nodes[-1]
+        outputs = set(_flat_nodes(out_node.args))
+        kept = {k for n in outputs for k, _ in map(_storage, _tensors(n.meta.get("val")))}
+        last: dict[int, int] = {}
+        for i, n in enumerate(nodes):
+            for a in n.all_input_nodes:
+                for k, _ in map(_storage, _tensors(a.meta.get("val"))):
+                    last[k] = i
+        given = set(self.live)
+        for n in nodes:
+            if n.op == "placeholder":
+                for k, size in map(_storage, _tensors(n.meta.get("val"))):
+                    given.add(k)
+        for i, n in enumerate(nodes):
+            if n.op == "call_function":
+                for k, size in map(_storage, _tensors(n.meta.get("val"))):
+                    if k not in self.live and k not in given:
+                        self.live[k] = size
+                        self.bytes += size
+                if self.bytes > self.peak:
+                    self.peak = self.bytes
+                    saved = self.carried if self.carried else kept
+                    self.saved_at_peak = sum(v for k, v in self.live.items() if k in saved)
+            for a in n.all_input_nodes:
+                for k, _ in map(_storage, _tensors(a.meta.get("val"))):
+                    if last.get(k) == i and k in self.live and not (keep_outputs and k in kept):
+                        self.bytes -= self.live.pop(k)
+        return self.live
+
+
+def _flat_nodes(x: Any) -> list[fx.Node]:
+    if isinstance(x, fx.Node):
+        return [x]
+    if isinstance(x, (tuple, list)):
+        return [n for v in x for n in _flat_nodes(v)]
+    return []
+
+
+def memory(fw: fx.GraphModule, bw: fx.GraphModule) -> tuple[int, int, int]:
+    """(forward's added peak, backward's added peak, saved bytes live at the
+    higher of the two) of one partition: the forward from nothing but its
+    inputs; the backward from what the forward returned (the saved set and the
+    outputs), each saved value freed after its last reader, the gradients kept."""
+    fwd = _Walk(fw, {})
+    after = fwd.run(keep_outputs=True)
+    bwd = _Walk(bw, after)
+    bwd.run(keep_outputs=True)
+    return fwd.peak, bwd.peak, (bwd if bwd.peak >= fwd.peak else fwd).saved_at_peak
+
+
+# -- what recomputation costs
+def _flops(node: fx.Node) -> float:
+    from torch.utils.flop_counter import flop_registry
+    packet = getattr(node.target, "overloadpacket", None)
+    if packet not in flop_registry:
+        return 0.0
+    args, kwargs = fx.node.map_arg((node.args, node.kwargs), lambda n: n.meta.get("val"))
+    try:
+        return float(flop_registry[packet](*args, **kwargs, out_val=node.meta.get("val")))
+    except Exception:  # a formula that wants what the fake values lack: count it as memory-bound
+        return 0.0
+
+
+def _bytes(vals: Sequence[Any]) -> int:
+    return sum(t.numel() * t.element_size() for v in vals for t in _tensors(v))
+
+
+def node_ms(node: fx.Node, device: str) -> float:
+    """Roofline time of one node: matmul-like work at the device's rate for its
+    element size, everything else at memory speed; a fused pointwise node pays
+    a share of what it reads."""
+    flops_rate, bandwidth = _RATES.get(device, _RATES["cpu"])
+    ins = [a.meta.get("val") for a in node.all_input_nodes]
+    read = _bytes(ins)
+    if _pointwise(node) or node.target is operator.getitem:
+        return _POINTWISE_SHARE * read / bandwidth * 1e3
+    out = _tensors(node.meta.get("val"))
+    size = out[0].element_size() if out else 4
+    return max(_flops(node) / flops_rate.get(size, flops_rate[4]), (read + _bytes(out)) / bandwidth) * 1e3
+
+
+def predict(q: Query, name: str, saved: list[fx.Node], device: str) -> Candidate:
+    fw, bw = q.modules(saved)
+    fwd_peak, bwd_peak, at_peak = memory(fw, bw)
+    forward = {n.name: n for n in q.joint_graph.nodes if n.op == "call_function" and q.is_forward(n)}
+    recomputed = [n.name for n in bw.graph.nodes if n.op == "call_function" and n.name in forward]
+    kept = [n for n in saved if isinstance(n.meta.get("val"), torch.Tensor)]
+    return Candidate(name, list(saved), fwd_peak, bwd_peak, saved_at_peak=at_peak,
+                     saved_bytes=sum(v for _, v in {_storage(n.meta["val"]) for n in kept}),
+                     extra_ms=sum(node_ms(forward[r], device) for r in recomputed), recomputed=recomputed)
+
+
+# -- the search
+@dataclass
+class Choice:
+    chosen: Candidate
+    default: Candidate  # plain torch.compile's
+    candidates: list[Candidate]
+    budget_bytes: Optional[int]  # the byte budget the candidates were held to (None: no budget)
+
+
+class Frontier:
+    """Candidates of one joint graph, priced once, chosen from under a budget."""
+
+    def __init__(self, q: Query, device: str) -> None:
+        self.q, self.device = q, device
+        self.seen: dict[frozenset, Candidate] = {}
+        self.default = self._add("compile:1", q.pytorch(1.0))
+
+    def _add(self, name: str, saved: list[fx.Node]) -> Candidate:
+        key = frozenset(n.name for n in saved)
+        if key not in self.seen:
+            self.seen[key] = predict(self.q, name, saved, self.device)
+        return self.seen[key]
+
+    def pytorch_ladder(self) -> None:
+        for x in LADDER:
+            self._add(f"compile:{x:g}", self.q.pytorch(x))
+        # Not compile:0: PyTorch then saves the inputs alone, random seeds
+        # not among them (_mincut.pin_random); every anchor recomputed is mutwo's floor.
+        anchors = self.q.anchors()
+        self._add(f"mutwo:{len(anchors)}", self.q.with_recomputed(anchors))
+
+    def greedy(self, budget: int, corrections: Corrections) -> None:
+        """μ-TWO's order over the anchors: cheapest recompute per byte first;
+        the shortest prefix that fits, by bisection (more recomputed, less saved)."""
+        anchors = self.q.anchors()
+        if not anchors:
+            return
+
+        def per_byte(n: fx.Node) -> float:
+            size = sum(t.numel() * t.element_size() for t in _tensors(n.meta.get("val")))
+            return node_ms(n, self.device) / max(size, 1)
+        order = sorted(anchors, key=per_byte)
+        lo, hi = 0, len(order)  # prefix lengths: hi fits if anything does
+        if self._prefix(order, hi).peak(corrections) > budget:
+            return
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._prefix(order, mid).peak(corrections) <= budget:
+                hi = mid
+            else:
+                lo = mid
+
+    def _prefix(self, order: list[fx.Node], k: int) -> Candidate:
+        return self._add(f"mutwo:{k}", self.q.with_recomputed(order[:k]))
+
+    def lowest(self, corrections: Corrections) -> Candidate:
+        return min(self.seen.values(), key=lambda c: (c.peak(corrections), c.extra_ms))
+
+
+def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner: str) -> Choice:
+    """The fastest candidate whose corrected peak fits `budget`: bytes, a
+    `Fraction` of the default's saved activations, "lowest", or None (no
+    budget: plain compile's). Raises FloorError when none fits."""
+    f = Frontier(q, device)
+    if planner.startswith("candidate:"):  # one named candidate, whatever the budget (the model's own checks)
+        f.pytorch_ladder()
+        named = next(c for c in f.seen.values() if c.name == planner.split(":", 1)[1])
+        return Choice(named, f.default, list(f.seen.values()), None)
+    if budget is None or planner == "none":
+        return Choice(f.default, f.default, [f.default], None)
+    if budget != "lowest" and f.default.peak(corrections) <= resolve(budget, f.default, corrections):
+        return Choice(f.default, f.default, [f.default], resolve(budget, f.default, corrections))
+    f.pytorch_ladder()
+    if budget == "lowest":
+        low = f.lowest(corrections)
+        f.greedy(low.peak(corrections), corrections)
+        best = f.lowest(corrections)
+        return Choice(best, f.default, list(f.seen.values()), best.peak(corrections))
+    limit = resolve(budget, f.default, corrections)
+    f.greedy(limit, corrections)
+    fits = [c for c in f.seen.values() if c.peak(corrections) <= limit]
+    if not fits:
+        lowest = f.lowest(corrections).peak(corrections)
+        raise FloorError(limit, lowest, f.default.peak(corrections),
+                         fraction_of(lowest, f.default, corrections) if isinstance(budget, Fraction) else None)
+    best = min(fits, key=lambda c: (c.extra_ms, c.peak(corrections)))
+    return Choice(best, f.default, list(f.seen.values()), limit)
+
+
+@dataclass
+class Fraction:
+    """A budget as a fraction of the activation memory the plan can free."""
+    value: float
+
+
+def resolve(budget: Any, default: Candidate, corrections: Corrections) -> int:
+    """A budget in bytes of added peak. A fraction f of the activations: with A
+    the saved activations live at plain compile's peak and F the rest of that
+    peak, F + f·A (1 is plain compile's peak, 0 all of A freed)."""
+    if isinstance(budget, Fraction):
+        unplanned = default.peak(corrections)
+        activations = min(default.saved_at_peak, unplanned)
+        return int(unplanned - activations + budget.value * activations)
+    return int(budget)
+
+
+def fraction_of(peak: int, default: Candidate, corrections: Corrections) -> float:
+    """The fraction of the activations (resolve's) that `peak` bytes stand for."""
+    unplanned = default.peak(corrections)
+    activations = min(default.saved_at_peak, unplanned)
+    return (peak - (unplanned - activations)) / activations if activations else 1.0
+
+
+class FloorError(Exception):
+    """No candidate fits: the budget, the lowest predicted peak, plain compile's, and the lowest as a fraction."""
+
+    def __init__(self, budget: int, lowest: int, unplanned: int, fraction: Optional[float]) -> None:
+        super().__init__(budget, lowest, unplanned)
+        self.budget, self.lowest, self.unplanned, self.fraction = budget, lowest, unplanned, fraction
+
