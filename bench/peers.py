@@ -28,6 +28,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional
@@ -315,7 +316,13 @@ def in_child(spec: Spec, variant: str, timeout: float) -> dict:
     """`measure --one VARIANT` in its own process group, killed with its workers after `timeout` seconds;
     what it wrote besides its row goes to our stderr."""
     args = [sys.executable, os.path.abspath(__file__), "measure", "--one", variant, "--spec", json.dumps(asdict(spec))]
-    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    # Each variant compiles cold (its own Inductor cache) and plans as a first run (its own mutwo cache):
+    # compile times compare, and no variant is served what another compiled.
+    scratch = tempfile.mkdtemp(prefix="mutwo-peer-")
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
+           "MUTWO_CACHE_DIR": os.path.join(scratch, "mutwo")}
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         env=env)
     RUNNING[:] = [p]
     try:
         out, err = p.communicate(timeout=timeout)

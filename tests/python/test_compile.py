@@ -109,7 +109,8 @@ class _Recorder(torch._inductor.custom_graph_pass.CustomPartitionerFn):
 def test_no_budget_saves_what_plain_compile_saves() -> None:
     model, inputs, loss_fn = MODELS["llama"]()
     recorder = _Recorder()
-    with torch._inductor.config.patch(custom_partitioner_fn=recorder):
+    with torch._inductor.config.patch(custom_partitioner_fn=recorder), \
+            torch._functorch.config.patch(enable_autograd_cache=False):  # a cached compile skips the partitioner
         plain = _run(model, inputs, loss_fn, "inductor", 1)
     backend = mt.backend()
     run = _run(model, inputs, loss_fn, backend, 2)
