@@ -52,8 +52,8 @@ void check_writable(const std::string& path) {
   std::error_code ec;
   MUTWO_CHECK(!fs::is_directory(path, ec), "cannot write {}: it is a folder; give a file's path", path);
   const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
-  MUTWO_CHECK(fs::is_directory(parent, ec), "cannot write {}: the folder {} does not exist; make it first or choose "
-              "another path", path, parent.string());
+  MUTWO_CHECK(fs::is_directory(parent, ec), "cannot write {}: {}; make that folder first or choose another path", path,
+              fs::exists(parent, ec) ? parent.string() + " is not a folder" : "the folder " + parent.string() + " does not exist");
   MUTWO_CHECK(::access(parent.c_str(), W_OK) == 0, "cannot write {}: the folder {} is not writable ({}); choose another "
               "path", path, parent.string(), std::strerror(errno));
 }
