@@ -10,7 +10,7 @@ which no package ships) and d3.v5.min.js (the mpld3 wheel ships it); the
 page's imports are then mapped to those, d3 through a small module that
 gives MemoryViz.js the named exports and the live `event` it reads from d3 v5.
 As a command, it writes the screenshot in docs/:
-  python tests/python/memory_snapshots.py SNAPSHOT OUT.png [WIDTH,HEIGHT]
+  python tests/python/memory_snapshots.py SNAPSHOT OUT.png
 """
 from __future__ import annotations
 
@@ -136,7 +136,11 @@ for (const kind of ['error', 'unhandledrejection'])
 @contextlib.contextmanager
 def served(folder: pathlib.Path) -> Iterator[str]:
     """`folder` served over HTTP on the loopback address: its URL."""
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(folder))
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    handler = functools.partial(Quiet, directory=str(folder))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -195,11 +199,16 @@ def render(snapshot: pathlib.Path, folder: pathlib.Path, png: pathlib.Path,
     return dom.stdout, console
 
 
-if __name__ == "__main__":  # the screenshot in docs/: python tests/python/memory_snapshots.py SNAPSHOT OUT.png [W,H]
+if __name__ == "__main__":  # the screenshot in docs/: python tests/python/memory_snapshots.py SNAPSHOT OUT.png
     import tempfile
+
+    from PIL import Image
     if missing := render_missing():
         sys.exit(missing)
+    out = pathlib.Path(sys.argv[2]).resolve()
     with tempfile.TemporaryDirectory() as d:
-        _, lines = render(pathlib.Path(sys.argv[1]), pathlib.Path(d), pathlib.Path(sys.argv[2]).resolve(),
-                          *sys.argv[3:4])
-    print("\n".join(lines))
+        _, lines = render(pathlib.Path(sys.argv[1]), pathlib.Path(d), out, "1100,1000")
+    print("\n".join(line for line in lines if "Uncaught" in line or "Error" in line))
+    # The timeline and its overview, without the empty details pane below, in 64 colours.
+    image = Image.open(out).convert("RGB")
+    image.crop((0, 0, image.width, 630)).quantize(64).save(out, optimize=True)
