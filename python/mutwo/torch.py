@@ -265,7 +265,11 @@ def report(module: Any, directory: Optional[str] = None) -> dict:
     """The plan of the module's latest step: predicted and measured peak, what was
     dropped, the predicted extra time (docs/python.md lists the keys). With a
     directory, also writes there the CLI's files: profile.json and its tables and
-    plots, plan.json, plan.csv, rewritten.ir, summary.json and report.md.
+    plots, plan.json, plan.csv, rewritten.ir, summary.json and report.md, and
+    PyTorch's memory snapshots (memory_snapshot.pickle: the profiled step,
+    measured then predicted; memory_before_after.pickle: the unplanned step,
+    then the plan's, as predicted), which `python -m torch.cuda._memory_viz
+    trace_plot FILE -o page.html` draws.
 
     `module`: what wrap() returned, or a backend() after its compiled model ran:
     with compiler="inductor", the latest graph's plan (each value's decision

@@ -24,6 +24,7 @@ struct ProfileCommand {
   int iters = 3;
   int warmup = 1;
   std::string out;
+  std::string memory_snapshot;  // --memory-snapshot FILE; empty: OUT/memory_snapshot.pickle
   OutputOptions output;
 
   void add_to(CLI::App& app);
@@ -61,6 +62,7 @@ struct OptimizeCommand {
   DeviceOptions device;
   int steps = 5;
   std::string out;
+  std::string memory_snapshot;  // --memory-snapshot FILE; empty: OUT/memory_before_after.pickle
   bool check = false;
   bool cuda_graph = false;
   OutputOptions output;

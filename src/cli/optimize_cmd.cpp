@@ -16,6 +16,7 @@
 #include "ir/text.h"
 #include "profile/profiler.h"
 #include "report/report.h"
+#include "report/snapshot.h"
 #include "runtime/memory.h"
 #include "support/error.h"
 #include "support/files.h"
@@ -30,11 +31,14 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 // The plan, the rewritten graph, the profile it was planned on and the
-// rewritten step's own, and the before/after plots, under `out`.
+// rewritten step's own, the before/after plots, under `out`, and the
+// before/after memory snapshot at `snapshot` (empty: in `out`).
 void write_outputs(const Planned& p, c10::Device dev, uint64_t seed, const std::string& name,
-                   int64_t batch, const std::string& out) {
+                   int64_t batch, const std::string& out, const std::string& snapshot) {
   const ir::Graph& planned = p.rewritten.graph;
   plan::write_plan_json(p.input, p.plan, p.unplanned_peak, out + "/plan.json");
+  report::write_memory_snapshot(report::plan_memory(p.input, p.plan),
+                                snapshot.empty() ? out + "/" + report::kPlanSnapshot : snapshot);
   plan::write_plan_csv(p.input, p.plan, out + "/plan.csv");
   profile::write_profile(p.input.profile, out + "/profile.json");  // for mutwo report --profile --plan
   write_file(out + "/rewritten.ir", ir::print(planned));
@@ -123,7 +127,12 @@ void OptimizeCommand::add_to(CLI::App& app) {
   app.add_option("--steps", steps, "training steps measured for each of baseline and plan")
       ->capture_default_str()
       ->check(kPositive);
-  app.add_option("--out", out, "directory for the plan, rewritten graph, plots and report.md")->required();
+  app.add_option("--out", out, "directory for the plan, rewritten graph, plots, report.md and memory_before_after.pickle")
+      ->required();
+  app.add_option("--memory-snapshot", memory_snapshot,
+                 "write PyTorch's memory snapshot of the unplanned and the planned step, as predicted, to this file "
+                 "instead of OUT/memory_before_after.pickle; view it with python -m torch.cuda._memory_viz trace_plot "
+                 "FILE -o page.html");
   app.add_flag("--check", check, "also compare loss and every gradient bit for bit with the unplanned step");
   app.add_flag("--cuda-graph", cuda_graph, "CUDA: time baseline and plan as captured CUDA graphs (the check runs without)");
   output.add_to(app);
@@ -135,6 +144,7 @@ int OptimizeCommand::run() const {
   // A saved plan is read and checked before anything is built or run.
   const std::optional<plan::SavedPlan> saved =
       plan_path.empty() ? std::nullopt : std::optional<plan::SavedPlan>(plan::read_plan(plan_path));
+  if (!memory_snapshot.empty()) check_writable(memory_snapshot);  // before anything runs or is written
   c10::Device dev = device.open();
   std::optional<runtime::SideStream> side;
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
@@ -176,7 +186,7 @@ int OptimizeCommand::run() const {
   for (ir::ValueId v : p.plan.drop) dropped_bytes += base.type(v).bytes();
 
   // What was written: the plan, the rewritten graph, both measured timelines, the report.
-  write_outputs(p, dev, seed, name, step.batch_or_none(), out);
+  write_outputs(p, dev, seed, name, step.batch_or_none(), out, memory_snapshot);
 
   auto measurement = [&](const Measured& m, bool ran) {
     return report::StepMeasurement{ran, m.peak_bytes, m.reserved_peak_bytes, m.step_ms, ran ? m.losses.back() : 0.0};

@@ -92,7 +92,7 @@ profile::Profile profile_one(const ProfileCommand& c, int64_t batch, const std::
   o.model = step.name(g);
   o.batch = step.batch_or_none();
   profile::Profile p = profile::profile_step(g, o);
-  report::write_profile_dir(p, dir);
+  report::write_profile_dir(p, dir, c.memory_snapshot);
   return p;
 }
 
@@ -104,11 +104,17 @@ void ProfileCommand::add_to(CLI::App& app) {
   device.add_to(app);
   app.add_option("--iters", iters, "measured steps (times are those of the median step)")->capture_default_str()->check(kPositive);
   app.add_option("--warmup", warmup, "unmeasured steps first")->capture_default_str()->check(CLI::Range(0, 1000));
-  app.add_option("--out", out, "directory for profile.json, CSVs, plots and trace.json")->required();
+  app.add_option("--out", out, "directory for profile.json, CSVs, plots, trace.json and memory_snapshot.pickle")
+      ->required();
+  app.add_option("--memory-snapshot", memory_snapshot,
+                 "write PyTorch's memory snapshot of the step (measured, then predicted) to this file instead of "
+                 "OUT/memory_snapshot.pickle; view it with python -m torch.cuda._memory_viz trace_plot FILE -o page.html")
+      ->excludes("--batches");
   output.add_to(app);
 }
 
 int ProfileCommand::run() const {
+  if (!memory_snapshot.empty()) check_writable(memory_snapshot);  // before anything runs or is written
   device.open();  // checks --device, applies --device-memory; profile_one opens it by name
   make_dirs(out);
   if (batches.empty()) {

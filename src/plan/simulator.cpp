@@ -201,7 +201,31 @@ Timeline time_step(const PlanInput& in, const rewrite::Rewritten& r) {
   return t;
 }
 
+// The storages copies hold past their last use (HeldCopy), from the copies' timing.
+std::vector<HeldCopy> held_copies(const rewrite::Rewritten& r, const analysis::Liveness& L, const Timeline& time) {
+  std::vector<HeldCopy> held;
+  for (auto [n, until] : time.held) {
+    const ir::ValueId x = L.storage[static_cast<size_t>(r.graph.nodes()[n].inputs[0])];
+    if (L.storage_end[static_cast<size_t>(x)] == static_cast<int32_t>(n))
+      held.push_back({x, static_cast<int32_t>(n), static_cast<int32_t>(until)});
+  }
+  return held;
+}
+
 }  // namespace
+
+PredictedStep predicted_step(const PlanInput& in, const Plan& p) {
+  PlanInput chunked = in;
+  apply_chunks(chunked, p.chunks);
+  PredictedStep s;
+  s.rewritten = rewrite_step(chunked, chunked.graph, p.drop, p.swap, p.update_early, {});
+  const analysis::Liveness L = analysis::analyze_liveness(s.rewritten.graph);
+  s.held = held_copies(s.rewritten, L, time_step(chunked, s.rewritten));
+  for (int32_t origin : s.rewritten.origin)
+    s.workspace.push_back(origin >= 0 ? chunked.workspace[static_cast<size_t>(origin)] : 0);
+  s.extra_bytes = chunked.start_extra_bytes;
+  return s;
+}
 
 rewrite::Rewritten rewrite_plan(const PlanInput& in, const Plan& p, const rewrite::PassOptions& o) {
   return rewrite_step(in, chunked_graph(in.graph, p), p.drop, p.swap, p.update_early, o);
@@ -246,19 +270,12 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, c
   // A storage copied out is held until its copy is done: from its copy's node
   // (where liveness frees it, unless read later still) to the first node
   // starting after the copy.
-  struct Held {
-    size_t storage, from, until;
-  };
-  std::vector<Held> held;
-  for (auto [n, until] : time.held) {
-    const auto x = static_cast<size_t>(L.storage[static_cast<size_t>(r.graph.nodes()[n].inputs[0])]);
-    if (L.storage_end[x] == static_cast<int32_t>(n)) held.push_back({x, n, until});
-  }
+  const std::vector<HeldCopy> held = held_copies(r, L, time);
   std::vector<int64_t> during = L.live_during, after = L.live_after;
-  for (const Held& h : held) {
-    const int64_t bytes = r.graph.values()[h.storage].type.bytes();
-    after[h.from] += bytes;
-    for (size_t m = h.from + 1; m < h.until; ++m) {
+  for (const HeldCopy& h : held) {
+    const int64_t bytes = r.graph.type(h.storage).bytes();
+    after[static_cast<size_t>(h.from)] += bytes;
+    for (auto m = static_cast<size_t>(h.from) + 1; m < static_cast<size_t>(h.until); ++m) {
       during[m] += bytes;
       after[m] += bytes;
     }
@@ -312,8 +329,8 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, c
       s.swap_idle_at_peak[v] = (L.def[v] >= 0 || state) && gaps[v].before < k && (gaps[v].after > k || splits) && !L.on_host[v];
     }
     std::vector<bool> held_at_peak(r.graph.num_values(), false);  // copied out, the copy not done at the peak
-    for (const Held& h : held)
-      if (static_cast<int32_t>(h.from) < k && static_cast<int32_t>(h.until) > k) held_at_peak[h.storage] = true;
+    for (const HeldCopy& h : held)
+      if (h.from < k && h.until > k) held_at_peak[static_cast<size_t>(h.storage)] = true;
     const std::vector<ir::Role> storage_role = analysis::charged_roles(r.graph, L);
     for (const ir::Value& v : r.graph.values()) {
       auto id = static_cast<size_t>(v.id);

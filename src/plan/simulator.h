@@ -11,6 +11,7 @@
 
 #include "ir/graph.h"
 #include "plan/input.h"
+#include "rewrite/recompute.h"
 
 namespace mutwo::plan {
 
@@ -46,5 +47,28 @@ struct Simulation {
 // first (rewrite/update_early.h), before the swaps.
 Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, const std::vector<ir::ValueId>& swap = {},
                     bool update_early = false);
+
+// A storage copied to host memory is held on the device past its last use
+// (`from`, the swap_out node) until its copy is done: it is freed before the
+// node `until` (the first starting after the copy; the node count when the
+// copy outlasts the step).
+struct HeldCopy {
+  ir::ValueId storage = ir::kNoValue;
+  int32_t from = 0, until = 0;
+};
+
+struct Plan;
+// The schedule a plan's prediction walks, for the reports that draw it
+// (report/snapshot.h): the plan's step (the rewrite_plan's), and what the
+// simulator adds to that step's liveness: each node's workspace, the bytes
+// held beyond the graph's tensors all through the step, and the copies'
+// held storages. A default Plan gives the unplanned step.
+struct PredictedStep {
+  rewrite::Rewritten rewritten;
+  std::vector<int64_t> workspace;  // per node of rewritten.graph
+  int64_t extra_bytes = 0;         // PlanInput::start_extra_bytes
+  std::vector<HeldCopy> held;
+};
+PredictedStep predicted_step(const PlanInput& in, const Plan& p);
 
 }  // namespace mutwo::plan

@@ -27,11 +27,16 @@ void write_activations_csv(const profile::Profile& p, const std::string& path);
 void write_trace(const profile::Profile& p, const std::string& path);
 
 // What `mutwo profile --out DIR` writes: profile.json and its reports.
-void write_profile_dir(const profile::Profile& p, const std::string& dir);
+void write_profile_dir(const profile::Profile& p, const std::string& dir, const std::string& snapshot = "");
 // The reports of a profile alone (what `mutwo report --profile` writes again):
-// nodes.csv, activations.csv, trace.json and the memory timeline and peak
-// breakdown plots.
-void write_profile_reports(const profile::Profile& p, const std::string& dir);
+// nodes.csv, activations.csv, trace.json, the memory timeline and peak
+// breakdown plots, and PyTorch's memory snapshot of the step, measured and
+// predicted (report/snapshot.h), at `snapshot` (empty: DIR/kProfileSnapshot).
+void write_profile_reports(const profile::Profile& p, const std::string& dir, const std::string& snapshot = "");
+// The snapshots' file names in a command's --out folder: a profile's step
+// (measured, then predicted), and a plan's (the unplanned step, then the plan's).
+inline constexpr const char* kProfileSnapshot = "memory_snapshot.pickle";
+inline constexpr const char* kPlanSnapshot = "memory_before_after.pickle";
 // report.md of a saved plan (`mutwo report --plan`): its prediction and every
 // activation with the planner's rank, recompute time, ratio, decision and why.
 void write_plan_report(const profile::Profile& p, const plan::SavedPlan& f, const std::string& dir);

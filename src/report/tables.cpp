@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "report/report.h"
+#include "report/snapshot.h"
 #include "support/error.h"
 #include "support/files.h"
 
@@ -102,17 +103,18 @@ void write_trace(const profile::Profile& p, const std::string& path) {
   write_file(path, trace.dump() + "\n");
 }
 
-void write_profile_dir(const profile::Profile& p, const std::string& dir) {
+void write_profile_dir(const profile::Profile& p, const std::string& dir, const std::string& snapshot) {
   make_dirs(dir);
   profile::write_profile(p, dir + "/profile.json");
-  write_profile_reports(p, dir);
+  write_profile_reports(p, dir, snapshot);
 }
 
-void write_profile_reports(const profile::Profile& p, const std::string& dir) {
+void write_profile_reports(const profile::Profile& p, const std::string& dir, const std::string& snapshot) {
   make_dirs(dir);
   write_nodes_csv(p, dir + "/nodes.csv");
   write_activations_csv(p, dir + "/activations.csv");
   write_trace(p, dir + "/trace.json");
+  write_memory_snapshot(profile_memory(p), snapshot.empty() ? dir + "/" + kProfileSnapshot : snapshot);
   plot_memory_timeline(p, dir);
   plot_peak_breakdown(p, dir);
 }

@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 
@@ -44,6 +45,17 @@ std::string read_file(const std::string& path, int64_t limit) {
   in.read(text.data(), static_cast<std::streamsize>(size));
   MUTWO_CHECK(in.gcount() == static_cast<std::streamsize>(size), "reading {} failed", path);
   return text;
+}
+
+void check_writable(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  MUTWO_CHECK(!fs::is_directory(path, ec), "cannot write {}: it is a folder; give a file's path", path);
+  const fs::path parent = fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path();
+  MUTWO_CHECK(fs::is_directory(parent, ec), "cannot write {}: {}; make that folder first or choose another path", path,
+              fs::exists(parent, ec) ? parent.string() + " is not a folder" : "the folder " + parent.string() + " does not exist");
+  MUTWO_CHECK(::access(parent.c_str(), W_OK) == 0, "cannot write {}: the folder {} is not writable ({}); choose another "
+              "path", path, parent.string(), std::strerror(errno));
 }
 
 void make_dirs(const std::string& dir) {

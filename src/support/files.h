@@ -18,6 +18,11 @@ void write_file(const std::string& path, std::string_view bytes);
 // folder) or larger than the limit.
 std::string read_file(const std::string& path, int64_t limit = int64_t{1} << 30);
 
+// Checks, before the work that ends in write_file(path), that the file can
+// be written there: a UserError naming it when its folder is missing or not
+// writable, or a folder is in its place. Writes nothing.
+void check_writable(const std::string& path);
+
 // Creates `dir` and its parents if missing; a UserError naming it when that
 // is impossible (a file in the way, no permission).
 void make_dirs(const std::string& dir);

@@ -13,6 +13,7 @@
 #include "ir/text.h"
 #include "profile/profiler.h"
 #include "report/report.h"
+#include "report/snapshot.h"
 #include "rewrite/recompute.h"
 #include "runtime/executor.h"
 #include "runtime/memory.h"
@@ -265,6 +266,7 @@ void Session::write_report(const std::string& dir) const {
   plan::write_plan_csv(input_, plan_, dir + "/plan.csv");
   report::write_plan_report(input_.profile, plan::read_plan(dir + "/plan.json"), dir);  // as mutwo report --plan
   write_file(dir + "/rewritten.ir", ir::print(planned_));
+  report::write_memory_snapshot(report::plan_memory(input_, plan_), dir + "/" + report::kPlanSnapshot);
   write_file(dir + "/summary.json", json::parse(info_json()).dump(2) + "\n");
 }
 

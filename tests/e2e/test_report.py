@@ -10,8 +10,8 @@ import shutil
 
 from mutwo_cli import mutwo
 
-GENERATED = ["nodes.csv", "activations.csv", "trace.json", "memory_timeline.dat", "memory_timeline.gp",
-             "peak_breakdown.dat", "peak_breakdown.gp"]
+GENERATED = ["nodes.csv", "activations.csv", "trace.json", "memory_snapshot.pickle", "memory_timeline.dat",
+             "memory_timeline.gp", "peak_breakdown.dat", "peak_breakdown.gp"]
 
 
 def test_report_writes_the_profile_again(mlp_report: pathlib.Path, tmp_path: pathlib.Path) -> None:

@@ -40,6 +40,14 @@ CASES: list[Case] = [
          "cannot make the folder {blocker}/o"),
     Case("sweep --model mlp --batches 8 --steps 1 --quiet --out {blocker}/s", 2, "cannot make the folder {blocker}/s"),
     Case("profile --model mlp --batch 8 --quiet --out {blocker}/p", 2, "cannot make the folder {blocker}/p"),
+    # A --memory-snapshot that cannot be written is refused before anything runs
+    # or is written (test_cli_errors.py: nothing left behind).
+    Case("profile --model mlp --batch 8 --quiet --out {out}/p --memory-snapshot /nonexistent/snap.pickle", 2,
+         "cannot write /nonexistent/snap.pickle: the folder /nonexistent does not exist"),
+    Case("optimize --model mlp --batch 8 --budget 90% --steps 1 --quiet --out {out}/o --memory-snapshot {out}", 2,
+         "cannot write {out}: it is a folder"),
+    Case("profile --model mlp --batch 8 --quiet --out {out}/p --memory-snapshot {blocker}/snap.pickle", 2,
+         "cannot write {blocker}/snap.pickle: {blocker} is not a folder"),
     # A loaded graph that recomputes a random op without its generator state, or
     # names no outputs, is refused (issues 15 and 26).
     Case("run --graph {graphs}/random.ir --steps 1", 2,

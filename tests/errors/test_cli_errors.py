@@ -72,3 +72,21 @@ def test_max_batch_json_on_failure() -> None:
 def test_minus_zero_is_zero(numbers: pathlib.Path, tmp_path: pathlib.Path) -> None:
     """A profile's step_ms of -0 reads as 0 (issue 27)."""
     mutwo("plan", "--profile", str(numbers / "profile_zero.json"), "--budget", "100%", "--out", str(tmp_path / "plan.json"))
+
+
+def test_unwritable_snapshot_leaves_nothing(tmp_path: pathlib.Path) -> None:
+    """A --memory-snapshot that cannot be written (issue 37): exit 2 before
+    the step runs, with nothing written; and where the default snapshot's
+    path turns out unwritable only at the end (a folder made in its place),
+    exit 2 with no snapshot file, whole or partial, and no .tmp left."""
+    out = tmp_path / "p"
+    r = mutwo("profile", "--model", "mlp", "--batch", "8", "--quiet", "--out", str(out),
+              "--memory-snapshot", str(tmp_path / "missing" / "snap.pickle"), expect=2)
+    assert one_line(r.stderr) and not out.exists() and list(tmp_path.iterdir()) == [], r.stderr
+    out.mkdir()
+    (out / "memory_snapshot.pickle").mkdir()
+    r = mutwo("profile", "--model", "mlp", "--batch", "8", "--iters", "1", "--warmup", "0", "--quiet",
+              "--out", str(out), expect=2)
+    assert f"cannot write {out}/memory_snapshot.pickle" in r.stderr and one_line(r.stderr), r.stderr
+    assert (out / "memory_snapshot.pickle").is_dir() and not list((out / "memory_snapshot.pickle").iterdir())
+    assert not list(out.glob("*.tmp")), list(out.glob("*.tmp"))

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 import loop
+import memory_snapshots
 import models
 import mutwo.torch
 from mutwo.torch import BudgetError, MutwoError
@@ -78,6 +79,10 @@ def test_every_budget_fits_and_matches_the_unplanned_capture(name: str, optimize
         random_recomputations((out / "rewritten.ir").read_text())
         for f in ("profile.json", "plan.json", "plan.csv", "summary.json", "memory_timeline.svg", "report.md"):
             assert (out / f).exists(), f
+        # PyTorch's memory snapshot: the unplanned step and the plan's, replaying to their predicted peaks.
+        before, after = memory_snapshots.steps(memory_snapshots.load(out / "memory_before_after.pickle")).values()
+        assert memory_snapshots.replay(before) == info["unplanned_peak_bytes"], f"{name} {budget}"
+        assert memory_snapshots.replay(after) == info["predicted_peak_bytes"], f"{name} {budget}"
         assert "| rank | activation |" in (out / "report.md").read_text()
     assert dropped_any, f"{name}: no budget dropped or swapped anything"
 
