@@ -107,6 +107,18 @@ def _reduction(node: fx.Node) -> bool:
     return torch.Tag.reduction in getattr(node.target, "tags", ())
 
 
+def _unmaterialized(node: fx.Node, outputs: set) -> bool:
+    """A temporary Inductor's GPU code never writes to memory: made by a
+    pointwise node and read, fewer than 4 times (Inductor realizes a buffer
+    read more often), only by pointwise nodes or reductions, which take its
+    loop in; not an output of its module."""
+    if node.op != "call_function" or not _pointwise(node) or node in outputs:
+        return False
+    if not node.users or len(node.users) >= 4:
+        return False
+    return all(u.op == "call_function" and (_pointwise(u) or _reduction(u)) for u in node.users)
+
+
 def _tensors(val: Any) -> list[torch.Tensor]:
     if isinstance(val, torch.Tensor):
         return [val]
@@ -123,16 +135,16 @@ def _storage(t: torch.Tensor) -> tuple[int, int]:
 class _Walk:
     """Live bytes along one module's schedule: a storage is allocated by the
     first node that makes it and freed after its last reader, unless the module
-    returns it or it was live before. Every node's output is counted as
-    written: measured on Inductor's CPU backend, counting fused pointwise
-    temporaries as free missed the backward's peak by up to 40% once values
-    were recomputed (a recomputed chain is realised where several backward
-    kernels read it), where counting them missed by at most 15%, and by an
-    amount that depends less on the plan, which the measured correction
-    (Corrections) then removes."""
+    returns it or it was live before. With `fused` (CUDA), a pointwise
+    temporary Inductor keeps in registers takes nothing (_unmaterialized);
+    on the CPU every node's output counts as written. Both choices are
+    measured (docs/planners.md, "The compiled route"): on the CPU counting
+    fused temporaries as free missed the backward's peak by up to 50% once
+    values were recomputed; on an H100 counting them over-predicted the
+    added peak about twofold."""
 
-    def __init__(self, gm: fx.GraphModule, live: dict[int, int]) -> None:
-        self.gm, self.live = gm, dict(live)
+    def __init__(self, gm: fx.GraphModule, live: dict[int, int], fused: bool) -> None:
+        self.gm, self.live, self.fused = gm, dict(live), fused
         self.bytes = sum(self.live.values())
         self.peak = self.bytes
         self.carried = set(live)  # storages live before the module: the backward's saved set
@@ -154,7 +166,7 @@ class _Walk:
                 for k, size in map(_storage, _tensors(n.meta.get("val"))):
                     given.add(k)
         for i, n in enumerate(nodes):
-            if n.op == "call_function":
+            if n.op == "call_function" and not (self.fused and _unmaterialized(n, outputs)):
                 for k, size in map(_storage, _tensors(n.meta.get("val"))):
                     if k not in self.live and k not in given:
                         self.live[k] = size
@@ -178,14 +190,14 @@ def _flat_nodes(x: Any) -> list[fx.Node]:
     return []
 
 
-def memory(fw: fx.GraphModule, bw: fx.GraphModule) -> tuple[int, int, int]:
+def memory(fw: fx.GraphModule, bw: fx.GraphModule, fused: bool) -> tuple[int, int, int]:
     """(forward's added peak, backward's added peak, saved bytes live at the
     higher of the two) of one partition: the forward from nothing but its
     inputs; the backward from what the forward returned (the saved set and the
     outputs), each saved value freed after its last reader, the gradients kept."""
-    fwd = _Walk(fw, {})
+    fwd = _Walk(fw, {}, fused)
     after = fwd.run(keep_outputs=True)
-    bwd = _Walk(bw, after)
+    bwd = _Walk(bw, after, fused)
     bwd.run(keep_outputs=True)
     return fwd.peak, bwd.peak, (bwd if bwd.peak >= fwd.peak else fwd).saved_at_peak
 
@@ -223,7 +235,7 @@ def node_ms(node: fx.Node, device: str) -> float:
 
 def predict(q: Query, name: str, saved: list[fx.Node], device: str) -> Candidate:
     fw, bw = q.modules(saved)
-    fwd_peak, bwd_peak, at_peak = memory(fw, bw)
+    fwd_peak, bwd_peak, at_peak = memory(fw, bw, fused=device == "cuda")
     forward = {n.name: n for n in q.joint_graph.nodes if n.op == "call_function" and q.is_forward(n)}
     recomputed = [n.name for n in bw.graph.nodes if n.op == "call_function" and n.name in forward]
     kept = [n for n in saved if isinstance(n.meta.get("val"), torch.Tensor)]
@@ -313,6 +325,11 @@ def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner
     limit = resolve(budget, f.default, corrections)
     f.greedy(limit, corrections)
     fits = [c for c in f.seen.values() if c.peak(corrections) <= limit]
+    if not fits and not corrections.by_plan:
+        # Nothing measured yet: the model is not calibrated on this graph and
+        # card. Run the lowest candidate; its measurement decides.
+        best = f.lowest(corrections)
+        return Choice(best, f.default, list(f.seen.values()), limit)
     if not fits:
         lowest = f.lowest(corrections).peak(corrections)
         raise FloorError(limit, lowest, f.default.peak(corrections),

@@ -66,7 +66,7 @@ MODELS: dict[str, Callable[[], tuple[nn.Module, tuple, Callable]]] = {
     "mlp": _mlp,
     "llama": lambda: models.llama(dropout=0.1),
     "vit": models.vit,
-    "hf-llama": lambda: hf_models.factory("llama"),
+    "hf-llama": lambda: hf_models.factory("llama", batch=16, seq=64),
 }
 
 
@@ -178,9 +178,11 @@ def test_a_warm_second_run_compiles_once(tmp_path) -> None:
 
 
 def test_a_budget_below_the_floor_names_it() -> None:
+    """Before a measurement the model is not trusted to refuse: the lowest
+    candidate runs, and its measured peak is the floor named."""
     model, inputs, loss_fn = models.llama(dropout=0.1, batch=64)
-    with pytest.raises(mt.BudgetError, match=r"lowest predicted added peak is [0-9.]+ MiB"):
-        _run(model, inputs, loss_fn, mt.backend(budget="1MiB"), 1)
+    with pytest.raises(mt.BudgetError, match=r"lowest predicted added peak is [0-9.]+ MiB.*try budget="):
+        _run(model, inputs, loss_fn, mt.backend(budget="1MiB"), 3)
 
 
 @pytest.mark.parametrize("budget", ["abc", "-5GiB", 60, "60", 1.5, "0%"])
