@@ -356,6 +356,16 @@ def measure_all(spec: Spec, variants: list[str], timeout: float) -> None:
         if r.get("peak_bytes"):
             peaks[variant] = r["peak_bytes"]
         print(json.dumps(r), flush=True)
+        keep_partial(r)
+
+
+def keep_partial(r: dict) -> None:
+    """Appends the row, untagged, to $BENCH_PARTIAL as it comes (bench/runner.py sets it in $OUT):
+    a call cut off before the runner tags and writes its rows still returns them."""
+    path = os.environ.get("BENCH_PARTIAL")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(r) + "\n")
 
 
 def capture_step(spec: Spec, out: str) -> None:

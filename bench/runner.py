@@ -162,6 +162,7 @@ class Context:
     def __post_init__(self) -> None:
         os.makedirs(self.out, exist_ok=True)
         self.results = os.path.join(self.out, "results.jsonl")
+        self.env.setdefault("BENCH_PARTIAL", os.path.join(self.out, "partial.jsonl"))
         self.log_path = os.path.join(self.out, "log.txt")
 
     def elapsed(self) -> int:
