@@ -114,7 +114,11 @@ class Entry:
 
 # Set by mutwo.trainer.MutwoCallback for the compiles of its training run.
 defaults: dict = {}
-_entries: dict[Any, Entry] = {}  # by id of torch's wrapper, dropped with it
+# By id of torch's wrapper (one per torch.compile call), dropped with it; the
+# wrapper too, weakly: Dynamo serves a model from the code another compile
+# made where their wrappers are equal (the same options), and report() then
+# finds that compile's entry.
+_entries: dict[Any, tuple[Any, Entry]] = {}
 _latest: Optional[Entry] = None
 
 
@@ -175,13 +179,13 @@ def mutwo(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, options: O
     from mutwo.torch import MutwoError
     owner = _compile_call()  # None when called other than by torch.compile: one entry per options then
     key = id(owner) if owner is not None else repr((options, mode))
-    entry = _entries.get(key)
+    entry = _entries[key][1] if key in _entries else None
     if entry is None:
         try:
             entry = _build(options, mode, example_inputs)
         except MutwoError as e:
             entry = Entry(error=e)
-        _entries[key] = entry
+        _entries[key] = (weakref.ref(owner) if owner is not None else None, entry)
         if owner is not None:
             weakref.finalize(owner, _entries.pop, key, None)
     _latest = entry
@@ -213,10 +217,12 @@ def entry_of(compiled: Any) -> Entry:
     wrapper = innermost_backend(compiled.dynamo_ctx.callback)
     fn = getattr(wrapper, "compiler_fn", wrapper)
     if fn is mutwo:
-        entry = _entries.get(id(wrapper))
-        if entry is None:
-            raise MutwoError("this model compiled with backend=\"mutwo\" has not run yet: call it on a batch first")
-        return entry
+        if id(wrapper) in _entries:
+            return _entries[id(wrapper)][1]
+        for ref, entry in list(_entries.values()):  # served by an equal compile's code
+            if ref is not None and ref() == wrapper:
+                return entry
+        raise MutwoError("this model compiled with backend=\"mutwo\" has not run yet: call it on a batch first")
     if hasattr(fn, "graphs"):  # backend=mutwo.torch.backend(...)
         return Entry(backend=fn, source="backend()")
     raise MutwoError(f"this model was compiled with backend={getattr(wrapper, 'compiler_name', fn)!r}, not mutwo's")
