@@ -36,8 +36,9 @@ ENVIRONMENT = {"budget": "MUTWO_BUDGET", "planner": "MUTWO_PLANNER"}
 # outside the graph (docs/python.md, "By name").
 CUDA_MARGIN = 0.05
 
-_SIZE = re.compile(r"\s*(\d+\.?\d*|\.\d+)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*", re.IGNORECASE)
-_PERCENT = re.compile(r"\s*(\d+\.?\d*|\.\d+)\s*%\s*")
+# The forms src/support/units.cpp parses (parse_budget), around which spaces are stripped.
+_SIZE = re.compile(r"\s*(\d+\.?\d*|\.\d+)(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*", re.IGNORECASE)
+_PERCENT = re.compile(r"\s*(\d+\.?\d*|\.\d+)%\s*")
 
 
 def accepted() -> str:
@@ -135,9 +136,9 @@ def _build(options: Optional[dict], mode: Optional[str], example_inputs: Sequenc
     merged = {**env, **callback, **given}
     source = ("options" if "budget" in given else "MutwoCallback" if "budget" in callback
               else ENVIRONMENT["budget"] if "budget" in env else "")
-    if not source:
-        merged["budget"], source = default_budget(example_inputs, merged.get("compiler", "inductor"))
     compiler = merged.get("compiler", "inductor")
+    if not source:
+        merged["budget"], source = default_budget(example_inputs, compiler)
     return Entry(mt.backend(merged.pop("budget"), **merged), source, compiler=compiler)
 
 

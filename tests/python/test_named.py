@@ -84,6 +84,7 @@ def test_entry_point_finds_the_backend_in_a_fresh_process(tmp_path: Any) -> None
 @pytest.mark.parametrize("options, message", [
     ({"budgett": "1GiB"}, "options: unknown key 'budgett'"),
     ({"budget": "6 apples"}, "options: budget='6 apples' is not a size"),
+    ({"budget": "6 GiB"}, "options: budget='6 GiB' is not a size"),
     ({"budget": "0%"}, "options: budget='0%': a percentage is above 0 and at most 1000"),
     ({"budget": True}, "options: budget=True is not a size"),
     ({"planner": "greedy"}, "options: planner='greedy' is not one of mutwo, per-layer, sqrt-n, optimal, none"),
