@@ -31,10 +31,12 @@ KEYS = {
 }
 PLANNERS = ("mutwo", "per-layer", "sqrt-n", "optimal", "none")  # src/plan/planners.cpp's names
 ENVIRONMENT = {"budget": "MUTWO_BUDGET", "planner": "MUTWO_PLANNER"}
-# CUDA's default budget leaves this share of the card unplanned: the caching
-# allocator's rounding and fragmentation, cuBLAS's workspaces, a loss computed
-# outside the graph (docs/python.md, "By name").
+# CUDA's default budget leaves unplanned this share of what is free (the
+# caching allocator's rounding and fragmentation, which grow with what it
+# holds, a loss computed outside the graph) and a fixed reserve (cuBLAS's
+# workspaces for another thread or stream): docs/python.md, "By name".
 CUDA_MARGIN = 0.05
+CUDA_RESERVE = 512 << 20
 
 # The forms src/support/units.cpp parses (parse_budget), around which spaces are stripped.
 _SIZE = re.compile(r"\s*(\d+\.?\d*|\.\d+)(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*", re.IGNORECASE)
@@ -82,22 +84,23 @@ def default_budget(example_inputs: Sequence[Any], compiler: str) -> tuple[str, s
     CUDA: what is free on the card now (the driver's free memory and what the
     caching allocator holds unused), less room for an Adam-style optimizer's
     state (two copies of the graph's trainable parameters, made at the first
-    optimizer step, after this compile) and less CUDA_MARGIN of the card: the
-    promise is that the step fits. CPU: 100%, every activation kept (plain
+    optimizer step, after this compile), less CUDA_MARGIN of what is free and
+    CUDA_RESERVE: the promise is that the step fits. CPU: 100%, every activation kept (plain
     torch.compile's memory), since free host memory bounds nothing useful."""
     tensors = [a for a in example_inputs if isinstance(a, torch.Tensor)]
     cuda = next((a.device for a in tensors if a.device.type == "cuda"), None)
     if cuda is None:
         return "100%", "default on the CPU: 100% (every activation kept, as plain torch.compile)"
-    free, total = torch.cuda.mem_get_info(cuda)
+    free = torch.cuda.mem_get_info(cuda)[0]
     unused = torch.cuda.memory_reserved(cuda) - torch.cuda.memory_allocated(cuda)
     trainable = sum(a.numel() * a.element_size() for a in tensors
                     if isinstance(a, torch.nn.Parameter) and a.requires_grad)
     held = sum(a.numel() * a.element_size() for a in tensors) if compiler == "mutwo" else 0  # its budget holds them
-    margin = int(total * CUDA_MARGIN)
+    margin = int((free + unused) * CUDA_MARGIN) + CUDA_RESERVE
     budget = free + unused + held - 2 * trainable - margin
     why = (f"default on CUDA: {free + unused} B free on the card, less {2 * trainable} B for optimizer state "
-           f"(2 x the trainable parameters), less {margin} B ({CUDA_MARGIN:.0%} of the card)")
+           f"(2 x the trainable parameters), less {margin} B ({CUDA_MARGIN:.0%} of that and "
+           f"{CUDA_RESERVE >> 20} MiB)")
     if budget <= 0:
         raise _error(f"no budget given and nothing left on {cuda} for one ({why}); give options={{\"budget\": ...}} "
                      "or MUTWO_BUDGET")
