@@ -23,13 +23,15 @@ import torch
 
 # The keys options= takes, with their forms: every error about options lists them.
 KEYS = {
-    "budget": 'bytes ("6GiB", "1500MiB", 4096) or a percentage of the unplanned peak ("60%")',
-    "planner": "mutwo, per-layer, sqrt-n, optimal or none",
+    "budget": 'with compiler inductor, bytes ("6GiB"), a fraction of the activations plain torch.compile saves '
+              '(0.6 or "60%") or "lowest"; with compiler mutwo, bytes or a percentage of the unplanned peak ("60%")',
+    "planner": "mutwo or none; with compiler mutwo also per-layer, sqrt-n, optimal",
     "compiler": "inductor (mutwo plans, Inductor compiles) or mutwo (mutwo's executor)",
     "profile": "measure or flops (compiler mutwo)",
     "report": "a directory for the plan's files (compiler mutwo)",
 }
 PLANNERS = ("mutwo", "per-layer", "sqrt-n", "optimal", "none")  # src/plan/planners.cpp's names
+COMPILERS = ("inductor", "mutwo")
 ENVIRONMENT = {"budget": "MUTWO_BUDGET", "planner": "MUTWO_PLANNER"}
 # CUDA's default budget leaves unplanned this share of what is free (the
 # caching allocator's rounding and fragmentation, which grow with what it
@@ -38,7 +40,7 @@ ENVIRONMENT = {"budget": "MUTWO_BUDGET", "planner": "MUTWO_PLANNER"}
 CUDA_MARGIN = 0.05
 CUDA_RESERVE = 512 << 20
 
-# The forms src/support/units.cpp parses (parse_budget), around which spaces are stripped.
+# compiler mutwo's budgets: what src/support/units.cpp parses (parse_budget), spaces stripped around.
 _SIZE = re.compile(r"\s*(\d+\.?\d*|\.\d+)(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*", re.IGNORECASE)
 _PERCENT = re.compile(r"\s*(\d+\.?\d*|\.\d+)%\s*")
 
@@ -52,45 +54,69 @@ def _error(text: str) -> Exception:
     return MutwoError(f"{text}. backend=\"mutwo\" takes options={{...}} with the keys {accepted()}")
 
 
-def check(options: dict, where: str) -> dict:
-    """options with each key known and each value of its form; MutwoError naming
-    the keys and forms otherwise. `where` says where they came from."""
+def _budget(value: Any, compiler: str) -> Optional[str]:
+    """Why `value` is no budget of `compiler`'s, or None when it is one."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return f"budget={value!r} is not a size"
+    if compiler == "inductor":
+        from mutwo import _inductor
+        try:
+            _inductor.parse_budget(value)
+        except ValueError as e:
+            return str(e)
+        return None
+    text = str(value)
+    if not (_SIZE.fullmatch(text) or _PERCENT.fullmatch(text)):
+        return f"budget={value!r} is not a size"
+    if _PERCENT.fullmatch(text) and not 0 < float(text.strip()[:-1]) <= 1000:
+        return f"budget={value!r}: a percentage is above 0 and at most 1000"
+    return None
+
+
+def check(options: dict, where: str, compiler: str = "inductor") -> dict:
+    """options with each key known and each value of its form under
+    `compiler`; MutwoError naming the keys and forms otherwise. `where` says
+    where they came from."""
     unknown = sorted(str(k) for k in options if k not in KEYS)
     if unknown:
         raise _error(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}")
+    compiler = compiler if compiler in COMPILERS else "inductor"
+    planners = PLANNERS if compiler == "mutwo" else ("mutwo", "none")
     out = {}
     for key, value in options.items():
         if value is None:
             continue
         if key == "budget":
-            text = str(value)
-            if isinstance(value, bool) or not isinstance(value, (str, int, float)) or \
-                    not (_SIZE.fullmatch(text) or _PERCENT.fullmatch(text)):
-                raise _error(f"{where}: budget={value!r} is not a size")
-            if _PERCENT.fullmatch(text) and not 0 < float(text.strip()[:-1]) <= 1000:
-                raise _error(f"{where}: budget={value!r}: a percentage is above 0 and at most 1000")
-            value = text.strip()
-        elif key == "planner" and value not in PLANNERS:
-            raise _error(f"{where}: planner={value!r} is not one of {', '.join(PLANNERS)}")
+            why = _budget(value, compiler)
+            if why:
+                raise _error(f"{where}: {why}")
+            value = value.strip() if isinstance(value, str) else value
+        elif key == "compiler" and value not in COMPILERS:
+            raise _error(f"{where}: compiler={value!r} is not one of {', '.join(COMPILERS)}")
+        elif key == "planner" and value not in planners:
+            raise _error(f"{where}: planner={value!r} is not one of {', '.join(planners)} (compiler {compiler})")
         elif not isinstance(value, str):
             raise _error(f"{where}: {key}={value!r} is not a string")
         out[key] = value
     return out
 
 
-def default_budget(example_inputs: Sequence[Any], compiler: str) -> tuple[str, str]:
+def default_budget(example_inputs: Sequence[Any], compiler: str) -> tuple[Any, str]:
     """The budget when none was given, and why (the report's `budget_source`).
 
     CUDA: what is free on the card now (the driver's free memory and what the
     caching allocator holds unused), less room for an Adam-style optimizer's
     state (two copies of the graph's trainable parameters, made at the first
     optimizer step, after this compile), less CUDA_MARGIN of what is free and
-    CUDA_RESERVE: the promise is that the step fits. CPU: 100%, every activation kept (plain
-    torch.compile's memory), since free host memory bounds nothing useful."""
+    CUDA_RESERVE: the promise is that the step fits. CPU: no budget, plain
+    torch.compile's plan (compiler mutwo: 100%, every activation kept), since
+    free host memory bounds nothing useful."""
     tensors = [a for a in example_inputs if isinstance(a, torch.Tensor)]
     cuda = next((a.device for a in tensors if a.device.type == "cuda"), None)
     if cuda is None:
-        return "100%", "default on the CPU: 100% (every activation kept, as plain torch.compile)"
+        if compiler == "mutwo":
+            return "100%", "default on the CPU: 100% (every activation kept)"
+        return None, "default on the CPU: none (plain torch.compile's plan, measured and reported)"
     free = torch.cuda.mem_get_info(cuda)[0]
     unused = torch.cuda.memory_reserved(cuda) - torch.cuda.memory_allocated(cuda)
     trainable = sum(a.numel() * a.element_size() for a in tensors
@@ -101,10 +127,10 @@ def default_budget(example_inputs: Sequence[Any], compiler: str) -> tuple[str, s
     why = (f"default on CUDA: {free + unused} B free on the card, less {2 * trainable} B for optimizer state "
            f"(2 x the trainable parameters), less {margin} B ({CUDA_MARGIN:.0%} of that and "
            f"{CUDA_RESERVE >> 20} MiB)")
-    if budget <= 0:
-        raise _error(f"no budget given and nothing left on {cuda} for one ({why}); give options={{\"budget\": ...}} "
-                     "or MUTWO_BUDGET")
-    return str(budget), why
+    if budget < 1 << 20:
+        raise _error(f"no budget given and under 1 MiB left on {cuda} for one ({why}); give "
+                     "options={\"budget\": ...} or MUTWO_BUDGET")
+    return budget, why
 
 
 @dataclass
@@ -132,14 +158,15 @@ def _build(options: Optional[dict], mode: Optional[str], example_inputs: Sequenc
         raise _error(f"mode={mode!r} is Inductor's; torch.compile(backend=\"mutwo\") takes no mode")
     if options is not None and not isinstance(options, dict):
         raise _error(f"options={options!r} is not a dict")
-    given = check(options or {}, "options")
+    compiler = (options or {}).get("compiler") or defaults.get("compiler") or "inductor"  # the budget's forms
+    compiler = compiler if compiler in COMPILERS else "inductor"  # check() names a bad one
+    given = check(options or {}, "options", compiler)
     env = check({k: os.environ[v] for k, v in ENVIRONMENT.items() if os.environ.get(v)}, "the environment "
-                f"({', '.join(ENVIRONMENT.values())})")
-    callback = check(defaults, "mutwo.trainer.MutwoCallback")
+                f"({', '.join(ENVIRONMENT.values())})", compiler)
+    callback = check(defaults, "mutwo.trainer.MutwoCallback", compiler)
     merged = {**env, **callback, **given}
     source = ("options" if "budget" in given else "MutwoCallback" if "budget" in callback
               else ENVIRONMENT["budget"] if "budget" in env else "")
-    compiler = merged.get("compiler", "inductor")
     if not source:
         merged["budget"], source = default_budget(example_inputs, compiler)
     return Entry(mt.backend(merged.pop("budget"), **merged), source, compiler=compiler)

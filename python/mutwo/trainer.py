@@ -51,7 +51,8 @@ class MutwoCallback(TrainerCallback):
 
     def __init__(self, budget: Optional[str] = None, planner: Optional[str] = None,
                  compiler: Optional[str] = None) -> None:
-        self.options = _named.check({"budget": budget, "planner": planner, "compiler": compiler}, "MutwoCallback")
+        self.options = _named.check({"budget": budget, "planner": planner, "compiler": compiler}, "MutwoCallback",
+                                    compiler)
         self.report: Optional[dict] = None
         self._before: dict = {}
 

@@ -83,12 +83,16 @@ def test_entry_point_finds_the_backend_in_a_fresh_process(tmp_path: Any) -> None
 
 @pytest.mark.parametrize("options, message", [
     ({"budgett": "1GiB"}, "options: unknown key 'budgett'"),
-    ({"budget": "6 apples"}, "options: budget='6 apples' is not a size"),
-    ({"budget": "6 GiB"}, "options: budget='6 GiB' is not a size"),
-    ({"budget": "0%"}, "options: budget='0%': a percentage is above 0 and at most 1000"),
+    ({"budget": "6 apples"}, "options: budget '6 apples' is not a size"),  # the compiled route's parser says
+    ({"budget": "0%"}, "options: budget '0%': a fraction must lie in (0, 1]"),
+    ({"budget": "6 GiB", "compiler": "mutwo"}, "options: budget='6 GiB' is not a size"),  # as the CLI's
+    ({"budget": "0%", "compiler": "mutwo"}, "options: budget='0%': a percentage is above 0 and at most 1000"),
     ({"budget": True}, "options: budget=True is not a size"),
-    ({"planner": "greedy"}, "options: planner='greedy' is not one of mutwo, per-layer, sqrt-n, optimal, none"),
-    ({"compiler": 3}, "options: compiler=3 is not a string"),
+    ({"planner": "sqrt-n"}, "options: planner='sqrt-n' is not one of mutwo, none (compiler inductor)"),
+    ({"planner": "greedy", "compiler": "mutwo"},
+     "options: planner='greedy' is not one of mutwo, per-layer, sqrt-n, optimal, none (compiler mutwo)"),
+    ({"compiler": "tvm"}, "options: compiler='tvm' is not one of inductor, mutwo"),
+    ({"profile": 3}, "options: profile=3 is not a string"),
 ])
 def test_bad_options_raise_mutwo_error_naming_the_keys(options: dict, message: str) -> None:
     text = _first_call_error(options=options)
@@ -98,26 +102,28 @@ def test_bad_options_raise_mutwo_error_naming_the_keys(options: dict, message: s
         assert f"{key}: " in first
 
 
-def test_bad_values_the_backend_checks_and_mode() -> None:
-    assert _first_call_error(options={"compiler": "tvm"}).startswith("compiler='tvm': use 'inductor'")
+def test_mode_and_what_the_backend_checks() -> None:
     assert _first_call_error(mode="max-autotune").startswith("mode='max-autotune' is Inductor's")
+    text = _first_call_error(options={"profile": "guess", "compiler": "mutwo"})  # backend() checks it
+    assert text.startswith("profile='guess': use 'measure'"), text
 
 
 def test_a_bad_environment_budget_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MUTWO_BUDGET", "lots")
-    assert _first_call_error().startswith("the environment (MUTWO_BUDGET, MUTWO_PLANNER): budget='lots' is not a size")
+    assert _first_call_error().startswith("the environment (MUTWO_BUDGET, MUTWO_PLANNER): budget 'lots' is not a size")
 
 
 def test_where_the_budget_comes_from(monkeypatch: pytest.MonkeyPatch) -> None:
     """options= before MutwoCallback's before MUTWO_BUDGET before the default,
-    which on the CPU is 100% (plain torch.compile's memory)."""
+    which on the CPU is none: plain torch.compile's plan (100% with compiler mutwo)."""
     inputs = [nn.Parameter(torch.randn(4, 4)), torch.randn(2, 4)]
 
     def source() -> tuple[str, Any]:
         entry = _named._build(None, None, inputs)
         return entry.source, entry.backend
-    assert source()[0].startswith("default on the CPU: 100%")
-    assert _named.default_budget(inputs, "inductor")[0] == "100%"
+    assert source()[0].startswith("default on the CPU: none (plain torch.compile's plan")
+    assert _named.default_budget(inputs, "inductor")[0] is None
+    assert _named.default_budget(inputs, "mutwo")[0] == "100%"
     monkeypatch.setenv("MUTWO_BUDGET", "70%")
     assert source()[0] == "MUTWO_BUDGET"
     monkeypatch.setattr(_named, "defaults", {"budget": "2GiB"})
