@@ -2,7 +2,7 @@
 # Installs mutwo's build and test dependencies: Debian 12's packages (apt-get,
 # through sudo when not root; skipped when all are present), then a Python
 # environment in .venv/ holding the pins of requirements.txt from PyPI (torch
-# and its libtorch, torchvision, transformers, pytest, scikit-build-core). pip
+# and its libtorch, torchvision, transformers, accelerate, pytest, scikit-build-core). pip
 # downloads nothing when the pins are already satisfied. MUTWO_VENV moves the
 # environment; PYTHON names the interpreter that makes it (default python3).
 set -euo pipefail

@@ -3,7 +3,9 @@
 # (--no-build-isolation: against its torch, without a second 5 GB download),
 # then, from /tmp with no PYTHONPATH: `mutwo --help` and a step on PATH,
 # `import mutwo.torch` with a wrapped module trained one step (its extension
-# loaded from the installed package), `python -m mutwo.capture --help`.
+# loaded from the installed package), `python -m mutwo.capture --help`, and
+# torch.compile(backend="mutwo") in a fresh process that never imports mutwo:
+# torch's registry finds it through the installed entry point.
 # mutwo is uninstalled again at the end. Part of scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -33,5 +35,18 @@ assert not mutwo.torch.__file__.startswith(os.path.join(root, "python")), f"impo
 model = mutwo.torch.wrap(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)), "100%")
 model(torch.randn(4, 8)).sum().backward()
 print("test-install: mutwo.torch from", os.path.dirname(mutwo.torch.__file__))
+PY
+python - "$root" <<'PY'
+import os, sys
+import torch
+assert "mutwo" in torch._dynamo.list_backends(), f"no mutwo in {torch._dynamo.list_backends()}"
+assert not any(m.startswith("mutwo") for m in sys.modules), "mutwo was imported before the compile"
+model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+compiled = torch.compile(model, backend="mutwo", options={"budget": "100%", "compiler": "mutwo"})
+compiled(torch.randn(4, 8)).sum().backward()
+assert all(p.grad is not None for p in model.parameters())
+named = sys.modules["mutwo._named"]
+assert not named.__file__.startswith(os.path.join(sys.argv[1], "python")), f"the source tree's: {named.__file__}"
+print("test-install: backend=\"mutwo\" by name from", named.__file__)
 PY
 echo "test-install: passed in $(( $(date +%s) - start )) s"

@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from mutwo import _compat
+from mutwo import _compat, _named
 from mutwo.capture import CaptureError, OutputSpec, _rng_preserved, data_key, document, named_state, trace
 
 __all__ = ["wrap", "backend", "report", "MutwoError", "BudgetError", "CaptureError", "memory"]
@@ -261,7 +261,7 @@ def wrap(module: torch.nn.Module, budget: str = "100%", *, planner: str = "mutwo
     return Wrapped(module, _options(budget, planner, profile, report, type(module).__name__))
 
 
-def report(module: Any, directory: Optional[str] = None) -> dict:
+def report(module: Any = None, directory: Optional[str] = None) -> dict:
     """The plan of the module's latest step: predicted and measured peak, what was
     dropped, the predicted extra time (docs/python.md lists the keys). With a
     directory, also writes there the CLI's files: profile.json and its tables and
@@ -274,7 +274,14 @@ def report(module: Any, directory: Optional[str] = None) -> dict:
     `module`: what wrap() returned, or a backend() after its compiled model ran:
     with compiler="inductor", the latest graph's plan (each value's decision
     and why), its predicted and measured peaks and its recompilations, and
-    under "graphs" every graph's (no files are written)."""
+    under "graphs" every graph's (no files are written). A module compiled
+    with backend="mutwo" (by name) or backend=backend(...): its backend's; no
+    module: the latest backend="mutwo"'s. Both add `budget_source`."""
+    if module is None or _named.compiled(module):
+        entry = _named.entry_of(module)
+        if entry.error:
+            raise entry.error
+        return {**report(entry.backend, directory), "budget_source": entry.source}
     compiled = [g for g in getattr(module, "graphs", []) if not isinstance(g, Wrapped)]
     if compiled:  # a backend(compiler="inductor"): each graph's plan, predicted and measured
         return {**compiled[-1].info(), "graphs": [g.info() for g in compiled]}

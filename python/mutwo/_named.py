@@ -1,0 +1,275 @@
+# The named torch.compile backend (docs/python.md, "By name"):
+#
+#   torch.compile(model, backend="mutwo", options={"budget": "6GiB", "planner": "mutwo"})
+#
+# After pip install ., torch's backend registry finds `mutwo` through the entry
+# point of the group torch_dynamo_backends (pyproject.toml), without importing
+# mutwo first. torch passes options= to the backend with each graph
+# (torch/__init__.py, _TorchCompileWrapper), so each torch.compile call gets its
+# own mutwo.torch.backend(...), built at its first graph from, in this order:
+# options=, mutwo.trainer.MutwoCallback's, MUTWO_BUDGET and MUTWO_PLANNER, the
+# default budget (default_budget). Bad options raise MutwoError from the first
+# call, not wrapped in Dynamo's BackendCompilerFailed.
+from __future__ import annotations
+
+import os
+import re
+import sys
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+# The keys options= takes, with their forms: every error about options lists them.
+KEYS = {
+    "budget": 'with compiler inductor, bytes ("6GiB"), a fraction of the activations plain torch.compile saves '
+              '(0.6 or "60%") or "lowest"; with compiler mutwo, bytes or a percentage of the unplanned peak ("60%")',
+    "planner": "mutwo or none; with compiler mutwo also per-layer, sqrt-n, optimal",
+    "compiler": "inductor (mutwo plans, Inductor compiles) or mutwo (mutwo's executor)",
+    "profile": "measure or flops (compiler mutwo)",
+    "report": "a directory for the plan's files (compiler mutwo)",
+}
+PLANNERS = ("mutwo", "per-layer", "sqrt-n", "optimal", "none")  # src/plan/planners.cpp's names
+COMPILERS = ("inductor", "mutwo")
+ENVIRONMENT = {"budget": "MUTWO_BUDGET", "planner": "MUTWO_PLANNER"}
+# CUDA's default budget leaves unplanned this share of what is free (the
+# caching allocator's rounding and fragmentation, which grow with what it
+# holds, a loss computed outside the graph) and a fixed reserve (cuBLAS's
+# workspaces for another thread or stream): docs/python.md, "By name".
+CUDA_MARGIN = 0.05
+CUDA_RESERVE = 512 << 20
+
+# compiler mutwo's budgets: what src/support/units.cpp parses (parse_budget), spaces stripped around.
+_SIZE = re.compile(r"\s*(\d+\.?\d*|\.\d+)(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*", re.IGNORECASE)
+_PERCENT = re.compile(r"\s*(\d+\.?\d*|\.\d+)%\s*")
+
+
+def accepted() -> str:
+    return "; ".join(f"{k}: {v}" for k, v in KEYS.items())
+
+
+def _error(text: str) -> Exception:
+    from mutwo.torch import MutwoError
+    return MutwoError(f"{text}. backend=\"mutwo\" takes options={{...}} with the keys {accepted()}")
+
+
+def _budget(value: Any, compiler: str) -> Optional[str]:
+    """Why `value` is no budget of `compiler`'s, or None when it is one."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return f"budget={value!r} is not a size"
+    if compiler == "inductor":
+        from mutwo import _inductor
+        try:
+            _inductor.parse_budget(value)
+        except ValueError as e:
+            return str(e)
+        return None
+    text = str(value)
+    if not (_SIZE.fullmatch(text) or _PERCENT.fullmatch(text)):
+        return f"budget={value!r} is not a size"
+    if _PERCENT.fullmatch(text) and not 0 < float(text.strip()[:-1]) <= 1000:
+        return f"budget={value!r}: a percentage is above 0 and at most 1000"
+    return None
+
+
+def check(options: dict, where: str, compiler: str = "inductor") -> dict:
+    """options with each key known and each value of its form under
+    `compiler`; MutwoError naming the keys and forms otherwise. `where` says
+    where they came from."""
+    unknown = sorted(str(k) for k in options if k not in KEYS)
+    if unknown:
+        raise _error(f"{where}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}")
+    compiler = compiler if compiler in COMPILERS else "inductor"
+    planners = PLANNERS if compiler == "mutwo" else ("mutwo", "none")
+    out = {}
+    for key, value in options.items():
+        if value is None:
+            continue
+        if key == "budget":
+            why = _budget(value, compiler)
+            if why:
+                raise _error(f"{where}: {why}")
+            value = value.strip() if isinstance(value, str) else value
+        elif key == "compiler" and value not in COMPILERS:
+            raise _error(f"{where}: compiler={value!r} is not one of {', '.join(COMPILERS)}")
+        elif key == "planner" and value not in planners:
+            raise _error(f"{where}: planner={value!r} is not one of {', '.join(planners)} (compiler {compiler})")
+        elif not isinstance(value, str):
+            raise _error(f"{where}: {key}={value!r} is not a string")
+        out[key] = value
+    return out
+
+
+def default_budget(example_inputs: Sequence[Any], compiler: str) -> tuple[Any, str]:
+    """The budget when none was given, and why (the report's `budget_source`).
+
+    CUDA: what is free on the card now (the driver's free memory and what the
+    caching allocator holds unused), less room for an Adam-style optimizer's
+    state (two copies of the graph's trainable parameters, made at the first
+    optimizer step, after this compile), less CUDA_MARGIN of what is free and
+    CUDA_RESERVE: the promise is that the step fits. CPU: no budget, plain
+    torch.compile's plan (compiler mutwo: 100%, every activation kept), since
+    free host memory bounds nothing useful."""
+    tensors = [a for a in example_inputs if isinstance(a, torch.Tensor)]
+    cuda = next((a.device for a in tensors if a.device.type == "cuda"), None)
+    if cuda is None:
+        if compiler == "mutwo":
+            return "100%", "default on the CPU: 100% (every activation kept)"
+        return None, "default on the CPU: none (plain torch.compile's plan, measured and reported)"
+    free = torch.cuda.mem_get_info(cuda)[0]
+    unused = torch.cuda.memory_reserved(cuda) - torch.cuda.memory_allocated(cuda)
+    trainable = sum(a.numel() * a.element_size() for a in tensors
+                    if isinstance(a, torch.nn.Parameter) and a.requires_grad)
+    held = sum(a.numel() * a.element_size() for a in tensors) if compiler == "mutwo" else 0  # its budget holds them
+    margin = int((free + unused) * CUDA_MARGIN) + CUDA_RESERVE
+    budget = free + unused + held - 2 * trainable - margin
+    why = (f"default on CUDA: {free + unused} B free on the card, less {2 * trainable} B for optimizer state "
+           f"(2 x the trainable parameters), less {margin} B ({CUDA_MARGIN:.0%} of that and "
+           f"{CUDA_RESERVE >> 20} MiB)")
+    if budget < 1 << 20:
+        raise _error(f"no budget given and under 1 MiB left on {cuda} for one ({why}); give "
+                     "options={\"budget\": ...} or MUTWO_BUDGET")
+    return budget, why
+
+
+@dataclass
+class Entry:
+    """The mutwo backend of one torch.compile call."""
+    backend: Optional[Callable] = None  # mutwo.torch.backend(...)
+    source: str = ""                    # where the budget came from
+    error: Optional[Exception] = None   # bad options: every graph's call raises it
+    compiler: str = "inductor"
+
+
+# Set by mutwo.trainer.MutwoCallback for the compiles of its training run.
+defaults: dict = {}
+# By id of torch's wrapper (one per torch.compile call), dropped with it; the
+# wrapper too, weakly: Dynamo serves a model from the code another compile
+# made where their wrappers are equal (the same options), and report() then
+# finds that compile's entry.
+_entries: dict[Any, tuple[Any, Entry]] = {}
+_latest: Optional[Entry] = None
+
+
+def _build(options: Optional[dict], mode: Optional[str], example_inputs: Sequence[Any]) -> Entry:
+    import mutwo.torch as mt
+    if mode is not None:
+        raise _error(f"mode={mode!r} is Inductor's; torch.compile(backend=\"mutwo\") takes no mode")
+    if options is not None and not isinstance(options, dict):
+        raise _error(f"options={options!r} is not a dict")
+    compiler = (options or {}).get("compiler") or defaults.get("compiler") or "inductor"  # the budget's forms
+    compiler = compiler if compiler in COMPILERS else "inductor"  # check() names a bad one
+    given = check(options or {}, "options", compiler)
+    env = check({k: os.environ[v] for k, v in ENVIRONMENT.items() if os.environ.get(v)}, "the environment "
+                f"({', '.join(ENVIRONMENT.values())})", compiler)
+    callback = check(defaults, "mutwo.trainer.MutwoCallback", compiler)
+    merged = {**env, **callback, **given}
+    source = ("options" if "budget" in given else "MutwoCallback" if "budget" in callback
+              else ENVIRONMENT["budget"] if "budget" in env else "")
+    if not source:
+        merged["budget"], source = default_budget(example_inputs, compiler)
+    return Entry(mt.backend(merged.pop("budget"), **merged), source, compiler=compiler)
+
+
+def _trains(example_inputs: Sequence[Any]) -> bool:
+    """The graph has a backward: grad mode is on (Dynamo guards on it, so a
+    graph compiled under no_grad runs only under no_grad) and an input needs
+    a gradient."""
+    return torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in example_inputs)
+
+
+def _unplanned(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], compiler: str) -> Callable:
+    """A graph with no backward (evaluation, no_grad): nothing to plan, so
+    Inductor compiles it as plain torch.compile would, or (compiler mutwo) it
+    runs eagerly, as wrap() runs a module in evaluation."""
+    if compiler == "inductor":
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, list(example_inputs))
+    return gm.forward
+
+
+def _compile_call() -> Any:
+    """torch.compile's wrapper of this call (_TorchCompileWrapper, one per
+    torch.compile), whose __call__ called mutwo(): the entry's key."""
+    frame = sys._getframe(2)
+    for _ in range(3):
+        owner = frame.f_locals.get("self") if frame.f_code.co_name == "__call__" else None
+        if getattr(owner, "compiler_fn", None) is mutwo:
+            return owner
+        frame = frame.f_back
+        if frame is None:
+            break
+    return None
+
+
+def mutwo(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, options: Optional[dict] = None,
+          mode: Optional[str] = None) -> Callable:
+    """The backend torch's registry loads for backend="mutwo"."""
+    global _latest
+    from mutwo.torch import MutwoError
+    owner = _compile_call()  # None when called other than by torch.compile: one entry per options then
+    key = id(owner) if owner is not None else repr((options, mode))
+    entry = _entries[key][1] if key in _entries else None
+    if entry is None:
+        try:
+            entry = _build(options, mode, example_inputs)
+        except MutwoError as e:
+            entry = Entry(error=e)
+        _entries[key] = (weakref.ref(owner) if owner is not None else None, entry)
+        if owner is not None:
+            weakref.finalize(owner, _entries.pop, key, None)
+    _latest = entry
+    if entry.error is None and not _trains(example_inputs):
+        return _unplanned(gm, example_inputs, entry.compiler)
+    if entry.error is None:
+        try:
+            return entry.backend(gm, example_inputs)
+        except MutwoError as e:  # a second graph under a byte budget: raised from the call, as below
+            error = e
+    else:
+        error = entry.error
+
+    def refuse(*args: Any) -> Any:  # raised from the call: not wrapped in Dynamo's BackendCompilerFailed
+        raise error
+    return refuse
+
+
+def entry_of(compiled: Any) -> Entry:
+    """The mutwo backend behind a module compiled with backend="mutwo" or
+    backend=mutwo.torch.backend(...); with None, the latest named one's."""
+    from mutwo.torch import MutwoError
+    if compiled is None:
+        if _latest is None:
+            raise MutwoError("no torch.compile(backend=\"mutwo\") has compiled a graph yet: call the compiled "
+                             "model first, or pass report() the module wrap() returned")
+        return _latest
+    from torch._dynamo.eval_frame import innermost_backend
+    wrapper = innermost_backend(compiled.dynamo_ctx.callback)
+    fn = getattr(wrapper, "compiler_fn", wrapper)
+    if fn is mutwo:
+        if id(wrapper) in _entries:
+            return _entries[id(wrapper)][1]
+        for ref, entry in list(_entries.values()):  # served by an equal compile's code
+            if ref is not None and ref() == wrapper:
+                return entry
+        raise MutwoError("this model compiled with backend=\"mutwo\" has not run yet: call it on a batch first")
+    if hasattr(fn, "graphs"):  # backend=mutwo.torch.backend(...)
+        return Entry(backend=fn, source="backend()")
+    raise MutwoError(f"this model was compiled with backend={getattr(wrapper, 'compiler_name', fn)!r}, not mutwo's")
+
+
+def compiled(module: Any) -> bool:
+    """A torch.compile'd module (what entry_of reads)."""
+    return hasattr(module, "dynamo_ctx") and hasattr(module, "_orig_mod")
+
+
+def register() -> None:
+    """Makes backend="mutwo" known to torch's registry where pip install .'s
+    entry point is not (a source tree, PYTHONPATH=python); else nothing."""
+    from torch._dynamo.backends.registry import lookup_backend, register_backend
+    from torch._dynamo.exc import InvalidBackend
+    try:
+        lookup_backend("mutwo")
+    except InvalidBackend:
+        register_backend(mutwo, name="mutwo")
