@@ -59,7 +59,7 @@ def table(model: str, rows: dict) -> list[str]:
 
 
 def plot(model: str, rows: dict, card: str, out: str) -> None:
-    series = {"torch.compile, activation_memory_budget X": [], "mutwo at compile:X's peak": [], "mutwo, lowest": []}
+    series = {"torch.compile, activation_memory_budget X": [], "mutwo held to the compile:X peak": [], "mutwo, lowest": []}
     for variant, r in rows.items():
         if not r.get("peak_bytes"):
             continue
@@ -69,7 +69,7 @@ def plot(model: str, rows: dict, card: str, out: str) -> None:
                                                                           else "1"))
         elif variant.startswith("inductor@"):
             at = variant.split("@", 1)[1]
-            series["mutwo at compile:X's peak"].append((r, at.split(":", 1)[1] if ":" in at else "1"))
+            series["mutwo held to the compile:X peak"].append((r, at.split(":", 1)[1] if ":" in at else "1"))
         elif variant == "inductor:lowest":
             series["mutwo, lowest"].append((r, label or "lowest"))
     name = f"frontier_{model}"
