@@ -33,6 +33,7 @@ from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
 from mutwo import _frontier, _mincut
 from mutwo._frontier import Choice, Corrections, FloorError, Residual
+from mutwo._graph import is_tangent
 
 MAX_COMPILES = 3  # per graph: the first plan, one with the measured residual, one more if that was still over
 _SOURCE_HASH = hashlib.sha256(b"".join(pathlib.Path(__file__).with_name(n).read_bytes() for n in (
@@ -129,7 +130,7 @@ class _Partitioner(CustomPartitionerFn):
             return self.attempt.choice.chosen.saved
         with _mincut.choosing(gm, kwargs["num_fwd_outputs"], chooser):
             fw, bw = _mincut.partition(gm, joint_inputs, kwargs)
-        self.attempt.saved = [n.name for n in bw.graph.nodes if n.op == "placeholder" and not _mincut.is_tangent(n)]
+        self.attempt.saved = [n.name for n in bw.graph.nodes if n.op == "placeholder" and not is_tangent(n)]
         return fw, bw
 
     def __deepcopy__(self, memo: dict) -> "_Partitioner":

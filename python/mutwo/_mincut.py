@@ -146,8 +146,3 @@ def pin_random(joint_module: fx.GraphModule) -> int:
 def partition(joint_module: fx.GraphModule, joint_inputs: Any, kwargs: dict) -> tuple[fx.GraphModule, fx.GraphModule]:
     """PyTorch's min-cut partition, as Inductor calls it."""
     return _pt.min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
-
-
-def is_tangent(node: Node) -> bool:
-    return bool(_pt._is_tangent(node))
-

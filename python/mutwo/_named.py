@@ -16,10 +16,12 @@ import os
 import re
 import sys
 import weakref
-from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 import torch
+
+from mutwo import _registry
+from mutwo._ext import MutwoError
 
 # The keys options= takes, with their forms: every error about options lists them.
 KEYS = {
@@ -50,7 +52,6 @@ def accepted() -> str:
 
 
 def _error(text: str) -> Exception:
-    from mutwo.torch import MutwoError
     return MutwoError(f"{text}. backend=\"mutwo\" takes options={{...}} with the keys {accepted()}")
 
 
@@ -133,26 +134,11 @@ def default_budget(example_inputs: Sequence[Any], compiler: str) -> tuple[Any, s
     return budget, why
 
 
-@dataclass
-class Entry:
-    """The mutwo backend of one torch.compile call."""
-    backend: Optional[Callable] = None  # mutwo.torch.backend(...)
-    source: str = ""                    # where the budget came from
-    error: Optional[Exception] = None   # bad options: every graph's call raises it
-    compiler: str = "inductor"
-
-
 # Set by mutwo.trainer.MutwoCallback for the compiles of its training run.
 defaults: dict = {}
-# By id of torch's wrapper (one per torch.compile call), dropped with it; the
-# wrapper too, weakly: Dynamo serves a model from the code another compile
-# made where their wrappers are equal (the same options), and report() then
-# finds that compile's entry.
-_entries: dict[Any, tuple[Any, Entry]] = {}
-_latest: Optional[Entry] = None
 
 
-def _build(options: Optional[dict], mode: Optional[str], example_inputs: Sequence[Any]) -> Entry:
+def _build(options: Optional[dict], mode: Optional[str], example_inputs: Sequence[Any]) -> _registry.Entry:
     import mutwo.torch as mt
     if mode is not None:
         raise _error(f"mode={mode!r} is Inductor's; torch.compile(backend=\"mutwo\") takes no mode")
@@ -169,7 +155,7 @@ def _build(options: Optional[dict], mode: Optional[str], example_inputs: Sequenc
               else ENVIRONMENT["budget"] if "budget" in env else "")
     if not source:
         merged["budget"], source = default_budget(example_inputs, compiler)
-    return Entry(mt.backend(merged.pop("budget"), **merged), source, compiler=compiler)
+    return _registry.Entry(mt.backend(merged.pop("budget"), **merged), source, compiler=compiler)
 
 
 def _trains(example_inputs: Sequence[Any]) -> bool:
@@ -206,20 +192,18 @@ def _compile_call() -> Any:
 def mutwo(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, options: Optional[dict] = None,
           mode: Optional[str] = None) -> Callable:
     """The backend torch's registry loads for backend="mutwo"."""
-    global _latest
-    from mutwo.torch import MutwoError
     owner = _compile_call()  # None when called other than by torch.compile: one entry per options then
     key = id(owner) if owner is not None else repr((options, mode))
-    entry = _entries[key][1] if key in _entries else None
+    entry = _registry.entries[key][1] if key in _registry.entries else None
     if entry is None:
         try:
             entry = _build(options, mode, example_inputs)
         except MutwoError as e:
-            entry = Entry(error=e)
-        _entries[key] = (weakref.ref(owner) if owner is not None else None, entry)
+            entry = _registry.Entry(error=e)
+        _registry.entries[key] = (weakref.ref(owner) if owner is not None else None, entry)
         if owner is not None:
-            weakref.finalize(owner, _entries.pop, key, None)
-    _latest = entry
+            weakref.finalize(owner, _registry.entries.pop, key, None)
+    _registry.latest = entry
     if entry.error is None and not _trains(example_inputs):
         return _unplanned(gm, example_inputs, entry.compiler)
     if entry.error is None:
@@ -235,35 +219,6 @@ def mutwo(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, options: O
     return refuse
 
 
-def entry_of(compiled: Any) -> Entry:
-    """The mutwo backend behind a module compiled with backend="mutwo" or
-    backend=mutwo.torch.backend(...); with None, the latest named one's."""
-    from mutwo.torch import MutwoError
-    if compiled is None:
-        if _latest is None:
-            raise MutwoError("no torch.compile(backend=\"mutwo\") has compiled a graph yet: call the compiled "
-                             "model first, or pass report() the module wrap() returned")
-        return _latest
-    from torch._dynamo.eval_frame import innermost_backend
-    wrapper = innermost_backend(compiled.dynamo_ctx.callback)
-    fn = getattr(wrapper, "compiler_fn", wrapper)
-    if fn is mutwo:
-        if id(wrapper) in _entries:
-            return _entries[id(wrapper)][1]
-        for ref, entry in list(_entries.values()):  # served by an equal compile's code
-            if ref is not None and ref() == wrapper:
-                return entry
-        raise MutwoError("this model compiled with backend=\"mutwo\" has not run yet: call it on a batch first")
-    if hasattr(fn, "graphs"):  # backend=mutwo.torch.backend(...)
-        return Entry(backend=fn, source="backend()")
-    raise MutwoError(f"this model was compiled with backend={getattr(wrapper, 'compiler_name', fn)!r}, not mutwo's")
-
-
-def compiled(module: Any) -> bool:
-    """A torch.compile'd module (what entry_of reads)."""
-    return hasattr(module, "dynamo_ctx") and hasattr(module, "_orig_mod")
-
-
 def register() -> None:
     """Makes backend="mutwo" known to torch's registry where pip install .'s
     entry point is not (a source tree, PYTHONPATH=python); else nothing."""
@@ -273,3 +228,6 @@ def register() -> None:
         lookup_backend("mutwo")
     except InvalidBackend:
         register_backend(mutwo, name="mutwo")
+
+
+_registry.named = mutwo

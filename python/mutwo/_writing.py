@@ -15,8 +15,8 @@ import torch.fx
 
 from mutwo import _compat
 from mutwo._files import DTYPES
-from mutwo.capture import (FORMAT, VERSION, WRAPPER_ATTR, _DATA_DEPENDENT, _LAYOUTS, _MEMORY_FORMATS, CaptureError,
-                           Joint, _flatten, _mutated_positions, _node_error, _normalize_args, _rng_preserved)
+from mutwo._graph import (DATA_DEPENDENT, FORMAT, LAYOUTS, MEMORY_FORMATS, VERSION, WRAPPER_ATTR, CaptureError, Joint,
+                          flatten, mutated_positions, node_error, normalize_args, rng_preserved)
 
 
 def _alias_of(node: torch.fx.Node, shares: list[set[int]]) -> tuple[Optional[int], bool]:
@@ -28,11 +28,11 @@ def _alias_of(node: torch.fx.Node, shares: list[set[int]]) -> tuple[Optional[int
     if all(r.alias_info is None for r in schema.returns) and any(shares):
         found_pos = set().union(*shares)
         if len(found_pos) != 1 or not all(shares):
-            raise _node_error(node, f"outputs share storage with arguments {sorted(found_pos)} "
+            raise node_error(node, f"outputs share storage with arguments {sorted(found_pos)} "
                                     "(undeclared aliasing mutwo cannot express)")
         pos = found_pos.pop()
         if pos != 0:
-            raise _node_error(node, f"its outputs alias argument {pos} ({schema.arguments[pos].name}); "
+            raise node_error(node, f"its outputs alias argument {pos} ({schema.arguments[pos].name}); "
                                     "mutwo supports aliasing of the first argument only")
         return 0, False
     found = []
@@ -49,15 +49,15 @@ def _alias_of(node: torch.fx.Node, shares: list[set[int]]) -> tuple[Optional[int
             match = [i for i, a in enumerate(schema.arguments)
                      if a.alias_info is not None and "*" in set(a.alias_info.after_set)]
         if len(match) != 1:
-            raise _node_error(node, "an output aliases no single argument")
+            raise node_error(node, "an output aliases no single argument")
         found.append((match[0], ai.is_write))
     if all(f is None for f in found):
         return None, False
     if any(f is None for f in found) or len(set(found)) != 1:
-        raise _node_error(node, "only some outputs alias an argument (unsupported)")
+        raise node_error(node, "only some outputs alias an argument (unsupported)")
     pos, write = found[0]
     if pos != 0:
-        raise _node_error(node, f"its outputs alias argument {pos} ({schema.arguments[pos].name}); "
+        raise node_error(node, f"its outputs alias argument {pos} ({schema.arguments[pos].name}); "
                                 "mutwo supports aliasing of the first argument only")
     return pos, write
 
@@ -81,8 +81,8 @@ class _Recorder(torch.fx.Interpreter):
         self.meta[n] = _describe(result)
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
             storages = {}
-            for pos, a in enumerate(_normalize_args(n)):
-                for x in _flatten(a):
+            for pos, a in enumerate(normalize_args(n)):
+                for x in flatten(a):
                     if isinstance(x, torch.fx.Node) and isinstance(self.env.get(x), torch.Tensor):
                         ptr = _compat.storage_ptr(self.env[x])
                         if ptr:
@@ -135,12 +135,12 @@ class _Writer:
     def add_value(self, node: torch.fx.Node, name: str, meta: Any, role: str,
                   extra: Optional[dict] = None) -> None:
         if not _is_tensor_meta(meta):
-            raise _node_error(node, f"output is not a tensor ({meta[1] if isinstance(meta, tuple) else meta})")
+            raise node_error(node, f"output is not a tensor ({meta[1] if isinstance(meta, tuple) else meta})")
         dtype, shape, strides, layout = meta
         if dtype not in DTYPES:
-            raise _node_error(node, f"dtype {dtype} is not one of {' '.join(DTYPES.values())}")
+            raise node_error(node, f"dtype {dtype} is not one of {' '.join(DTYPES.values())}")
         if layout != torch.strided:
-            raise _node_error(node, f"layout {layout} is not strided")
+            raise node_error(node, f"layout {layout} is not strided")
         self.values.append({"name": name, "role": role, "dtype": DTYPES[dtype], "shape": list(shape),
                             "strides": list(strides), **(extra or {})})
 
@@ -168,7 +168,7 @@ class _Writer:
             elif n.op == "get_attr":
                 t = getattr(j.gm, n.target)
                 if not isinstance(t, torch.Tensor):
-                    raise _node_error(n, "a graph attribute that is not a tensor (a higher-order op?)")
+                    raise node_error(n, "a graph attribute that is not a tensor (a higher-order op?)")
                 name = constants[n.target] = self.value_of[n] = self.unique(n.name)
                 self.add_value(n, name, self.rec[n], "constant")
                 self.tensors[data_key(self.values[-1])] = t.detach()
@@ -179,7 +179,7 @@ class _Writer:
             if n.op in ("placeholder", "get_attr", "output"):
                 continue
             if n.op != "call_function":
-                raise _node_error(n, f"{n.op} nodes are not supported")
+                raise node_error(n, f"{n.op} nodes are not supported")
             if n.target is operator.getitem:
                 continue  # folded into its producer's outputs
             nodes.append(self.node(n, n in ancestors, grad_of))
@@ -192,14 +192,14 @@ class _Writer:
     def node(self, n: torch.fx.Node, forward: bool, grad_of: dict) -> dict:
         op = n.target
         if not isinstance(op, torch._ops.OpOverload):
-            raise _node_error(n, "not an ATen operator (a higher-order op or Python function)")
+            raise node_error(n, "not an ATen operator (a higher-order op or Python function)")
         schema = op._schema
         if not schema.name.startswith(self.namespaces):
-            raise _node_error(n, "not an ATen operator")
-        args = _normalize_args(n)
+            raise node_error(n, "not an ATen operator")
+        args = normalize_args(n)
         if self.data_dependent(op, args):
-            raise _node_error(n, "data-dependent output (shape or value depends on tensor data)")
-        mutates = _mutated_positions(op, args)
+            raise node_error(n, "data-dependent output (shape or value depends on tensor data)")
+        mutates = mutated_positions(op, args)
         alias_of, written = _alias_of(n, self.shares.get(n, []))
         tags = []
         if _compat.is_random(op):
@@ -211,7 +211,7 @@ class _Writer:
         if isinstance(meta, list):
             by_index = {u.args[1]: u for u in n.users if u.op == "call_function" and u.target is operator.getitem}
             if len(by_index) != len(n.users):
-                raise _node_error(n, "a multi-output op used other than through getitem")
+                raise node_error(n, "a multi-output op used other than through getitem")
             names: list[Optional[str]] = []
             for i, m in enumerate(meta):
                 user = by_index.get(i)
@@ -243,13 +243,13 @@ class _Writer:
 
     def data_dependent(self, op: torch._ops.OpOverload, args: list) -> bool:
         name, tags = op._schema.name, _compat.op_tags(op)
-        if name in _DATA_DEPENDENT or "data_dependent_output" in tags:
+        if name in DATA_DEPENDENT or "data_dependent_output" in tags:
             return True
         if "dynamic_output_shape" not in tags:
             return False
         if name == "aten::index":  # dynamic for boolean masks only; integer indices are fine
             return any(isinstance(i, torch.fx.Node) and self.rec[i][0] in (torch.bool, torch.uint8)
-                       for i in _flatten(args[1]))
+                       for i in flatten(args[1]))
         if name == "aten::repeat_interleave":  # dynamic unless output_size is given
             return args[-1] is None
         return True
@@ -266,7 +266,7 @@ class _Writer:
             return self.encode(node, self.scalars[x], arg)
         if isinstance(x, torch.fx.Node):
             if x not in self.value_of:
-                raise _node_error(node, f"argument {arg.name} reads {x.name}, which is not a single tensor value")
+                raise node_error(node, f"argument {arg.name} reads {x.name}, which is not a single tensor value")
             return {"t": self.value_of[x]}
         if x is None or isinstance(x, bool):
             return x
@@ -280,19 +280,19 @@ class _Writer:
             return {"s": x}
         if isinstance(x, torch.dtype):
             if x not in DTYPES:
-                raise _node_error(node, f"argument {arg.name}: dtype {x} is not supported")
+                raise node_error(node, f"argument {arg.name}: dtype {x} is not supported")
             return {"dtype": DTYPES[x]}
         if isinstance(x, torch.device):
             return {"device": x.type}
         if isinstance(x, torch.layout):
-            if x not in _LAYOUTS:
-                raise _node_error(node, f"argument {arg.name}: layout {x} is not supported")
-            return {"layout": _LAYOUTS[x]}
+            if x not in LAYOUTS:
+                raise node_error(node, f"argument {arg.name}: layout {x} is not supported")
+            return {"layout": LAYOUTS[x]}
         if isinstance(x, torch.memory_format):
-            return {"memory_format": _MEMORY_FORMATS[x]}
+            return {"memory_format": MEMORY_FORMATS[x]}
         if isinstance(x, (list, tuple)):
             return [self.encode(node, e, arg) for e in x]
-        raise _node_error(node, f"argument {arg.name}: cannot encode {type(x).__name__} {x!r}")
+        raise node_error(node, f"argument {arg.name}: cannot encode {type(x).__name__} {x!r}")
 
 
 def data_key(value: dict) -> str:
@@ -327,7 +327,7 @@ def _ancestors(node: torch.fx.Node) -> set:
 def document(joint: Joint, name: str, data: str) -> tuple[dict, dict[str, torch.Tensor]]:
     """The step file's JSON document and the side file's tensors (by data_key)."""
     rec = _Recorder(joint.gm)
-    with _rng_preserved(), torch.no_grad():
+    with rng_preserved(), torch.no_grad():
         _compat.run_fx(rec, joint.inputs())
     return written(_Writer(joint, rec.meta, rec.shares), name, data)
 
@@ -344,7 +344,7 @@ def written(w: _Writer, name: str, data: Optional[str]) -> tuple[dict, dict[str,
     for i, node in joint.buffer_updates:
         ph = joint.placeholders[i]
         if meta[node][:2] != meta[ph][:2]:
-            raise _node_error(node, f"new value of {joint.primals[i].key} has the wrong dtype or shape")
+            raise node_error(node, f"new value of {joint.primals[i].key} has the wrong dtype or shape")
         updates.append({"buffer": w.value_of[ph], "value": w.value_of[node]})
     doc = {"format": FORMAT, "version": VERSION, "name": name,
            "producer": {"torch": torch.__version__, "python": platform.python_version()},

@@ -10,78 +10,28 @@ import copy
 import os
 import re
 import sys
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.fx
 
 from mutwo import _compat
 from mutwo._files import dumps, write_safetensors
+from mutwo._graph import (FORMAT, VERSION, WRAPPER_ATTR, CaptureError, Joint, Primal, flatten,  # noqa: F401 (re-exported)
+                          is_tangent, mutated_positions, normalize_args, rng_preserved)
+from mutwo._writing import data_key, document  # noqa: F401 (data_key re-exported)
 
 if __name__ == "__main__":  # python -m mutwo.capture: the command line, on the package's own mutwo.capture
     from mutwo._capture_cli import main as _cli
     sys.exit(_cli())
 
-FORMAT = "mutwo-step"
-VERSION = 1
-WRAPPER_ATTR = "mutwo_model"  # the model's attribute in the capture wrapper
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
-_MEMORY_FORMATS = {torch.contiguous_format: "contiguous", torch.preserve_format: "preserve",
-                   torch.channels_last: "channels_last", torch.channels_last_3d: "channels_last_3d"}
-_LAYOUTS = {torch.strided: "strided"}
-
-# Ops whose schema does not declare that they write their running statistics
-# (arguments 3 and 4) when `training` (argument 5) is true.
-_UNDECLARED_WRITES = {"aten::native_batch_norm": (3, 4), "aten::cudnn_batch_norm": (3, 4),
-                      "aten::miopen_batch_norm": (3, 4), "aten::_batch_norm_impl_index": (3, 4)}
-# Ops that read data out of a tensor or make shapes depend on it (besides those
-# tagged data_dependent_output or dynamic_output_shape).
-_DATA_DEPENDENT = {"aten::_local_scalar_dense", "aten::item", "aten::nonzero", "aten::argwhere", "aten::sym_size",
-                   "aten::sym_stride", "aten::sym_numel", "aten::sym_storage_offset", "aten::masked_select",
-                   "aten::is_nonzero", "aten::equal", "aten::_unique", "aten::_unique2", "aten::unique_dim",
-                   "aten::unique_consecutive", "aten::unique_dim_consecutive"}
-
-
-class CaptureError(Exception):
-    """A training step that cannot be written as a step file; the message is one line naming the node."""
 
 
 # ---------------------------------------------------------------------------------------------
 # Tracing
-
-
-@dataclass
-class Primal:
-    role: str  # parameter, buffer or input
-    key: Any  # qualname (parameter, buffer) or position in example_inputs (input)
-    tensor: torch.Tensor  # the value before the step (a copy, not the model's tensor)
-
-
-@dataclass
-class Joint:
-    """The traced joint graph and what it needs to run.
-
-    Two kinds: a training step (`loss` set, one tangent d(loss)/d(loss)), or a
-    module's forward and backward for mutwo.torch (`loss` None; `outputs` are
-    what the module returns, flattened, and tangent i is the gradient of the
-    user's loss with respect to outputs[tangent_of[i]])."""
-    gm: torch.fx.GraphModule
-    primals: list[Primal]
-    loss: Optional[torch.fx.Node]
-    gradients: dict[int, torch.fx.Node]  # primal position -> node holding its gradient
-    buffer_updates: list[tuple[int, torch.fx.Node]]  # (primal position, new value) on torch 2.x
-    placeholders: list[torch.fx.Node]  # the primals' placeholders
-    tangents: list[tuple]  # (shape, dtype, device) of each tangent
-    outputs: list[torch.fx.Node]  # [loss], or the module's tensor outputs
-    tangent_of: list[int]  # position in outputs of each tangent's output
-
-    def inputs(self) -> list[torch.Tensor]:
-        """Fresh copies of the graph's inputs: the primals, then each tangent as ones."""
-        return [p.tensor.clone() for p in self.primals] + [torch.ones(shape, dtype=dtype, device=device)
-                                                           for shape, dtype, device in self.tangents]
 
 
 class _Wrapper(torch.nn.Module):
@@ -96,30 +46,6 @@ class _Wrapper(torch.nn.Module):
     def forward(self, *inputs: Any) -> Any:
         model = getattr(self, WRAPPER_ATTR)
         return model(*inputs) if self.loss_fn is None else self.loss_fn(model, *inputs)
-
-
-@contextmanager
-def _rng_preserved() -> Iterator[None]:
-    """Restores torch's CPU and CUDA RNG states on exit."""
-    cpu = torch.get_rng_state()
-    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
-    try:
-        yield
-    finally:
-        torch.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
-
-
-def _node_error(node: torch.fx.Node, why: str) -> CaptureError:
-    return CaptureError(f"node {node.name} ({_op_name(node)}): {why}")
-
-
-def _op_name(node: torch.fx.Node) -> str:
-    t = node.target
-    if isinstance(t, torch._ops.OpOverload):
-        return f"{t._schema.name}.{t._schema.overload_name or 'default'}"
-    return getattr(t, "__name__", str(t))
 
 
 def _user_frame(exc: BaseException) -> str:
@@ -183,7 +109,7 @@ def trace(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Option
     Works on a deep copy of the model and restores torch's RNG, so neither the
     model (parameters, buffers) nor the RNG state changes.
     """
-    with _rng_preserved(), torch.enable_grad():
+    with rng_preserved(), torch.enable_grad():
         try:
             return _trace(model, tuple(example_inputs), loss_fn, out_spec)
         except _ViewedOutputs as e:  # trace again, those outputs made tensors of their own
@@ -302,7 +228,7 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Call
                            "(aliased inputs?)")
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     prim_nodes = [n for n in placeholders if "tangents" not in str(n.target)]
-    tangents = [n for n in placeholders if "tangents" in str(n.target)]
+    tangents = [n for n in placeholders if is_tangent(n)]
     if len(prim_nodes) != len(primals) or placeholders != prim_nodes + tangents:
         raise CaptureError(f"the joint graph has {len(prim_nodes)} primals for {len(primals)} tensors")
     if loss_fn is not None and (len(tangents) != 1 or len(tangent_vals) != 1):
@@ -395,53 +321,12 @@ def _written_placeholders(gm: torch.fx.GraphModule) -> set:
     out = set()
     for n in gm.graph.nodes:
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
-            args = _normalize_args(n)
-            for pos in _mutated_positions(n.target, args):
-                for a in _flatten(args[pos]):
+            args = normalize_args(n)
+            for pos in mutated_positions(n.target, args):
+                for a in flatten(args[pos]):
                     if isinstance(a, torch.fx.Node) and a.op == "placeholder":
                         out.add(a)
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Schema helpers
-
-
-def _flatten(x: Any) -> list:
-    if isinstance(x, (list, tuple)):
-        return [y for e in x for y in _flatten(e)]
-    return [x]
-
-
-def _normalize_args(node: torch.fx.Node) -> list:
-    """One entry per schema argument: positional args, then kwargs by name, then defaults."""
-    schema = node.target._schema
-    args = list(node.args)
-    if len(args) > len(schema.arguments):
-        raise _node_error(node, f"{len(args)} arguments for a schema of {len(schema.arguments)}")
-    out = []
-    for i, a in enumerate(schema.arguments):
-        if i < len(args):
-            out.append(args[i])
-        elif a.name in node.kwargs:
-            out.append(node.kwargs[a.name])
-        elif a.has_default_value():
-            out.append(a.default_value)
-        else:
-            raise _node_error(node, f"argument {a.name} is missing")
-    unknown = set(node.kwargs) - {a.name for a in schema.arguments}
-    if unknown:
-        raise _node_error(node, f"unknown keyword arguments {sorted(unknown)}")
-    return out
-
-
-def _mutated_positions(op: torch._ops.OpOverload, args: list) -> list[int]:
-    schema = op._schema
-    pos = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
-    undeclared = _UNDECLARED_WRITES.get(schema.name)
-    if undeclared and args[5] is True:
-        pos += [i for i in undeclared if args[i] is not None and i not in pos]
-    return sorted(pos)
 
 
 def capture(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Callable, path: str,
@@ -465,14 +350,5 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Call
     return doc
 
 
-# The writer (after the definitions it imports from here); its names stay
-# reachable as mutwo.capture's, as before the split.
-from mutwo._writing import (_alias_of, _ancestors, _describe, _float, _is_tensor_meta, _Recorder,  # noqa: E402
-                            _Writer, data_key, document, written)
 
-
-def main(argv: Optional[list[str]] = None) -> int:
-    """python3 -m mutwo.capture MODULE:FUNCTION --out step.json (mutwo/_capture_cli.py)."""
-    from mutwo._capture_cli import main as cli
-    return cli(argv)
 

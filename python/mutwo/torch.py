@@ -21,74 +21,11 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from mutwo import _compat, _named
-from mutwo.capture import CaptureError, OutputSpec, _rng_preserved, data_key, document, named_state, trace
+from mutwo import _compat, _registry
+from mutwo._ext import BudgetError, MutwoError, call, memory, ops
+from mutwo.capture import CaptureError, OutputSpec, rng_preserved, data_key, document, named_state, trace
 
 __all__ = ["wrap", "backend", "report", "MutwoError", "BudgetError", "CaptureError", "memory"]
-
-_LIBRARY_NAME = "libmutwo_torch.so"
-_loaded = False
-
-
-class MutwoError(RuntimeError):
-    """A mistake mutwo can name: the message says what to do next."""
-
-
-class BudgetError(MutwoError):
-    """No plan fits the budget; the message names the lowest reachable peak and what it consists of."""
-
-
-def _library_path() -> str:
-    here = os.path.dirname(os.path.abspath(__file__))
-    # MUTWO_LIBRARY, else an installed mutwo's (pip install .: mutwo/lib/), else a source build's copy.
-    path = os.environ.get("MUTWO_LIBRARY") or next(
-        (p for p in (os.path.join(here, "lib", _LIBRARY_NAME), os.path.join(here, _LIBRARY_NAME)) if os.path.exists(p)),
-        os.path.join(here, _LIBRARY_NAME))
-    if not os.path.exists(path):
-        raise MutwoError(f"{path} does not exist: build mutwo first (scripts/build.sh; the build copies the "
-                         f"extension into python/mutwo/) or point MUTWO_LIBRARY at {_LIBRARY_NAME}")
-    return path
-
-
-def _ops() -> Any:
-    """torch.ops.mutwo, loading the extension on first use and checking that it
-    was built against this torch."""
-    global _loaded
-    if not _loaded:
-        torch.ops.load_library(_library_path())
-        built = torch.ops.mutwo.torch_version()
-        running = ".".join(torch.__version__.split("+")[0].split(".")[:2])
-        if built != running:
-            raise MutwoError(f"{_library_path()} was built against libtorch {built}, but this Python runs torch "
-                             f"{torch.__version__}: rebuild mutwo against this torch (pip install . or "
-                             "scripts/build.sh)")
-        _loaded = True
-    return torch.ops.mutwo
-
-
-def _call(op: Callable, *args: Any) -> Any:
-    """Calls an extension op, turning its one-line errors into MutwoError and BudgetError."""
-    try:
-        return op(*args)
-    except RuntimeError as e:
-        text = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        for prefix, cls in (("mutwo budget: ", BudgetError), ("mutwo: ", MutwoError)):
-            at = text.find(prefix)
-            if at >= 0:
-                raise cls(text[at + len(prefix):]) from None
-        raise
-
-
-def memory(device: str = "cpu", reset: bool = False) -> tuple[int, int]:
-    """(bytes allocated now, peak since the last reset) on `device`, as mutwo
-    counts them: CPU tensors made after the extension loaded, CUDA's caching
-    allocator. With reset=True the peak starts again from now."""
-    ops = _ops()
-    if reset:
-        _call(ops.reset_peak, device)
-    current, peak = _call(ops.memory, device)
-    return int(current), int(peak)
-
 
 class _Session:
     """One planned step: one input signature of one module."""
@@ -113,9 +50,9 @@ class _Session:
         names = [data_key(v) for v in held]
         given = [tensors[k] if v["role"] == "constant" else live[k] for v, k in zip(held, names)]
         text = json.dumps(doc)
-        ops = _ops()
-        with _rng_preserved():  # profiling steps draw random numbers too
-            self.handle = _call(ops.create, text, names, given, json.dumps(options))
+        ops = ops()
+        with rng_preserved():  # profiling steps draw random numbers too
+            self.handle = call(ops.create, text, names, given, json.dumps(options))
         self.report_dir: Optional[str] = options.get("report")
         self.reported = False
 
@@ -130,10 +67,10 @@ class _Session:
         return [state[key] if role != "input" else args[key] for role, key in self.primals]
 
     def info(self) -> dict:
-        return json.loads(_call(_ops().info, self.handle))
+        return json.loads(call(ops().info, self.handle))
 
     def write_report(self, directory: str) -> None:
-        _call(_ops().report, self.handle, directory)
+        call(ops().report, self.handle, directory)
 
 
 class _Step(torch.autograd.Function):
@@ -141,7 +78,7 @@ class _Step(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, session: _Session, *primals: torch.Tensor) -> Any:
-        outs = _call(_ops().forward, session.handle, list(primals))
+        outs = call(ops().forward, session.handle, list(primals))
         ctx.session = session
         ctx.n = len(primals)
         with_grad = set(session.tangent_of)
@@ -152,7 +89,7 @@ class _Step(torch.autograd.Function):
     def backward(ctx: Any, *grads: torch.Tensor) -> Any:
         s: _Session = ctx.session
         tangents = [grads[i].contiguous() for i in s.tangent_of]
-        result = _call(_ops().backward, s.handle, tangents)
+        result = call(ops().backward, s.handle, tangents)
         out: list[Optional[torch.Tensor]] = [None] * ctx.n
         for pos, g in zip(s.gradient_of, result):
             out[pos] = g
@@ -257,7 +194,7 @@ def wrap(module: torch.nn.Module, budget: str = "100%", *, planner: str = "mutwo
     Raises BudgetError on the first call if no plan fits."""
     if not isinstance(module, torch.nn.Module):
         raise MutwoError(f"wrap() takes an nn.Module, got {type(module).__name__}")
-    _ops()
+    ops()
     return Wrapped(module, _options(budget, planner, profile, report, type(module).__name__))
 
 
@@ -277,8 +214,8 @@ def report(module: Any = None, directory: Optional[str] = None) -> dict:
     under "graphs" every graph's (no files are written). A module compiled
     with backend="mutwo" (by name) or backend=backend(...): its backend's; no
     module: the latest backend="mutwo"'s. Both add `budget_source`."""
-    if module is None or _named.compiled(module):
-        entry = _named.entry_of(module)
+    if module is None or _registry.compiled(module):
+        entry = _registry.entry_of(module)
         if entry.error:
             raise entry.error
         return {**report(entry.backend, directory), "budget_source": entry.source}
@@ -349,7 +286,7 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
                              f"shapes): a byte budget ({options['budget']}) cannot be split between graphs; "
                              "use a percentage budget, fix the break (torch._dynamo.explain), or mutwo.torch.wrap")
         if compiler == "inductor":
-            _ops()
+            ops()
             from mutwo._inductor import CompiledGraph
             try:
                 compiled = CompiledGraph(gm, example_inputs, dict(options), memory, BudgetError)

@@ -182,7 +182,7 @@ def test_bfloat16_and_bool_side_file(tmp_path) -> None:
 
 # ---- re-running the JSON graph ------------------------------------------------------------------
 
-_LAYOUTS = {"strided": torch.strided}
+LAYOUTS = {"strided": torch.strided}
 _FORMATS = {"contiguous": torch.contiguous_format, "preserve": torch.preserve_format,
             "channels_last": torch.channels_last, "channels_last_3d": torch.channels_last_3d}
 
@@ -194,7 +194,7 @@ def decode(x: object, env: dict) -> object:
         return x  # None, bool, int
     (k, v), = x.items()
     return {"t": lambda: env[v], "f": lambda: float(v), "s": lambda: v, "dtype": lambda: DTYPES[v],
-            "device": lambda: torch.device(v), "layout": lambda: _LAYOUTS[v], "memory_format": lambda: _FORMATS[v]}[k]()
+            "device": lambda: torch.device(v), "layout": lambda: LAYOUTS[v], "memory_format": lambda: _FORMATS[v]}[k]()
 
 
 def run_json(doc: dict, data: dict[str, torch.Tensor], check_mutates: bool = True) -> dict[str, torch.Tensor]:

@@ -30,6 +30,7 @@ import hf_models
 import models
 import mutwo.torch as mt
 from mutwo import _mincut
+from mutwo._graph import is_tangent
 
 TOLERANCE = 1e-5  # relative, on the loss and each gradient: fusion may reorder a sum
 STEPS = 4  # a first plan, its measured correction, a step to confirm it, one more
@@ -99,7 +100,7 @@ class _Recorder(torch._inductor.custom_graph_pass.CustomPartitionerFn):
 
     def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
         fw, bw = _mincut.partition(gm, joint_inputs, kwargs)
-        self.saved.append({n.name for n in bw.graph.nodes if n.op == "placeholder" and not _mincut.is_tangent(n)})
+        self.saved.append({n.name for n in bw.graph.nodes if n.op == "placeholder" and not is_tangent(n)})
         return fw, bw
 
     def uuid(self) -> Any:
