@@ -50,9 +50,9 @@ class _Session:
         names = [data_key(v) for v in held]
         given = [tensors[k] if v["role"] == "constant" else live[k] for v, k in zip(held, names)]
         text = json.dumps(doc)
-        ops = ops()
+        extension = ops()
         with rng_preserved():  # profiling steps draw random numbers too
-            self.handle = call(ops.create, text, names, given, json.dumps(options))
+            self.handle = call(extension.create, text, names, given, json.dumps(options))
         self.report_dir: Optional[str] = options.get("report")
         self.reported = False
 
