@@ -254,12 +254,19 @@ class Choice:
 
 
 class Frontier:
-    """Candidates of one joint graph, priced once, chosen from under a budget."""
+    """Candidates of one joint graph, priced once, chosen from under a budget.
+    `remembered`: the candidates an earlier compile of the same joint graph
+    priced; they are chosen from without pricing them again, and only the
+    chosen one is made again on this trace (fresh)."""
 
-    def __init__(self, q: Query, device: str) -> None:
+    def __init__(self, q: Query, device: str, remembered: Sequence[Candidate] = ()) -> None:
         self.q, self.device = q, device
         self.seen: dict[frozenset, Candidate] = {}
-        self.default = self._add("compile:1", q.pytorch(1.0))
+        self.by_name = {c.name: c for c in remembered}
+        for c in remembered:
+            self.seen[frozenset(n.name for n in c.saved)] = c
+        self.stale = {id(c) for c in remembered}  # priced on an earlier trace: their nodes are not this graph's
+        self.default = self.by_name.get("compile:1") or self._add("compile:1", q.pytorch(1.0))
 
     def _add(self, name: str, saved: list[fx.Node]) -> Candidate:
         key = frozenset(n.name for n in saved)
@@ -267,25 +274,31 @@ class Frontier:
             self.seen[key] = predict(self.q, name, saved, self.device)
         return self.seen[key]
 
+    def fresh(self, c: Candidate) -> Candidate:
+        """`c` on this trace of the graph: remade from its name where it was remembered."""
+        if id(c) not in self.stale:
+            return c
+        name, _, arg = c.name.partition(":")
+        saved = self.q.pytorch(float(arg)) if name == "compile" else self.q.with_recomputed(self.order()[:int(arg)])
+        made = predict(self.q, c.name, saved, self.device)
+        assert made.key == c.key, f"{c.name} saves other values on this trace of the same graph"
+        return made
+
     def pytorch_ladder(self) -> None:
         for x in LADDER:
-            self._add(f"compile:{x:g}", self.q.pytorch(x))
+            if f"compile:{x:g}" not in self.by_name:
+                self._add(f"compile:{x:g}", self.q.pytorch(x))
         # Not compile:0: PyTorch then saves the inputs alone, random seeds
         # not among them (_mincut.pin_random); every anchor recomputed is mutwo's floor.
-        anchors = self.q.anchors()
-        self._add(f"mutwo:{len(anchors)}", self.q.with_recomputed(anchors))
+        order = self.order()
+        self._prefix(order, len(order))
 
     def greedy(self, budget: int, corrections: Corrections) -> None:
         """μ-TWO's order over the anchors: cheapest recompute per byte first;
         the shortest prefix that fits, by bisection (more recomputed, less saved)."""
-        anchors = self.q.anchors()
-        if not anchors:
+        order = self.order()
+        if not order:
             return
-
-        def per_byte(n: fx.Node) -> float:
-            size = sum(t.numel() * t.element_size() for t in _tensors(n.meta.get("val")))
-            return node_ms(n, self.device) / max(size, 1)
-        order = sorted(anchors, key=per_byte)
         lo, hi = 0, len(order)  # prefix lengths: hi fits if anything does
         if self._prefix(order, hi).peak(corrections) > budget:
             return
@@ -296,18 +309,35 @@ class Frontier:
             else:
                 lo = mid
 
+    def order(self) -> list[fx.Node]:
+        """The anchors in μ-TWO's order: modelled recompute time per byte saved, cheapest first."""
+        def per_byte(n: fx.Node) -> float:
+            size = sum(t.numel() * t.element_size() for t in _tensors(n.meta.get("val")))
+            return node_ms(n, self.device) / max(size, 1)
+        return sorted(self.q.anchors(), key=lambda n: (per_byte(n), n.name))
+
     def _prefix(self, order: list[fx.Node], k: int) -> Candidate:
+        if f"mutwo:{k}" in self.by_name:
+            return self.by_name[f"mutwo:{k}"]
         return self._add(f"mutwo:{k}", self.q.with_recomputed(order[:k]))
 
     def lowest(self, corrections: Corrections) -> Candidate:
         return min(self.seen.values(), key=lambda c: (c.peak(corrections), c.extra_ms))
 
 
-def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner: str) -> Choice:
+def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner: str,
+           remembered: Sequence[Candidate] = ()) -> Choice:
     """The fastest candidate whose corrected peak fits `budget`: bytes, a
     `Fraction` of the default's saved activations, "lowest", or None (no
-    budget: plain compile's). Raises FloorError when none fits."""
-    f = Frontier(q, device)
+    budget: plain compile's). Raises FloorError when none fits. `remembered`:
+    an earlier compile's candidates of the same joint graph (Frontier)."""
+    f = Frontier(q, device, remembered)
+    choice = _choose(f, budget, corrections, planner)
+    choice.chosen = f.fresh(choice.chosen)
+    return choice
+
+
+def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str) -> Choice:
     if planner.startswith("candidate:"):  # one named candidate, whatever the budget (the model's own checks)
         f.pytorch_ladder()
         named = next(c for c in f.seen.values() if c.name == planner.split(":", 1)[1])

@@ -32,7 +32,7 @@ import torch
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
 from mutwo import _frontier, _mincut
-from mutwo._frontier import Choice, Corrections, FloorError, Residual
+from mutwo._frontier import Candidate, Choice, Corrections, FloorError, Residual
 from mutwo._graph import is_tangent
 
 MAX_COMPILES = 3  # per graph: the first plan, one with the measured residual, one more if that was still over
@@ -93,6 +93,7 @@ class Attempt:
     corrections: Corrections  # the measured misses the plan was chosen with
     choice: Optional[Choice] = None
     compile_s: float = 0.0
+    plan_s: float = 0.0  # of it, choosing the saved set (pricing the candidates)
     saved: list[str] = field(default_factory=list)  # what the backward module compiled takes from the forward
     measured: list[tuple[int, int]] = field(default_factory=list)  # each step's (forward, backward) added peak
 
@@ -104,6 +105,7 @@ class Attempt:
         return {"planner_budget_bytes": self.choice.budget_bytes if self.choice else None,
                 "chosen": c.name if c else None, "predicted_peak_bytes": self.predicted(),
                 "measured_peak_bytes": [max(m) for m in self.measured], "compile_seconds": round(self.compile_s, 3),
+                "plan_seconds": round(self.plan_s, 3),
                 "residual_bytes": asdict(self.corrections.of(c)) if c else None,
                 "tags": {"recompute": len(c.recomputed), "save": len(c.saved)} if c else {}}
 
@@ -116,17 +118,20 @@ class _Partitioner(CustomPartitionerFn):
 
     def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Sequence[object],
                  **kwargs: Any) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
-        self.graph.joint_seen(gm)
+        key = self.graph.joint_seen(gm)
         _mincut.pin_random(gm)
 
         def chooser(q: _mincut.Query) -> list[torch.fx.Node]:
             self.attempt.corrections = Corrections(dict(self.graph.corrections.by_plan))
             o = self.graph.options
+            start = time.perf_counter()
             try:
                 self.attempt.choice = _frontier.choose(q, self.graph.device, o["budget"], self.attempt.corrections,
-                                                       o["planner"])
+                                                       o["planner"], self.graph.remembered(key))
             except FloorError as e:
                 raise self.graph.budget_error(self.graph.floor_text(e)) from None
+            finally:
+                self.attempt.plan_s = time.perf_counter() - start
             return self.attempt.choice.chosen.saved
         with _mincut.choosing(gm, kwargs["num_fwd_outputs"], chooser):
             fw, bw = _mincut.partition(gm, joint_inputs, kwargs)
@@ -170,13 +175,22 @@ class CompiledGraph:
         choice = self.attempts[0].choice if self.attempts else None
         return choice.budget_bytes if choice else None
 
-    def joint_seen(self, gm: torch.fx.GraphModule) -> None:
-        """The first partition names the joint graph, and with it the cached corrections."""
+    def joint_seen(self, gm: torch.fx.GraphModule) -> str:
+        """The joint graph's key; the first partition also loads the cached corrections by it."""
+        key = graph_key(gm, self.device)
         if self.key is None:
-            self.key = graph_key(gm, self.device)
+            self.key = key
             cached = load_corrections(self.key)
             if cached is not None:
                 self.corrections, self.cached = cached, True
+        return key
+
+    def remembered(self, key: str) -> list[Candidate]:
+        """The candidates the last compile priced, if it partitioned this same joint graph."""
+        last = self.attempts[-2] if len(self.attempts) > 1 else None
+        if last is None or last.choice is None or key != self.key:
+            return []
+        return last.choice.candidates
 
     def floor_text(self, e: FloorError) -> str:
         share = 100.0 * e.lowest / e.unplanned if e.unplanned else 100.0
