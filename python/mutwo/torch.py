@@ -21,7 +21,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from mutwo import _compat
+from mutwo import _budget, _compat
 from mutwo.capture import CaptureError, OutputSpec, _rng_preserved, data_key, document, named_state, trace
 
 __all__ = ["wrap", "backend", "report", "MutwoError", "BudgetError", "CaptureError", "memory"]
@@ -174,6 +174,7 @@ class Wrapped(torch.nn.Module):
         self._options = options
         self._sessions: dict[Any, _Session] = {}
         self._last: Optional[_Session] = None
+        self._kept_bytes = 0  # the largest budget a percentage was planned under, over the shapes so far
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled() or not self.module.training:
@@ -185,7 +186,7 @@ class Wrapped(torch.nn.Module):
         key = _signature(self.module, args)
         session = self._sessions.get(key)
         if session is None:
-            session = self._sessions[key] = _Session(self.module, args, self._options)
+            session = self._sessions[key] = self._plan(args)
         self._last = session
         outs = _Step.apply(session, *session.gather(self.module, args))
         spec = session.spec
@@ -193,6 +194,18 @@ class Wrapped(torch.nn.Module):
         for pos, o in zip(spec.tensor_positions, outs):
             leaves[pos] = o
         return torch.utils._pytree.tree_unflatten(leaves, spec.spec)
+
+    def _plan(self, args: tuple) -> _Session:
+        """A new input shape's session. A percentage budget is planned under at
+        least the bytes an earlier shape was: a smaller batch fits where a
+        larger one did (its lowest peak is below the larger one's plan)."""
+        budget = self._options["budget"]
+        by_fraction = budget is not None and budget.endswith("%")
+        options = {**self._options, "at_least_bytes": self._kept_bytes} if by_fraction else self._options
+        session = _Session(self.module, args, options)
+        if by_fraction:
+            self._kept_bytes = max(self._kept_bytes, int(session.info()["budget_bytes"]))
+        return session
 
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:
         return self.module.state_dict(*args, **kwargs)
@@ -229,35 +242,44 @@ def _signature(module: torch.nn.Module, args: tuple) -> tuple:
             tuple((n, p.requires_grad, tuple(p.shape), p.dtype, str(p.device)) for n, p in module.named_parameters()))
 
 
-def _options(budget: str, planner: str, profile: str, report: Optional[str], label: str) -> dict:
-    budget = str(budget).strip()
-    if not budget:
-        raise MutwoError("budget is empty: give bytes (\"6GiB\", \"1500MiB\") or a percentage of the "
-                         "unplanned peak (\"60%\")")
+def _options(budget: Any, planner: str, profile: str, report: Optional[str], label: str) -> dict:
+    """The options of wrap() and backend(), each checked now, before any step runs."""
+    try:
+        parsed = _budget.parse(budget)
+        _budget.check_planner(planner, list(_call(_ops().planners)))
+    except ValueError as e:
+        raise MutwoError(str(e)) from None
     if profile not in ("measure", "flops"):
         raise MutwoError(f"profile={profile!r}: use 'measure' (time the step once on the first call) or "
                          "'flops' (estimate, without running the unplanned step)")
-    opts = {"budget": budget, "planner": planner, "profile": profile, "label": label}
+    if report is not None and not isinstance(report, (str, os.PathLike)):
+        raise MutwoError(f"report={report!r}: give a directory's path")
+    opts = {"budget": parsed.text() if parsed else None, "planner": planner, "profile": profile, "label": label}
     if report:
         opts["report"] = os.path.abspath(report)
     return opts
 
 
-def wrap(module: torch.nn.Module, budget: str = "100%", *, planner: str = "mutwo", profile: str = "measure",
+def wrap(module: torch.nn.Module, budget: Any = None, *, planner: str = "mutwo", profile: str = "measure",
          report: Optional[str] = None) -> Wrapped:
     """The module, training under mutwo's plan.
 
-    budget: bytes ("6GiB", "1500MiB") or a percentage of the unplanned peak
-    ("60%") of the module's step: its parameters, inputs, activations and
-    gradients (not the optimizer's state, which the user's optimizer owns).
+    budget (docs/budgets.md): bytes ("6GiB", "1500MiB"), a fraction of the
+    activation memory the plan can free (0.6 or "60%": 100% is the unplanned
+    peak), "lowest" (the lowest peak the planner reaches), or None (no
+    budget). It covers the module's step: its parameters, inputs, activations
+    and gradients (not the optimizer's state, which the user's optimizer
+    owns). A percentage is resolved on the first input shape; a later shape
+    is planned under at least the bytes an earlier one was, so a smaller
+    batch (a DataLoader's last) never fails where a larger one fitted.
     planner: mutwo (the μ-TWO greedy), per-layer, sqrt-n, optimal or none.
     profile: "measure" runs and times the step on the first call of each input
     shape; "flops" estimates it without running it. report: a directory
     written after each new plan's first backward (as report()).
-    Raises BudgetError on the first call if no plan fits."""
+    Raises MutwoError now for a bad budget, planner or option, and
+    BudgetError on the first call if no plan fits."""
     if not isinstance(module, torch.nn.Module):
         raise MutwoError(f"wrap() takes an nn.Module, got {type(module).__name__}")
-    _ops()
     return Wrapped(module, _options(budget, planner, profile, report, type(module).__name__))
 
 
@@ -289,7 +311,7 @@ def report(module: Any, directory: Optional[str] = None) -> dict:
     return info
 
 
-def backend(budget: str = "100%", *, compiler: str = "inductor", planner: str = "mutwo", profile: str = "measure",
+def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "mutwo", profile: str = "measure",
             report: Optional[str] = None) -> Callable:
     """A torch.compile backend under a memory budget.
 
@@ -311,7 +333,8 @@ def backend(budget: str = "100%", *, compiler: str = "inductor", planner: str = 
         raise MutwoError(f"compiler={compiler!r}: use 'inductor' (mutwo plans, Inductor compiles) or 'mutwo' "
                          "(mutwo's executor)")
     options = _options(budget, planner, profile, report, "compiled")
-    by_percent = options["budget"].endswith("%")
+    parsed = _budget.parse(budget)
+    by_percent = parsed is None or parsed.kind != "bytes"  # a byte budget is one graph's
     graphs: list[Any] = []
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
@@ -332,7 +355,7 @@ def backend(budget: str = "100%", *, compiler: str = "inductor", planner: str = 
                 return refuse
             graphs.append(compiled)
             return compiled
-        w = wrap(gm, options["budget"], planner=planner, profile=profile, report=report)
+        w = wrap(gm, budget, planner=planner, profile=profile, report=report)
         graphs.append(w)
 
         def run(*args: Any) -> Any:

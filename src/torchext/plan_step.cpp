@@ -22,12 +22,24 @@ using json = nlohmann::json;
 
 constexpr double kFusedFraction = 0.05;
 
+// The options' "budget": null (none), the user's text (parse_budget), or a
+// count of bytes, as a number or a string of digits: the compiled route's
+// own budget when it plans again (python/mutwo/_inductor.py).
+Budget budget_option(const json& o) {
+  const auto it = o.find("budget");
+  if (it == o.end() || it->is_null()) return {};
+  if (it->is_number_integer()) return Budget::of_bytes(it->get<int64_t>());
+  const std::string text = it->get<std::string>();
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) return Budget::of_bytes(parse_bytes(text));
+  return parse_budget(text);
+}
+
 }  // namespace
 
 std::string plan_step(const std::string& step_json, const std::string& options_json) {
   const json o = json::parse(options_json);
   const std::string planner = o.value("planner", "mutwo");
-  const std::string budget = o.value("budget", "100%");
+  const Budget budget = budget_option(o);
   stepfile::ModuleStep step = stepfile::load_module_step(step_json, "the compiled step");
   // Temporaries the compiler keeps in registers (a pointwise chain fused into
   // one kernel) never take memory: modelled as empty.
@@ -58,7 +70,11 @@ std::string plan_step(const std::string& step_json, const std::string& options_j
     in.replay_random = false;
   });
   // The step's parameters, buffers and inputs: what it is given, outside the budget.
-  const plan::PlanOptions po{planner, budget, planned.input.profile.persistent_bytes};
+  plan::PlanOptions po;
+  po.planner = planner;
+  po.budget = budget;
+  po.exempt_bytes = planned.input.profile.persistent_bytes;
+  po.python = true;
   plan::run(planned, po);
   if (!planned.plan.feasible) throw BudgetError(plan::infeasible_text(planned, po));
   const plan::PlanInput& in = planned.input;
@@ -74,6 +90,7 @@ std::string plan_step(const std::string& step_json, const std::string& options_j
          {"budget_bytes", p.budget_bytes - given},
          {"given_bytes", given},
          {"unplanned_peak_bytes", unplanned},
+         {"unplanned_activation_bytes", planned.unplanned_activation_bytes},  // of it: a percentage's 100%
          {"predicted_peak_bytes", p.predicted.peak_bytes - given},
          {"predicted_extra_ms", p.predicted.extra_ms},
          {"step_ms", prof.step_ms},
