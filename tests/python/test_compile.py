@@ -91,7 +91,7 @@ def test_budgets_hold_under_inductor(name: str) -> None:
     partitioned = []
     for fraction in (0.8, 0.6, 0.4):
         budget = int(plain_peak * fraction)
-        backend = mt.backend(budget=str(budget))
+        backend = mt.backend(budget=f"{budget}B")  # bytes: a bare number below 1 MiB is refused
         try:
             run = _run(model, inputs, loss_fn, backend, STEPS)
         except mt.BudgetError as e:
