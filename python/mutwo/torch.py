@@ -337,22 +337,25 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
     by_percent = parsed is None or parsed.kind != "bytes"  # a byte budget is one graph's
     graphs: list[Any] = []
 
+    def refuse(error: Exception) -> Callable:
+        """A graph whose call raises mutwo's own error, not Dynamo's BackendCompilerFailed around it."""
+        def call(*args: Any) -> Any:
+            raise error
+        return call
+
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
         if graphs and not by_percent:
-            raise MutwoError(f"torch.compile made a second graph (a graph break, or a recompilation for new "
-                             f"shapes): a byte budget ({options['budget']}) cannot be split between graphs; "
-                             "use a percentage budget, fix the break (torch._dynamo.explain), or mutwo.torch.wrap")
+            return refuse(MutwoError(
+                f"torch.compile made a second graph (a graph break, or a recompilation for new shapes): a byte "
+                f"budget ({options['budget']}) cannot be split between graphs; use a percentage budget, fix the "
+                "break (torch._dynamo.explain), or mutwo.torch.wrap"))
         if compiler == "inductor":
             _ops()
             from mutwo._inductor import CompiledGraph
             try:
                 compiled = CompiledGraph(gm, example_inputs, dict(options), memory, BudgetError)
-            except BudgetError as e:  # raised from the call, not wrapped in Dynamo's BackendCompilerFailed
-                error = e
-
-                def refuse(*args: Any) -> Any:
-                    raise error
-                return refuse
+            except (MutwoError, CaptureError) as e:
+                return refuse(e)
             graphs.append(compiled)
             return compiled
         w = wrap(gm, budget, planner=planner, profile=profile, report=report)

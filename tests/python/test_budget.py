@@ -183,3 +183,26 @@ def test_capture_refuses_its_arguments_before_tracing(tmp_path) -> None:
         with pytest.raises(CaptureError, match=re.escape(needle)):
             capture(*args)
     assert not list(tmp_path.iterdir()), "a refused capture wrote something"
+
+
+class _Broken(nn.Module):
+    """Two graphs under torch.compile: a graph break between its layers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        torch._dynamo.graph_break()
+        return self.b(h)
+
+
+def test_the_compiled_routes_refusals_are_mutwos_own() -> None:
+    """A byte budget cannot be split between two graphs: the call raises
+    MutwoError itself, not Dynamo's BackendCompilerFailed around it."""
+    torch._dynamo.reset()
+    compiled = torch.compile(_Broken(), backend=mt.backend(budget="2GiB", compiler="mutwo"))
+    with pytest.raises(mt.MutwoError, match="a byte budget .* cannot be split between graphs"):
+        compiled(torch.randn(4, 8)).sum().backward()
+    torch._dynamo.reset()
