@@ -67,7 +67,6 @@ const CLI::Validator kSizeOrFree = from_parser([](const std::string& s) { if (s 
 const CLI::Validator kBudget = from_parser([](const std::string& s) { parse_budget(s); }, "BUDGET");
 const CLI::Validator kPlanner = from_parser(check_planner, "PLANNER");
 
-
 namespace {
 
 const std::vector<std::string> kDumpablePasses = {"autodiff",  "reinplace", "data-parallel",
