@@ -153,7 +153,7 @@ def inductor_backend(spec: Spec, made: Made, variant: str) -> Any:
     if variant.startswith("inductor-peak:"):
         held = torch.cuda.memory_allocated() if spec.device.startswith("cuda") else 0
         momentum = sum(p.numel() * p.element_size() for p in made.model.parameters())
-        budget = str(max(1, int(budget) - held - momentum))
+        budget = f"{max(1, int(budget) - held - momentum)}B"
     return mutwo_torch().backend(budget)
 
 

@@ -108,7 +108,7 @@ def test_zoo_plans_at_per_layers_peak_and_at_the_checkpoint_peak(tmp_path) -> No
     measure = fake.find("measure")[0]
     assert measure[1].endswith("bench/peers.py") and after(measure, "--variants") == "eager,ckpt"
     runs = {(after(c, "--planner"), after(c, "--budget")) for c in fake.find("optimize")}
-    assert runs == {("per-layer", "5000"), ("mutwo", "5000"), ("mutwo", "6000"), ("mutwo", "50%")}
+    assert runs == {("per-layer", "5000B"), ("mutwo", "5000B"), ("mutwo", "6000B"), ("mutwo", "50%")}
     assert all("--check" in c and "--cuda-graph" in c for c in fake.find("optimize", "--planner", "per-layer"))
     assert len(fake.find("run", "--graph")) == 4  # each plan again in a fresh process
     rows = [json.loads(line) for line in open(os.path.join(tmp_path, "out", "results.jsonl"))]

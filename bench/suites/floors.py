@@ -7,7 +7,7 @@
 # the graph suite runs them (--sdpa, default math; --steps, default 5; --peers, eager,checkpoint).
 # swap, per MODEL:BATCH: the peers (--peers: eager, ckpt, offload, sac-offload, each in its own
 # process); mutwo profile (the copy bandwidth measured at start-up); the lowest predicted peaks with
-# recomputation only and with swapping (plan --budget 1); optimize between the two floors with
+# recomputation only and with swapping (plan --budget 1B); optimize between the two floors with
 # --check (with --graph also as a captured CUDA graph) and at 1.01 times the hybrid floor; at the ckpt
 # peer's peak with and without swapping; at each offloading peer's peak. Steps: --steps (5).
 # Timeouts: peer (150 s a variant), optimize (240), plan (300).
@@ -33,7 +33,7 @@ def replay(ctx: Context, s: Settings) -> None:
                              "--json", timeout=s.timeout("optimize", 150))
         ctx.emit_json(done, f"zoo {mb} at 50%, --check")
         for how in ("--no-swap", ""):  # recomputation alone (as the floors before replay were measured), then swapping
-            done = ctx.mutwo_run("optimize", "--model", model, "--batch", str(batch), "--budget", "1", "--device",
+            done = ctx.mutwo_run("optimize", "--model", model, "--batch", str(batch), "--budget", "1B", "--device",
                                  ctx.device, "--steps", "3", "--quiet", *([how] if how else []), "--out",
                                  ctx.workdir(f"{name}-floor"), "--json", timeout=s.timeout("optimize", 150))
             ctx.emit_json(done, f"zoo {mb} {how or 'with swapping'}: the lowest peak the planner reaches, "
@@ -59,7 +59,7 @@ def floors(ctx: Context, s: Settings, model: str, batch: int, prof: str) -> dict
     """The lowest peak plan predicts at a 1-byte budget, recomputing only and with swapping: one row each."""
     out = {}
     for mode in ("recompute", "hybrid"):
-        j = ctx.mutwo_run("plan", "--profile", os.path.join(prof, "profile.json"), "--budget", "1",
+        j = ctx.mutwo_run("plan", "--profile", os.path.join(prof, "profile.json"), "--budget", "1B",
                           *(["--no-swap"] if mode == "recompute" else []), "--json", "--out",
                           os.path.join(prof, f"floor_{mode}.json"), timeout=s.timeout("plan", 300)).json()
         if j is None:
@@ -76,7 +76,7 @@ def swap_one(ctx: Context, s: Settings, model: str, batch: int) -> None:
     steps = str(s.steps or 5)
 
     def optimize(label: str, budget: int, *flags: str) -> None:
-        done = ctx.mutwo_run("optimize", "--model", model, "--batch", str(batch), "--budget", str(budget), "--device",
+        done = ctx.mutwo_run("optimize", "--model", model, "--batch", str(batch), "--budget", f"{budget}B", "--device",
                              ctx.device, "--steps", steps, "--out", ctx.workdir(f"{model}_{batch}_{label}"), "--json",
                              "--quiet", *flags, timeout=s.timeout("optimize", 240))
         if done.json() is not None:

@@ -40,7 +40,7 @@ def sweep(ctx: Context, s: Settings) -> None:
                       None)
             if pl is None:
                 continue
-            j = ctx.mutwo_run("optimize", "--model", e.model, "--batch", str(b), "--budget", str(pl), "--device",
+            j = ctx.mutwo_run("optimize", "--model", e.model, "--batch", str(b), "--budget", f"{pl}B", "--device",
                               ctx.device, "--steps", str(steps), "--out", ctx.workdir(f"opt_{e.model}_{b}"), "--json",
                               "--quiet", timeout=s.timeout("optimize", 120)).json()
             if j is not None:

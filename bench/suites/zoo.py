@@ -85,7 +85,7 @@ def plans(ctx: Context, model: str, batch: int, s: Settings) -> None:
     flags = (["--cuda-graph"] if s.graph else []) + (["--check"] if s.check else [])
     for variant, budget in runs:
         optimize(ctx, ["--model", model, "--batch", str(batch), "--device", ctx.device, "--planner",
-                       variant.split("-at-")[0], "--budget", str(budget), "--steps", "5", *flags, "--out",
+                       variant.split("-at-")[0], "--budget", f"{budget}B", "--steps", "5", *flags, "--out",
                        ctx.workdir(f"opt_{variant}_{model}_{batch}"), "--json", "--quiet"], variant)
 
 

@@ -29,6 +29,8 @@ from typing import Any, Optional, Sequence
 import torch
 import torch.fx as fx
 
+from mutwo import _budget
+from mutwo._budget import Budget
 from mutwo._mincut import Query
 
 LADDER = (0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)  # activation_memory_budget values, besides 1
@@ -327,9 +329,9 @@ class Frontier:
 
 def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner: str,
            remembered: Sequence[Candidate] = ()) -> Choice:
-    """The fastest candidate whose corrected peak fits `budget`: bytes, a
-    `Fraction` of the default's saved activations, "lowest", or None (no
-    budget: plain compile's). Raises FloorError when none fits. `remembered`:
+    """The fastest candidate whose corrected peak fits `budget` (a
+    _budget.Budget: bytes, a fraction of the activations, "lowest"; None: plain
+    compile's). Raises FloorError when none fits. `remembered`:
     an earlier compile's candidates of the same joint graph (Frontier)."""
     f = Frontier(q, device, remembered)
     choice = _choose(f, budget, corrections, planner)
@@ -344,10 +346,11 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str) ->
         return Choice(named, f.default, list(f.seen.values()), None)
     if budget is None or planner == "none":
         return Choice(f.default, f.default, [f.default], None)
-    if budget != "lowest" and f.default.peak(corrections) <= resolve(budget, f.default, corrections):
+    lowest_wanted = budget.kind == "lowest"
+    if not lowest_wanted and f.default.peak(corrections) <= resolve(budget, f.default, corrections):
         return Choice(f.default, f.default, [f.default], resolve(budget, f.default, corrections))
     f.pytorch_ladder()
-    if budget == "lowest":
+    if lowest_wanted:
         low = f.lowest(corrections)
         f.greedy(low.peak(corrections), corrections)
         best = f.lowest(corrections)
@@ -363,39 +366,33 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str) ->
     if not fits:
         lowest = f.lowest(corrections).peak(corrections)
         raise FloorError(limit, lowest, f.default.peak(corrections),
-                         fraction_of(lowest, f.default, corrections) if isinstance(budget, Fraction) else None)
+                         instead(lowest, f.default, corrections) if budget.kind == "fraction" else None)
     best = min(fits, key=lambda c: (c.extra_ms, c.peak(corrections)))
     return Choice(best, f.default, list(f.seen.values()), limit)
 
 
-@dataclass
-class Fraction:
-    """A budget as a fraction of the activation memory the plan can free."""
-    value: float
-
-
-def resolve(budget: Any, default: Candidate, corrections: Corrections) -> int:
-    """A budget in bytes of added peak. A fraction f of the activations: with A
-    the saved activations live at plain compile's peak and F the rest of that
-    peak, F + f·A (1 is plain compile's peak, 0 all of A freed)."""
-    if isinstance(budget, Fraction):
-        unplanned = default.peak(corrections)
-        activations = min(default.saved_at_peak, unplanned)
-        return int(unplanned - activations + budget.value * activations)
-    return int(budget)
-
-
-def fraction_of(peak: int, default: Candidate, corrections: Corrections) -> float:
-    """The fraction of the activations (resolve's) that `peak` bytes stand for."""
+def _split(default: Candidate, corrections: Corrections) -> tuple[int, int]:
+    """(F, A) of plain compile's partition, as docs/budgets.md defines them:
+    A the saved activations live at its peak, F the rest of that peak."""
     unplanned = default.peak(corrections)
     activations = min(default.saved_at_peak, unplanned)
-    return (peak - (unplanned - activations)) / activations if activations else 1.0
+    return unplanned - activations, activations
+
+
+def resolve(budget: Budget, default: Candidate, corrections: Corrections) -> int:
+    """A budget in bytes of added peak (_budget.resolve on plain compile's partition)."""
+    return _budget.resolve(budget, *_split(default, corrections))
+
+
+def instead(peak: int, default: Candidate, corrections: Corrections) -> str:
+    """The least percentage whose budget holds `peak` bytes ("83%")."""
+    return _budget.instead(peak, *_split(default, corrections))
 
 
 class FloorError(Exception):
-    """No candidate fits: the budget, the lowest predicted peak, plain compile's, and the lowest as a fraction."""
+    """No candidate fits: the budget, the lowest predicted peak, plain compile's, and the percentage to ask for."""
 
-    def __init__(self, budget: int, lowest: int, unplanned: int, fraction: Optional[float]) -> None:
+    def __init__(self, budget: int, lowest: int, unplanned: int, percent: Optional[str]) -> None:
         super().__init__(budget, lowest, unplanned)
-        self.budget, self.lowest, self.unplanned, self.fraction = budget, lowest, unplanned, fraction
+        self.budget, self.lowest, self.unplanned, self.percent = budget, lowest, unplanned, percent
 

@@ -194,7 +194,7 @@ class CompiledGraph:
 
     def floor_text(self, e: FloorError) -> str:
         share = 100.0 * e.lowest / e.unplanned if e.unplanned else 100.0
-        instead = (f"budget=\"{math.ceil(100 * e.fraction)}%\"" if e.fraction is not None
+        instead = (f"budget=\"{e.percent}\"" if e.percent is not None
                    else f"budget=\"{math.ceil(e.lowest / 2**20 * 10) / 10}MiB\"")
         return (f"budget {_mib(e.budget)} cannot be met by this compiled graph: its lowest predicted added peak is "
                 f"{_mib(e.lowest)}, {share:.0f}% of plain torch.compile's {_mib(e.unplanned)}: try {instead}, or "
@@ -271,8 +271,8 @@ class CompiledGraph:
         """Whether, with the measured residual, a faster candidate than the one
         running fits the budget: worth the second of at most two compiles."""
         choice = attempt.choice
-        if len(self.attempts) > 1 or choice is None or choice.budget_bytes is None or \
-                self.options["budget"] == "lowest":
+        budget = self.options["budget"]
+        if len(self.attempts) > 1 or choice is None or choice.budget_bytes is None or budget.kind == "lowest":
             return False
         return any(c.extra_ms < choice.chosen.extra_ms and c.peak(self.corrections) <= choice.budget_bytes
                    for c in choice.candidates)
@@ -282,7 +282,8 @@ class CompiledGraph:
         choice = last.choice
         measured = [max(m) for a in self.attempts for m in a.measured]
         return {"compiler": "inductor", "device": self.device, "planner": self.options["planner"],
-                "budget": self.options["budget_text"], "budget_bytes": self.budget_bytes,
+                "budget": self.options["budget"].text() if self.options["budget"] else None,
+                "budget_bytes": self.budget_bytes,
                 "predicted_peak_bytes": last.predicted(),
                 "unplanned_peak_bytes": choice.default.peak(last.corrections) if choice else None,
                 "measured_peak_bytes": max(last.measured[-1]) if last.measured else None,
@@ -316,30 +317,3 @@ def _mib(b: int) -> str:
 
 
 PLANNERS = ("mutwo", "none")
-_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "kib": 2**10, "m": 2**20, "mb": 2**20, "mib": 2**20,
-          "g": 2**30, "gb": 2**30, "gib": 2**30, "t": 2**40, "tb": 2**40, "tib": 2**40}
-
-
-def parse_budget(budget: Any) -> Any:
-    """The compiled route's budget: None (plain compile's plan), "lowest", a
-    fraction of the activations (a float in (0, 1], or "60%"), or bytes
-    ("6GiB", an int of at least 1 MiB). Raises ValueError naming the forms."""
-    forms = 'write 0.6 or "60%" (of the activations), "6GiB" (added bytes), "lowest", or None'
-    if budget is None or budget == "lowest":
-        return budget
-    if isinstance(budget, float) or (isinstance(budget, str) and budget.strip().endswith("%")):
-        try:
-            f = float(budget) if isinstance(budget, float) else float(budget.strip()[:-1]) / 100
-        except ValueError:
-            raise ValueError(f"budget {budget!r} is not a size: {forms}") from None
-        if not 0 < f <= 1:
-            raise ValueError(f"budget {budget!r}: a fraction must lie in (0, 1] (100% at most): {forms}")
-        return _frontier.Fraction(f)
-    import re
-    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(budget))
-    if not m or m.group(2).lower() not in _UNITS:
-        raise ValueError(f"budget {budget!r} is not a size: {forms}")
-    b = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if b < 2**20:
-        raise ValueError(f"budget {budget!r} is {b} B, below 1 MiB: {forms}")
-    return b

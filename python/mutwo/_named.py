@@ -13,14 +13,13 @@
 from __future__ import annotations
 
 import os
-import re
 import sys
 import weakref
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from mutwo import _registry
+from mutwo import _budget, _registry
 from mutwo._ext import MutwoError
 
 # The keys options= takes, with their forms: every error about options lists them.
@@ -42,9 +41,6 @@ ENVIRONMENT = {"budget": "MUTWO_BUDGET", "planner": "MUTWO_PLANNER"}
 CUDA_MARGIN = 0.05
 CUDA_RESERVE = 512 << 20
 
-# compiler mutwo's budgets: what src/support/units.cpp parses (parse_budget), spaces stripped around.
-_SIZE = re.compile(r"\s*(\d+\.?\d*|\.\d+)(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?\s*", re.IGNORECASE)
-_PERCENT = re.compile(r"\s*(\d+\.?\d*|\.\d+)%\s*")
 
 
 def accepted() -> str:
@@ -55,22 +51,12 @@ def _error(text: str) -> Exception:
     return MutwoError(f"{text}. backend=\"mutwo\" takes options={{...}} with the keys {accepted()}")
 
 
-def _budget(value: Any, compiler: str) -> Optional[str]:
-    """Why `value` is no budget of `compiler`'s, or None when it is one."""
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return f"budget={value!r} is not a size"
-    if compiler == "inductor":
-        from mutwo import _inductor
-        try:
-            _inductor.parse_budget(value)
-        except ValueError as e:
-            return str(e)
-        return None
-    text = str(value)
-    if not (_SIZE.fullmatch(text) or _PERCENT.fullmatch(text)):
-        return f"budget={value!r} is not a size"
-    if _PERCENT.fullmatch(text) and not 0 < float(text.strip()[:-1]) <= 1000:
-        return f"budget={value!r}: a percentage is above 0 and at most 1000"
+def _budget_problem(value: Any) -> Optional[str]:
+    """Why `value` is no budget (the one language, _budget.parse), or None when it is one."""
+    try:
+        _budget.parse(value)
+    except ValueError as e:
+        return str(e)
     return None
 
 
@@ -88,7 +74,7 @@ def check(options: dict, where: str, compiler: str = "inductor") -> dict:
         if value is None:
             continue
         if key == "budget":
-            why = _budget(value, compiler)
+            why = _budget_problem(value)
             if why:
                 raise _error(f"{where}: {why}")
             value = value.strip() if isinstance(value, str) else value

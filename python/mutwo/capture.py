@@ -329,10 +329,28 @@ def _written_placeholders(gm: torch.fx.GraphModule) -> set:
     return out
 
 
+def _check_arguments(model: Any, example_inputs: Any, loss_fn: Any, path: Any, name: Any) -> None:
+    """capture()'s arguments, each refused with what to pass instead."""
+    if not isinstance(model, torch.nn.Module):
+        raise CaptureError(f"model: capture() takes an nn.Module, got {type(model).__name__}")
+    if isinstance(example_inputs, (torch.Tensor, str)) or not isinstance(example_inputs, Sequence):
+        raise CaptureError(f"example_inputs: a tuple or list of the model's inputs, got {type(example_inputs).__name__} "
+                           "(one tensor: write (x,))")
+    if not callable(loss_fn):
+        raise CaptureError(f"loss_fn: a function loss_fn(model, *example_inputs) returning the loss, got "
+                           f"{type(loss_fn).__name__}")
+    if not isinstance(path, (str, os.PathLike)) or not os.fspath(path) or os.path.isdir(path):
+        raise CaptureError(f"path {path!r}: give the step file to write, e.g. step.json")
+    if name is not None and not isinstance(name, str):
+        raise CaptureError(f"name: a string or None, got {type(name).__name__}")
+
+
 def capture(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Callable, path: str,
             name: Optional[str] = None) -> dict:
     """Writes loss_fn(model, *example_inputs)'s training step to `path` (JSON) and
-    `<stem>.safetensors` beside it; returns the JSON document."""
+    `<stem>.safetensors` beside it; returns the JSON document. Its arguments
+    are checked before anything is traced (CaptureError)."""
+    _check_arguments(model, example_inputs, loss_fn, path, name)
     joint = trace(model, example_inputs, loss_fn)
     stem = os.path.splitext(os.path.basename(path))[0]
     data = stem + ".safetensors"

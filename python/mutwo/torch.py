@@ -21,9 +21,9 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from mutwo import _compat, _registry
+from mutwo import _budget, _compat, _registry
 from mutwo._ext import BudgetError, MutwoError, call, memory, ops
-from mutwo.capture import CaptureError, OutputSpec, rng_preserved, data_key, document, named_state, trace
+from mutwo.capture import CaptureError, OutputSpec, data_key, document, named_state, rng_preserved, trace
 
 __all__ = ["wrap", "backend", "report", "MutwoError", "BudgetError", "CaptureError", "memory"]
 
@@ -111,6 +111,7 @@ class Wrapped(torch.nn.Module):
         self._options = options
         self._sessions: dict[Any, _Session] = {}
         self._last: Optional[_Session] = None
+        self._kept_bytes = 0  # the largest budget a percentage was planned under, over the shapes so far
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled() or not self.module.training:
@@ -122,7 +123,7 @@ class Wrapped(torch.nn.Module):
         key = _signature(self.module, args)
         session = self._sessions.get(key)
         if session is None:
-            session = self._sessions[key] = _Session(self.module, args, self._options)
+            session = self._sessions[key] = self._plan(args)
         self._last = session
         outs = _Step.apply(session, *session.gather(self.module, args))
         spec = session.spec
@@ -130,6 +131,18 @@ class Wrapped(torch.nn.Module):
         for pos, o in zip(spec.tensor_positions, outs):
             leaves[pos] = o
         return torch.utils._pytree.tree_unflatten(leaves, spec.spec)
+
+    def _plan(self, args: tuple) -> _Session:
+        """A new input shape's session. A percentage budget is planned under at
+        least the bytes an earlier shape was: a smaller batch fits where a
+        larger one did (its lowest peak is below the larger one's plan)."""
+        budget = self._options["budget"]
+        by_fraction = budget is not None and budget.endswith("%")
+        options = {**self._options, "at_least_bytes": self._kept_bytes} if by_fraction else self._options
+        session = _Session(self.module, args, options)
+        if by_fraction:
+            self._kept_bytes = max(self._kept_bytes, int(session.info()["budget_bytes"]))
+        return session
 
     def state_dict(self, *args: Any, **kwargs: Any) -> Any:
         return self.module.state_dict(*args, **kwargs)
@@ -166,35 +179,44 @@ def _signature(module: torch.nn.Module, args: tuple) -> tuple:
             tuple((n, p.requires_grad, tuple(p.shape), p.dtype, str(p.device)) for n, p in module.named_parameters()))
 
 
-def _options(budget: str, planner: str, profile: str, report: Optional[str], label: str) -> dict:
-    budget = str(budget).strip()
-    if not budget:
-        raise MutwoError("budget is empty: give bytes (\"6GiB\", \"1500MiB\") or a percentage of the "
-                         "unplanned peak (\"60%\")")
+def _options(budget: Any, planner: str, profile: str, report: Optional[str], label: str) -> dict:
+    """The options of wrap() and backend(), each checked now, before any step runs."""
+    try:
+        parsed = _budget.parse(budget)
+        _budget.check_planner(planner, list(call(ops().planners)))
+    except ValueError as e:
+        raise MutwoError(str(e)) from None
     if profile not in ("measure", "flops"):
         raise MutwoError(f"profile={profile!r}: use 'measure' (time the step once on the first call) or "
                          "'flops' (estimate, without running the unplanned step)")
-    opts = {"budget": budget, "planner": planner, "profile": profile, "label": label}
+    if report is not None and not isinstance(report, (str, os.PathLike)):
+        raise MutwoError(f"report={report!r}: give a directory's path")
+    opts = {"budget": parsed.text() if parsed else None, "planner": planner, "profile": profile, "label": label}
     if report:
         opts["report"] = os.path.abspath(report)
     return opts
 
 
-def wrap(module: torch.nn.Module, budget: str = "100%", *, planner: str = "mutwo", profile: str = "measure",
+def wrap(module: torch.nn.Module, budget: Any = None, *, planner: str = "mutwo", profile: str = "measure",
          report: Optional[str] = None) -> Wrapped:
     """The module, training under mutwo's plan.
 
-    budget: bytes ("6GiB", "1500MiB") or a percentage of the unplanned peak
-    ("60%") of the module's step: its parameters, inputs, activations and
-    gradients (not the optimizer's state, which the user's optimizer owns).
+    budget (docs/budgets.md): bytes ("6GiB", "1500MiB"), a fraction of the
+    activation memory the plan can free (0.6 or "60%": 100% is the unplanned
+    peak), "lowest" (the lowest peak the planner reaches), or None (no
+    budget). It covers the module's step: its parameters, inputs, activations
+    and gradients (not the optimizer's state, which the user's optimizer
+    owns). A percentage is resolved on the first input shape; a later shape
+    is planned under at least the bytes an earlier one was, so a smaller
+    batch (a DataLoader's last) never fails where a larger one fitted.
     planner: mutwo (the μ-TWO greedy), per-layer, sqrt-n, optimal or none.
     profile: "measure" runs and times the step on the first call of each input
     shape; "flops" estimates it without running it. report: a directory
     written after each new plan's first backward (as report()).
-    Raises BudgetError on the first call if no plan fits."""
+    Raises MutwoError now for a bad budget, planner or option, and
+    BudgetError on the first call if no plan fits."""
     if not isinstance(module, torch.nn.Module):
         raise MutwoError(f"wrap() takes an nn.Module, got {type(module).__name__}")
-    ops()
     return Wrapped(module, _options(budget, planner, profile, report, type(module).__name__))
 
 
@@ -264,41 +286,42 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
                          "(mutwo's executor)")
     if compiler == "inductor":
         from mutwo import _inductor
-        if planner not in _inductor.PLANNERS:
-            raise MutwoError(f"planner={planner!r}: the compiled route plans with {' or '.join(_inductor.PLANNERS)}; "
-                             "per-layer, sqrt-n and optimal run under wrap() or backend(compiler='mutwo')")
         try:
-            parsed = _inductor.parse_budget(budget)
+            parsed = _budget.parse(budget)
+            _budget.check_planner(planner, list(_inductor.PLANNERS))
         except ValueError as e:
-            raise MutwoError(str(e)) from None
-        options = {"budget": parsed, "budget_text": budget, "planner": planner}
+            raise MutwoError(f"{e}; the compiled route plans with {' or '.join(_inductor.PLANNERS)}: per-layer, "
+                             "sqrt-n and optimal run under wrap() or backend(compiler='mutwo')"
+                             if "planner" in str(e) else str(e)) from None
+        options = {"budget": parsed, "planner": planner}
     else:
-        options = _options("100%" if budget is None else budget, planner, profile, report, "compiled")
-    if compiler == "inductor":  # a byte budget bounds one graph's peak: it cannot be split between graphs yet
-        by_percent = not isinstance(options["budget"], int)
-    else:
-        by_percent = options["budget"].endswith("%")
+        options = _options(budget, planner, profile, report, "compiled")
+        parsed = _budget.parse(budget)
+    by_percent = parsed is None or parsed.kind != "bytes"  # a byte budget is one graph's
     graphs: list[Any] = []
+
+    def refuse(error: Exception) -> Callable:
+        """A graph whose call raises mutwo's own error, not Dynamo's BackendCompilerFailed around it."""
+        def call(*args: Any) -> Any:
+            raise error
+        return call
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
         if graphs and not by_percent:
-            raise MutwoError(f"torch.compile made a second graph (a graph break, or a recompilation for new "
-                             f"shapes): a byte budget ({options['budget']}) cannot be split between graphs; "
-                             "use a percentage budget, fix the break (torch._dynamo.explain), or mutwo.torch.wrap")
+            return refuse(MutwoError(
+                f"torch.compile made a second graph (a graph break, or a recompilation for new shapes): a byte "
+                f"budget ({options['budget']}) cannot be split between graphs; use a percentage budget, fix the "
+                "break (torch._dynamo.explain), or mutwo.torch.wrap"))
         if compiler == "inductor":
             ops()
             from mutwo._inductor import CompiledGraph
             try:
                 compiled = CompiledGraph(gm, example_inputs, dict(options), memory, BudgetError)
-            except BudgetError as e:  # raised from the call, not wrapped in Dynamo's BackendCompilerFailed
-                error = e
-
-                def refuse(*args: Any) -> Any:
-                    raise error
-                return refuse
+            except (MutwoError, CaptureError) as e:
+                return refuse(e)
             graphs.append(compiled)
             return compiled
-        w = wrap(gm, options["budget"], planner=planner, profile=profile, report=report)
+        w = wrap(gm, budget, planner=planner, profile=profile, report=report)
         graphs.append(w)
 
         def run(*args: Any) -> Any:

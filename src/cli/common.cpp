@@ -37,6 +37,35 @@ const CLI::Validator kNonNegative = CLI::Validator(
     },
     "NUMBER>=0");
 
+namespace {
+
+// A validator from a parser that throws UserError: its message, without the "mutwo: " main adds.
+template <class Parse>
+CLI::Validator from_parser(Parse parse, const char* what) {
+  return CLI::Validator(
+      [parse](std::string& s) -> std::string {
+        try {
+          parse(s);
+        } catch (const UserError& e) {
+          return e.what();
+        }
+        return {};
+      },
+      what);
+}
+
+}  // namespace
+
+void check_planner(const std::string& name) {
+  const auto& names = plan::planner_names();
+  MUTWO_CHECK(std::find(names.begin(), names.end(), name) != names.end(), "unknown planner '{}'; planners: {}", name,
+              fmt::join(names, ", "));
+}
+
+const CLI::Validator kSize = from_parser([](const std::string& s) { parse_bytes(s); }, "SIZE");
+const CLI::Validator kSizeOrFree = from_parser([](const std::string& s) { if (s != "free") parse_bytes(s); }, "SIZE|free");
+const CLI::Validator kBudget = from_parser([](const std::string& s) { parse_budget(s); }, "BUDGET");
+const CLI::Validator kPlanner = from_parser(check_planner, "PLANNER");
 
 namespace {
 
@@ -88,7 +117,8 @@ void add_swap_flags(CLI::App& app) {
   app.add_flag("--no-swap", swap_flags().no_swap, "plan with recomputation only: never swap to host memory");
   app.add_option("--host-memory", swap_flags().host_memory,
                  "host memory the swapped copies may hold at once: 8GiB, 500MiB (default: half the machine's on CUDA; "
-                 "none on the CPU, whose tensors are in host memory already)");
+                 "none on the CPU, whose tensors are in host memory already)")
+      ->check(kSize);
 }
 
 int64_t swapped_bytes(const ir::Graph& g, const plan::Plan& p) {
@@ -169,7 +199,8 @@ void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
     app.add_option("--bucket-size", bucket_size,
                    "on several ranks: gradients per all-reduce (or reduce-scatter) bucket, launched as soon as the "
                    "backward pass made them")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(kSize);
     if (with_graph) {
       CLI::Option* g = app.add_option("--graph", graph,
                      "train this step instead of --model: a captured step (step.json, from python -m mutwo.capture) "
@@ -284,7 +315,8 @@ void DeviceOptions::add_to(CLI::App& app, const char* seed_help) {
   app.add_option("--device", name, "cpu or cuda")->capture_default_str();
   app.add_option("--device-memory", memory,
                  "cap what this process may hold on the device (e.g. 8GiB), as a card that size would; on the CPU "
-                 "too; `free`: what the card has free now (CUDA)");
+                 "too; `free`: what the card has free now (CUDA)")
+      ->check(kSizeOrFree);
   app.add_option("--seed", seed, seed_help)->capture_default_str();
 }
 
@@ -293,9 +325,16 @@ int64_t DeviceOptions::memory_cap(const c10::Device& opened) const {
 }
 
 CLI::Option* BudgetOptions::add_to(CLI::App& app, const char* budget_help, const char* planner_help) {
-  CLI::Option* b = app.add_option("--budget", budget, budget_help);
-  app.add_option("--planner", planner, planner_help)->capture_default_str();
+  CLI::Option* b = app.add_option("--budget", budget, budget_help)->check(kBudget);
+  app.add_option("--planner", planner, planner_help)->capture_default_str()->check(kPlanner);
   return b;
+}
+
+plan::PlanOptions BudgetOptions::plan_options() const {
+  plan::PlanOptions o;
+  o.planner = planner;
+  if (!budget.empty()) o.budget = parse_budget(budget);
+  return o;
 }
 
 void OutputOptions::add_to(CLI::App& app, const char* json_help, bool with_quiet) {

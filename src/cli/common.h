@@ -22,6 +22,13 @@ namespace mutwo::cli {
 // Validators with messages a user can act on (CLI11's numeric ranges print 1.8e308).
 extern const CLI::Validator kPositive;
 extern const CLI::Validator kNonNegative;
+// Checked when parsed, so that a bad value is refused before any work:
+extern const CLI::Validator kSize;         // parse_bytes: 2GiB, 1500MiB
+extern const CLI::Validator kSizeOrFree;   // a size or `free` (--device-memory, --memory)
+extern const CLI::Validator kBudget;       // parse_budget: 2GiB, 60%, lowest
+extern const CLI::Validator kPlanner;      // check_planner
+// UserError unless `name` is one of plan::planner_names().
+void check_planner(const std::string& name);
 
 // Options shared by every command that builds a training step.
 struct StepOptions {
@@ -103,7 +110,8 @@ struct BudgetOptions {
   // --budget with `budget_help`, --planner with `planner_help`; returns --budget.
   CLI::Option* add_to(CLI::App& app, const char* budget_help,
                       const char* planner_help = "none, per-layer, sqrt-n, mutwo or optimal");
-  plan::PlanOptions plan_options() const { return {planner, budget}; }
+  // The parsed --budget (none when not given) and --planner.
+  plan::PlanOptions plan_options() const;
 };
 
 // What a command prints: --json (its last stdout line one JSON object) and --quiet.

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
@@ -176,6 +177,51 @@ struct InfoCommand {
   }
 };
 
+// Edits (insertions, deletions, substitutions) between a and b.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// A parse error as one line that says what to do: a flag the command does
+// not have gets the nearest one it has ("did you mean --budget?"), and every
+// error points at that command's --help.
+std::string parse_error_line(CLI::App& app, int argc, char** argv, const CLI::ParseError& e) {
+  CLI::App* sub = nullptr;
+  for (CLI::App* s : app.get_subcommands({}))
+    if (argc > 1 && s->get_name() == argv[1]) sub = s;
+  if (!sub) return fmt::format("{}; see mutwo --help", e.what());
+  const std::string help = fmt::format("see mutwo {} --help", sub->get_name());
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.size() < 2 || arg[0] != '-' || std::isdigit(static_cast<unsigned char>(arg[1])) || arg == "--") continue;
+    const std::string flag = arg.substr(0, arg.find('='));
+    if (flag == "-h" || flag == "--help" || sub->get_option_no_throw(flag) != nullptr) continue;
+    std::string nearest;
+    size_t best = std::string::npos;
+    for (const CLI::Option* o : sub->get_options())
+      for (const std::string& name : o->get_lnames())
+        if (const size_t d = edit_distance(flag, "--" + name); d < best) {
+          best = d;
+          nearest = "--" + name;
+        }
+    const bool close = !nearest.empty() && best <= std::max<size_t>(2, flag.size() / 3);
+    return fmt::format("mutwo {} has no option {}{}; {}", sub->get_name(), flag,
+                       close ? fmt::format(": did you mean {}?", nearest) : std::string(), help);
+  }
+  return fmt::format("{}; {}", e.what(), help);
+}
+
 int main_impl(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) command_line() += (i ? " " : "") + std::string(i ? argv[i] : "mutwo");
   CLI::App app{"mutwo: fit a deep-learning training step into a GPU memory budget (the mu-TWO approach)"};
@@ -217,7 +263,7 @@ int main_impl(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "mutwo: error: {}; see mutwo --help\n", e.what());
+    fmt::print(stderr, "mutwo: error: {}\n", parse_error_line(app, argc, argv, e));
     return 2;
   }
   // A step read from a file (--graph) whose kernel refuses what the file

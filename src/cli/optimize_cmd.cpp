@@ -116,7 +116,8 @@ json optimize_json(const OptimizeCommand& cmd, const Planned& p, const Measureme
 void OptimizeCommand::add_to(CLI::App& app) {
   add_swap_flags(app);
   step.add_to(app);
-  CLI::Option* b = planning.add_to(app, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak (required unless --plan)");
+  CLI::Option* b = planning.add_to(app, "memory budget: 2GiB, 1500MiB, 60% (of the activation memory; docs/budgets.md) or "
+                                        "lowest (required unless --plan)");
   app.add_option("--plan", plan_path,
                  "apply this saved plan.json (from plan or optimize) instead of planning, under its own budget; "
                  "refused when it was made for another model, batch or graph")
@@ -154,7 +155,8 @@ int OptimizeCommand::run() const {
   const uint64_t seed = device.seed;
   ProfilingOptions po = ProfilingOptions::of(dev, device, !output.quiet, name, step.batch_or_none());
   po.replay_random = !cuda_graph;
-  Planned p = saved ? apply_saved_plan(g, po, *saved, plan_path) : plan_step(g, po, planning.plan_options());
+  const plan::PlanOptions options = planning.plan_options();
+  Planned p = saved ? apply_saved_plan(g, po, *saved, plan_path) : plan_step(g, po, options);
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
@@ -224,8 +226,7 @@ int OptimizeCommand::run() const {
     return 1;
   }
   if (!p.plan.feasible) {
-    fmt::print(stderr, "mutwo: no plan fits the budget {}: {} (its plan was run and written to {} anyway); raise the "
-               "budget or lower the batch\n", format_bytes(p.plan.budget_bytes), plan::floor_text(p.plan, planner_used), out);
+    fmt::print(stderr, "mutwo: {} (its plan was run and written to {} anyway)\n", plan::infeasible_text(p, options), out);
     return kExitInfeasible;
   }
   return 0;

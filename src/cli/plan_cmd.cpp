@@ -67,13 +67,24 @@ json plan_json(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned
 void PlanCommand::add_to(CLI::App& app) {
   add_swap_flags(app);
   app.add_option("--profile", profile_path, "profile.json written by mutwo profile")->required();
-  planning.add_to(app, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak");
+  planning.add_to(app, "memory budget: 2GiB, 1500MiB, 60% (of the activation memory; docs/budgets.md) or lowest");
   app.add_option("--out", out, "plan.json to write (plan.csv beside it)")->capture_default_str();
-  app.add_option("--sweep", sweep, "plan every listed budget (percent of the unplanned peak), e.g. 100,80,60,40");
+  app.add_option("--sweep", sweep, "plan every listed budget (percent of the activation memory, as --budget), e.g. "
+                 "100,80,60,40")
+      ->check(CLI::Validator([](std::string& s) -> std::string {
+        try {
+          parse_int_list(s);
+        } catch (const UserError& e) {
+          return e.what();
+        }
+        return {};
+      }, "PCT[,PCT...]"));
   output.add_to(app, "end with one JSON line", /*with_quiet=*/false);
 }
 
 int PlanCommand::run() const {
+  MUTWO_CHECK(!planning.budget.empty() || !sweep.empty(),
+              "--budget is required (e.g. --budget 60%, 2GiB or lowest), or --sweep 100,80,60");
   plan::Planned planned = plan::prepare_file(profile_path, apply_swap_flags);
   const plan::PlanInput& in = planned.input;
   const int64_t unplanned = planned.unplanned_peak;
@@ -90,8 +101,9 @@ int PlanCommand::run() const {
       bool budgeted = name == planning.planner;
       std::vector<int64_t> pcts = budgeted ? parse_int_list(sweep) : std::vector<int64_t>{100};
       for (int64_t pct : pcts) {
-        int64_t b = static_cast<int64_t>(static_cast<double>(unplanned) * static_cast<double>(pct) / 100.0);
-        plans.push_back(plan::run_planner(name, in, b));
+        plan::PlanOptions o;
+        o.budget = Budget::of_fraction(static_cast<double>(pct) / 100.0);
+        plans.push_back(plan::run_planner(name, in, plan::budget_bytes(planned, o)));
         print_plan(in, plans.back(), unplanned);
         rows.push_back(plan_json(in, plans.back(), unplanned));
       }
@@ -100,7 +112,8 @@ int PlanCommand::run() const {
     if (output.json) std::cout << json{{"sweep", rows}, {"out_dir", dir}}.dump() << std::endl;
     return 0;
   }
-  plan::run(planned, planning.plan_options());
+  const plan::PlanOptions options = planning.plan_options();
+  plan::run(planned, options);
   const plan::Plan& p = planned.plan;
   print_plan(in, p, unplanned);
   plan::write_plan_json(in, p, unplanned, out);
@@ -109,8 +122,7 @@ int PlanCommand::run() const {
   fmt::print("wrote {} and {}\n", out, csv);
   if (output.json) std::cout << plan_json(in, p, unplanned).dump() << std::endl;
   if (!p.feasible) {
-    fmt::print(stderr, "mutwo: no plan fits the budget {}: {} (written to {} anyway); raise the budget or lower the batch\n",
-               format_bytes(p.budget_bytes), plan::floor_text(p, planning.planner), out);
+    fmt::print(stderr, "mutwo: {} (the plan was written to {} anyway)\n", plan::infeasible_text(planned, options), out);
     return kExitInfeasible;
   }
   return 0;

@@ -61,7 +61,8 @@ void SweepCommand::add_to(CLI::App& app) {
   add_swap_flags(app);
   step.add_to(app, /*with_batch=*/false, /*with_graph=*/false);
   app.add_option("--batches", batches, "batch sizes, e.g. 8,16,32")->capture_default_str();
-  planning.add_to(app, "budget for the planner at every batch: 60% (of that batch's peak) or 2GiB",
+  planning.add_to(app, "budget for the planner at every batch: 60% (of that batch's activation memory; docs/budgets.md), "
+                       "2GiB or lowest",
                   "planner to compare with the baseline and per-layer")
       ->capture_default_str();
   device.add_to(app);
@@ -88,7 +89,10 @@ int SweepCommand::sweep() const {
     for (const std::string& v : {std::string("per-layer"), planner}) {
       if (!output.quiet) fmt::print(stderr, "sweep: batch {} {}\n", b, v);
       const ProfilingOptions po = ProfilingOptions::of(dev, device, false, step.model, b);
-      Planned p = plan_step(g, po, {v, v == "per-layer" ? "100%" : planning.budget});
+      plan::PlanOptions o = planning.plan_options();
+      o.planner = v;
+      if (v == "per-layer") o.budget = Budget::of_fraction(1.0);  // judged against the unplanned peak
+      Planned p = plan_step(g, po, o);
       if (v == "per-layer" && p.profiled_under) {
         fmt::print(stderr, "sweep: batch {}: the unplanned step does not fit the device; no baseline point\n", b);
       } else if (v == "per-layer") {
@@ -117,7 +121,8 @@ void MaxBatchCommand::add_to(CLI::App& app) {
   add_swap_flags(app);
   step.add_to(app, /*with_batch=*/false, /*with_graph=*/false);
   app.add_option("--memory", memory,
-                 "what the process may hold, e.g. 8GiB, or `free`: what the card has free now (the default on CUDA)");
+                 "what the process may hold, e.g. 8GiB, or `free`: what the card has free now (the default on CUDA)")
+      ->check(kSizeOrFree);
   app.add_option("--planners", planners, "planners to compare (none = no checkpointing)")->capture_default_str();
   device.add_to(app);
   app.add_option("--limit", limit, "largest batch to try")->capture_default_str()->check(kPositive);
@@ -132,6 +137,7 @@ int MaxBatchCommand::run() const {
 
 // Fills `result`'s memory_bytes and, planner by planner, its results.
 int MaxBatchCommand::search(nlohmann::json& result) const {
+  for (const std::string& planner : planner_list(planners)) check_planner(planner);  // before any batch is tried
   c10::Device dev = device.open();
   const uint64_t seed = device.seed;
   MUTWO_CHECK(!memory.empty() || dev.is_cuda(), "max-batch on the CPU needs --memory (e.g. --memory 2GiB)");
@@ -158,7 +164,10 @@ int MaxBatchCommand::search(nlohmann::json& result) const {
       int64_t budget = cap - runtime::outside_allocator_bytes(dev);
       for (int attempt = 0; attempt < (planner == "none" ? 1 : 3) && budget > 0; ++attempt) {
         try {
-          Planned p = plan_step(g, ProfilingOptions::of(dev, device, false, step.model, b), {planner, std::to_string(budget)});
+          plan::PlanOptions o;
+          o.planner = planner;
+          o.budget = Budget::of_bytes(budget);
+          Planned p = plan_step(g, ProfilingOptions::of(dev, device, false, step.model, b), o);
           if (planner != "none" && !p.plan.feasible) return {};
           const Measured m = measure(p.rewritten.graph, dev, seed, 2);
           if (m.device_peak_bytes <= cap && m.peak_bytes <= cap)

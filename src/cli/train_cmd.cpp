@@ -232,8 +232,8 @@ void TrainCommand::add_to(CLI::App& app) {
   app.add_flag("--sequential", sequential,
                "walk the training windows in file order (default: a shuffled order, drawn anew each epoch from --seed)");
   planning.add_to(app,
-                  "plan the step under this memory budget (2GiB, 1500MiB, or 60% of the unplanned peak) and train "
-                  "the rewritten step; default: no plan",
+                  "plan the step under this memory budget (2GiB, 1500MiB, 60% of the activation memory: "
+                  "docs/budgets.md, or lowest) and train the rewritten step; default: no plan",
                   "with --budget: none, per-layer, sqrt-n, mutwo or optimal");
   device.add_to(app, "seed for weights, dropout and the window order");
   app.add_option("--log-every", log_every, "a progress line on stderr every N steps (0: per epoch only)")
@@ -261,10 +261,10 @@ int TrainCommand::run() const {
   // The step that trains: planned and rewritten under --budget, or as built.
   std::optional<Planned> p;
   if (!planning.budget.empty()) {
-    p = plan_step(g, ProfilingOptions::of(dev, device, !output.quiet, step.model, B), planning.plan_options());
+    const plan::PlanOptions options = planning.plan_options();
+    p = plan_step(g, ProfilingOptions::of(dev, device, !output.quiet, step.model, B), options);
     if (!p->plan.feasible) {
-      fmt::print(stderr, "mutwo: no plan fits the budget {}: {}; raise the budget or lower the batch\n",
-                 format_bytes(p->plan.budget_bytes), plan::floor_text(p->plan, planning.planner));
+      fmt::print(stderr, "mutwo: {}\n", plan::infeasible_text(*p, options));
       return kExitInfeasible;
     }
   }

@@ -1,4 +1,6 @@
 // The planning pipeline every caller shares (see plan.h, "One pipeline").
+#include <algorithm>
+#include <cmath>
 #include <functional>
 
 #include "plan/plan.h"
@@ -12,7 +14,9 @@ Planned prepare(const profile::Profile& prof, const std::function<void(PlanInput
   Planned p;
   p.input = make_input(prof);
   if (adjust) adjust(p.input);
-  p.unplanned_peak = simulate(p.input, {}).peak_bytes;
+  const Simulation unplanned = simulate(p.input, {});
+  p.unplanned_peak = unplanned.peak_bytes;
+  p.unplanned_activation_bytes = unplanned.peak_by_role[static_cast<size_t>(ir::Role::activation)];
   return p;
 }
 
@@ -25,23 +29,74 @@ Planned prepare_file(const std::string& profile_path, const std::function<void(P
   }
 }
 
+int64_t budget_bytes(const Planned& p, const PlanOptions& o) {
+  const int64_t activation = p.unplanned_activation_bytes;
+  switch (o.budget.kind) {
+    case Budget::Kind::bytes: return o.budget.bytes + o.exempt_bytes;
+    case Budget::Kind::fraction:
+      return std::max(o.at_least_bytes, budget_of_fraction(o.budget.fraction, p.unplanned_peak - activation, activation));
+    case Budget::Kind::none: return p.unplanned_peak;
+    case Budget::Kind::lowest: break;
+  }
+  MUTWO_ASSERT(false, "no bytes for the budget 'lowest'");
+  return 0;
+}
+
+namespace {
+
+// The cheapest plan at the lowest peak `planner` reaches: its plan under a
+// budget of 0 bytes, then planned again under that plan's peak (which drops
+// no more than it needs to). Feasible, its budget that peak.
+Plan lowest_plan(const std::string& planner, const PlanInput& in) {
+  Plan low = run_planner(planner, in, 0);
+  Plan p = run_planner(planner, in, low.predicted.peak_bytes);
+  if (p.feasible) p.planning_ms += low.planning_ms;
+  else p = std::move(low);
+  p.budget_bytes = p.predicted.peak_bytes;
+  p.feasible = true;
+  return p;
+}
+
+}  // namespace
+
 void run(Planned& p, const PlanOptions& o) {
   MUTWO_ASSERT(o.exempt_bytes >= 0 && o.exempt_bytes <= p.unplanned_peak, "exempt {} of an unplanned peak of {}",
                o.exempt_bytes, p.unplanned_peak);
-  const int64_t budget = parse_budget(o.budget, p.unplanned_peak - o.exempt_bytes) + o.exempt_bytes;
-  p.plan = run_planner(o.planner, p.input, budget);
+  if (o.budget.kind == Budget::Kind::lowest) {
+    p.plan = lowest_plan(o.planner, p.input);
+    return;
+  }
+  p.plan = run_planner(o.planner, p.input, budget_bytes(p, o));
+  if (o.budget.kind == Budget::Kind::none) p.plan.feasible = true;  // no budget to miss
 }
 
 std::string infeasible_text(const Planned& p, const PlanOptions& o) {
   const Plan low = run_planner(o.planner, p.input, 0);
-  if (o.exempt_bytes == 0)
-    return fmt::format("budget {} cannot be met: {} for this step, of an unplanned {}; raise the budget or lower the batch",
-                       format_bytes(p.plan.budget_bytes), floor_text(low, o.planner), format_bytes(p.unplanned_peak));
-  return fmt::format("budget {} cannot be met: the lowest the {} planner reaches is {} above the {} the step is given, of "
-                     "an unplanned {}; raise the budget or lower the batch",
-                     format_bytes(p.plan.budget_bytes - o.exempt_bytes), o.planner,
-                     format_bytes(low.predicted.peak_bytes - o.exempt_bytes), format_bytes(o.exempt_bytes),
-                     format_bytes(p.unplanned_peak - o.exempt_bytes));
+  const int64_t lowest = low.predicted.peak_bytes, activation = p.unplanned_activation_bytes;
+  const int64_t fixed = p.unplanned_peak - activation;
+  const bool bytes = o.budget.kind == Budget::Kind::bytes;
+  const int64_t given = bytes ? o.exempt_bytes : 0;  // a compiled step's byte budget is above what it is given
+  auto ask = [&](const std::string& b) { return o.python ? fmt::format("budget=\"{}\"", b) : "--budget " + b; };
+  std::string asked = bytes ? format_bytes(p.plan.budget_bytes - given)
+                            : fmt::format("{} ({})", budget_text(o.budget), format_bytes(p.plan.budget_bytes));
+  if (given > 0) asked += fmt::format(" above the {} the step is given", format_bytes(given));
+  std::string text = fmt::format("no plan fits the budget {}: {}", asked, floor_text(low, o.planner));
+  if (given > 0) text += fmt::format(", {} above what it is given", format_bytes(lowest - given));
+  std::string instead = bytes_at_least(lowest - given);
+  if (activation > 0) {
+    const double pct = 100 * fraction_of_budget(lowest, fixed, activation);
+    text += fmt::format(", which is {:.1f}% as a budget (a percentage is of the {} of activations at the unplanned peak "
+                        "of {}, on top of the {} planning cannot change)",
+                        pct, format_bytes(activation), format_bytes(p.unplanned_peak), format_bytes(fixed));
+    if (!bytes) {
+      auto at = static_cast<int64_t>(std::max(1.0, std::ceil(pct)));
+      while (budget_of_fraction(static_cast<double>(at) / 100, fixed, activation) < lowest) ++at;
+      instead = fmt::format("{}%", at);
+    }
+  } else {
+    text += fmt::format(" (the unplanned peak of {} holds no activations a plan can free)", format_bytes(p.unplanned_peak));
+  }
+  return fmt::format("{}; try {}, {}, or a smaller batch", text, ask(instead), ask("lowest"));
 }
 
 }  // namespace mutwo::plan

@@ -95,7 +95,7 @@ void write_sweep_dir(const Sweep& s, const std::string& dir) {
              fmt::format("# mutwo sweep: {}\n\nPlanner `{}` at budget {}{}; per-layer checkpointing for comparison.\n\n"
                          "{}\n![peak](peak_vs_batch.svg)\n![time](time_vs_batch.svg)\n\n## Reproduce\n\n```sh\n{}\n```\n",
                          what, s.planner, s.budget,
-                         !s.budget.empty() && s.budget.back() == '%' ? " of each batch's unplanned peak" : " at every batch",
+                         !s.budget.empty() && s.budget.back() == '%' ? " of each batch's activation memory" : " at every batch",
                          sweep_table(s), s.command));
 }
 

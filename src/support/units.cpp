@@ -58,16 +58,72 @@ std::vector<int64_t> parse_int_list(std::string_view text) {
   return out;
 }
 
-int64_t parse_budget(const std::string& text, int64_t reference) {
-  MUTWO_CHECK(!text.empty(), "--budget is required (e.g. 2GiB, 1500MiB or 60%)");
-  if (text.back() == '%') {
-    char* end = nullptr;
-    double pct = std::strtod(text.c_str(), &end);
-    MUTWO_CHECK(end == text.c_str() + text.size() - 1 && pct > 0 && pct <= 1000,
-                "--budget {}: write a percentage such as 60%", text);
-    return static_cast<int64_t>(static_cast<double>(reference) * pct / 100.0);
+namespace {
+
+// What to write instead of a bare number below 1 MiB: "60% or 60MiB".
+std::string bare_number_hint(double v) {
+  if (v <= 0) return "a percentage (60%), a size (2GiB) or lowest";
+  if (v <= 1) return fmt::format("{:g}% or {:g}MiB", v * 100, v);
+  if (v <= 1000) return fmt::format("{:g}% or {:g}MiB", v, v);
+  return fmt::format("{:g}MiB, or {:g}B if bytes are meant", v, v);
+}
+
+}  // namespace
+
+Budget parse_budget(std::string_view text) {
+  const std::string s(text);
+  MUTWO_CHECK(!s.empty(), "empty budget; write a size (2GiB, 1500MiB), a percentage of the activation memory (60%) "
+                          "or lowest");
+  std::string lower = s;
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "lowest") return Budget::lowest();
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.back() == '%') {
+    MUTWO_CHECK(end == s.c_str() + s.size() - 1 && std::isfinite(v) && v > 0 && v <= 1000,
+                "'{}' is not a percentage; write one such as 60% (of the activation memory the plan can free: 100% "
+                "is the unplanned peak)", s);
+    return Budget::of_fraction(v / 100.0);
   }
-  return parse_bytes(text);
+  // A bare number is bytes; below 1 MiB it is surely a percentage or MiB meant.
+  const bool bare = end != s.c_str() && *end == '\0' && !std::isspace(static_cast<unsigned char>(s[0]));
+  MUTWO_CHECK(!bare || !std::isfinite(v) || v < 0 || v >= 1024.0 * 1024,
+              "'{}' is a bare number, which reads as bytes, and below 1 MiB; write {}", s, bare_number_hint(v));
+  return Budget::of_bytes(parse_bytes(s));
+}
+
+std::string budget_text(const Budget& b) {
+  switch (b.kind) {
+    case Budget::Kind::bytes: return format_bytes(b.bytes);
+    case Budget::Kind::fraction: return fmt::format("{:.12g}%", b.fraction * 100);
+    case Budget::Kind::lowest: return "lowest";
+    case Budget::Kind::none: break;
+  }
+  return "no budget";
+}
+
+int64_t budget_of_fraction(double f, int64_t fixed, int64_t activation) {
+  return fixed + static_cast<int64_t>(f * static_cast<double>(activation));
+}
+
+double fraction_of_budget(int64_t bytes, int64_t fixed, int64_t activation) {
+  MUTWO_ASSERT(activation > 0, "a fraction of {} activation bytes", activation);
+  return static_cast<double>(bytes - fixed) / static_cast<double>(activation);
+}
+
+std::string bytes_at_least(int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double scale = 1;
+  while (static_cast<double>(bytes) >= 1024.0 * scale && u < 4) {
+    scale *= 1024.0;
+    ++u;
+  }
+  if (u == 0) return fmt::format("{}B", bytes);
+  for (double tenths = std::ceil(static_cast<double>(bytes) / scale * 10);; ++tenths) {
+    const std::string text = fmt::format("{:.1f}{}", tenths / 10, units[u]);
+    if (parse_bytes(text) >= bytes) return text;
+  }
 }
 
 }  // namespace mutwo

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "plan/plan.h"
 #include "runtime/memory.h"
 #include "support/error.h"
 #include "torchext/session.h"
@@ -49,7 +50,8 @@ int64_t create(const std::string& step_json, std::vector<std::string> names, std
   return translated([&] {
     SessionOptions o;
     const auto j = nlohmann::json::parse(options_json);
-    o.budget = j.value("budget", o.budget);
+    if (auto b = j.find("budget"); b != j.end() && !b->is_null()) o.budget = parse_budget(b->get<std::string>());
+    o.at_least_bytes = j.value("at_least_bytes", o.at_least_bytes);
     o.planner = j.value("planner", o.planner);
     o.profile = j.value("profile", o.profile);
     o.profile_iters = j.value("profile_iters", o.profile_iters);
@@ -101,6 +103,9 @@ void reset_peak(const std::string& device) {
   translated([&] { runtime::reset_peak(c10::Device(device)); });
 }
 
+// The planners' names (plan::planner_names()), for wrap() and backend() to check theirs when called.
+std::vector<std::string> planners() { return plan::planner_names(); }
+
 // Counted from the moment the library loads: tensors made before are not.
 const bool tracking = (runtime::track_cpu_memory(), true);
 
@@ -119,4 +124,5 @@ TORCH_LIBRARY(mutwo, m) {
   m.def("torch_version() -> str", &torch_version);
   m.def("memory(str device) -> int[]", &memory);
   m.def("reset_peak(str device) -> ()", &reset_peak);
+  m.def("planners() -> str[]", &planners);
 }

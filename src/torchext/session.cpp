@@ -98,11 +98,16 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
 
   // Phase 2: the plan.
   plan::Planned planned = plan::prepare(prof);
-  const plan::PlanOptions po{options_.planner, options_.budget};
+  plan::PlanOptions po;
+  po.planner = options_.planner;
+  po.budget = options_.budget;
+  po.at_least_bytes = options_.at_least_bytes;
+  po.python = true;
   plan::run(planned, po);
   if (!planned.plan.feasible) throw BudgetError(plan::infeasible_text(planned, po));
   input_ = std::move(planned.input);
   unplanned_peak_ = planned.unplanned_peak;
+  unplanned_activation_bytes_ = planned.unplanned_activation_bytes;
   plan_ = std::move(planned.plan);
 
   // Phase 3: the rewrite, run by the executor part by part.
@@ -237,7 +242,8 @@ std::string Session::info_json() const {
          {"device", device_.str()},
          {"planner", options_.planner},
          {"profile", options_.profile},
-         {"budget", options_.budget},
+         {"budget", options_.budget.kind == Budget::Kind::none ? json() : json(budget_text(options_.budget))},
+         {"unplanned_activation_bytes", unplanned_activation_bytes_},
          {"budget_bytes", plan_.budget_bytes},
          {"feasible", plan_.feasible},
          {"unplanned_peak_bytes", unplanned_peak_},

@@ -19,6 +19,7 @@
 #include "plan/plan.h"
 #include "profile/profile.h"
 #include "stepfile/step_file.h"
+#include "support/units.h"
 
 namespace mutwo::runtime {
 class Executor;
@@ -27,7 +28,8 @@ class Executor;
 namespace mutwo::torchext {
 
 struct SessionOptions {
-  std::string budget = "100%";     // bytes ("6GiB") or percent of the unplanned peak
+  Budget budget;                   // none by default (support/units.h; docs/budgets.md)
+  int64_t at_least_bytes = 0;      // a fraction's bytes at least (plan::PlanOptions: an earlier shape's budget)
   std::string planner = "mutwo";   // plan::planner_names()
   std::string profile = "measure"; // measure: run the step on the user's tensors, timed per node; flops: estimate
   int profile_iters = 2;           // measured steps after one warm-up step
@@ -77,6 +79,7 @@ class Session {
   plan::PlanInput input_;
   plan::Plan plan_;
   int64_t unplanned_peak_ = 0;
+  int64_t unplanned_activation_bytes_ = 0;
   ir::Graph planned_;
   std::unique_ptr<runtime::Executor> exec_;
   size_t forward_end_ = 0;                 // first backward node of planned_

@@ -18,6 +18,7 @@
 #include "support/error.h"
 #include "support/files.h"
 #include "support/json_input.h"
+#include "support/units.h"
 
 namespace mutwo {
 namespace {
@@ -52,6 +53,35 @@ TEST(Inputs, JsonNumbersNoDoubleHoldsAreRefusedNamingTheField) {
   expect_has(parse_error("1e400"), {"the top-level value is 1e400"});
   // Below the smallest double is zero, not an error.
   EXPECT_EQ(parse_json_input(R"({"a": 1e-400})", "F")["a"].get<double>(), 0.0);
+}
+
+// A budget is read in one language (docs/budgets.md): sizes, percentages of
+// the activation memory, lowest; a bare number below 1 MiB and anything that
+// is not a size are refused saying what to write.
+TEST(Inputs, BudgetsAreReadAsUsersWriteThem) {
+  EXPECT_EQ(parse_budget("60%"), Budget::of_fraction(0.6));
+  EXPECT_EQ(parse_budget("2GiB"), Budget::of_bytes(int64_t{2} << 30));
+  EXPECT_EQ(parse_budget("1048576"), Budget::of_bytes(1 << 20));  // a bare number of at least 1 MiB is bytes
+  EXPECT_EQ(parse_budget("100B"), Budget::of_bytes(100));          // a unit says bytes were meant
+  EXPECT_EQ(parse_budget("Lowest"), Budget::lowest());
+  auto refused = [](const std::string& text) { return user_error([&] { parse_budget(text); }); };
+  expect_has(refused("60"), {"'60' is a bare number", "write 60% or 60MiB"});
+  expect_has(refused("0.6"), {"write 60% or 0.6MiB"});
+  expect_has(refused("abc"), {"'abc' is not a size"});
+  expect_has(refused("-5GiB"), {"'-5GiB' is not a size"});
+  expect_has(refused(""), {"empty budget"});
+  expect_has(refused("0%"), {"'0%' is not a percentage"});
+  expect_has(refused("60 %"), {"not a percentage"});
+  expect_has(refused("9223372036854775808"), {"more than 1 PiB"});
+  // F + f * A, and back.
+  EXPECT_EQ(budget_of_fraction(0.6, 1000, 3000), 2800);
+  EXPECT_EQ(budget_of_fraction(1.0, 1000, 3000), 4000);
+  EXPECT_DOUBLE_EQ(fraction_of_budget(2800, 1000, 3000), 0.6);
+  EXPECT_EQ(budget_text(parse_budget("60%")), "60%");
+  // What a message asks for reads back as at least the bytes it stands for.
+  for (int64_t b : {int64_t{1}, int64_t{1023}, int64_t{1025}, int64_t{128763904}, int64_t{1} << 30, (int64_t{3} << 30) + 1})
+    EXPECT_GE(parse_bytes(bytes_at_least(b)), b) << bytes_at_least(b);
+  EXPECT_EQ(bytes_at_least(128763904), "122.8MiB");
 }
 
 TEST(Inputs, JsonNaNAndInfinityAreRefusedNamingTheField) {

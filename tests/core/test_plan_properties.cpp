@@ -26,6 +26,7 @@
 #include "plan/optimal.h"
 #include "plan/plan.h"
 #include "plan/blocks.h"
+#include "plan/pipeline.h"
 #include "profile/profile.h"
 #include "rewrite/recompute.h"
 #include "support/error.h"
@@ -430,7 +431,8 @@ void check_against_peers(const plan::PlanInput& in, const std::vector<int>& perc
   }
 }
 
-plan::PlanInput zoo_input(const std::string& model, int64_t batch, const std::string& device, int64_t image_size = 32) {
+// A small zoo model's step, profiled by estimate (nothing runs).
+profile::Profile zoo_profile(const std::string& model, int64_t batch, const std::string& device, int64_t image_size = 32) {
   models::ModelOptions o;
   o.name = model;
   o.batch = batch;
@@ -440,7 +442,11 @@ plan::PlanInput zoo_input(const std::string& model, int64_t batch, const std::st
   }
   if (model == "bert-tiny") o.seq = 16;
   models::Model m = models::build_model(o);
-  return plan::make_input(profile::estimate_profile(autodiff::build_training_step(std::move(m.graph), m.loss, {}), device));
+  return profile::estimate_profile(autodiff::build_training_step(std::move(m.graph), m.loss, {}), device);
+}
+
+plan::PlanInput zoo_input(const std::string& model, int64_t batch, const std::string& device, int64_t image_size = 32) {
+  return plan::make_input(zoo_profile(model, batch, device, image_size));
 }
 
 // Small zoo models from estimated profiles (nothing runs): the CPU's
@@ -483,6 +489,47 @@ TEST(PlannerProperties, MutwoNeverWorseThanPerLayerOnMeasuredResNet152) {
   }
   ASSERT_EQ(n, in.node_ms.size());
   check_against_peers(in, {60, 50});
+}
+
+// A percentage is of the activation memory at the unplanned peak, on top of
+// the rest (docs/budgets.md): 100% is the unplanned peak; lowest is the
+// planner's floor and feasible; a refusal's percentage fits; a fraction's
+// bytes are at least at_least_bytes (wrap()'s budget kept across shapes).
+TEST(PlannerProperties, BudgetsResolveAsDocumented) {
+  int refused = 0;
+  for (const auto& [model, batch] : std::vector<std::pair<std::string, int64_t>>{
+           {"resnet-18", 4}, {"bert-tiny", 64}, {"transformer-lm", 16}}) {
+    SCOPED_TRACE(fmt::format("{} batch {}", model, batch));
+    plan::Planned p = plan::prepare(zoo_profile(model, batch, "cpu", 64));
+    const int64_t a = p.unplanned_activation_bytes, f = p.unplanned_peak - a;
+    ASSERT_GT(a, 0);
+    plan::PlanOptions po;
+    po.budget = Budget::of_fraction(1.0);
+    EXPECT_EQ(plan::budget_bytes(p, po), p.unplanned_peak);
+    po.budget = Budget::of_fraction(0.6);
+    EXPECT_EQ(plan::budget_bytes(p, po), f + static_cast<int64_t>(0.6 * static_cast<double>(a)));
+    po.at_least_bytes = p.unplanned_peak;
+    EXPECT_EQ(plan::budget_bytes(p, po), p.unplanned_peak);
+    po.at_least_bytes = 0;
+    po.budget = Budget::lowest();
+    plan::run(p, po);
+    const plan::Plan floor = plan::run_planner("mutwo", p.input, 0);
+    EXPECT_TRUE(p.plan.feasible);
+    EXPECT_EQ(p.plan.budget_bytes, p.plan.predicted.peak_bytes);
+    EXPECT_LE(p.plan.predicted.peak_bytes, floor.predicted.peak_bytes);
+    po.budget = Budget::of_fraction(0.01);
+    plan::run(p, po);
+    if (p.plan.feasible) continue;
+    ++refused;
+    const std::string text = plan::infeasible_text(p, po);
+    const size_t at = text.find("try --budget ");
+    ASSERT_NE(at, std::string::npos) << text;
+    po.budget = parse_budget(text.substr(at + 13, text.find(',', at) - at - 13));
+    EXPECT_EQ(po.budget.kind, Budget::Kind::fraction) << text;
+    plan::run(p, po);
+    EXPECT_TRUE(p.plan.feasible) << text;
+  }
+  EXPECT_GE(refused, 1) << "1% fitted everywhere: the refusals' advice went untested";
 }
 
 TEST(PlannerProperties, Chains) { check_family(Family::chain); }

@@ -34,7 +34,7 @@ def test_swapping_below_the_recompute_floor(bert16_profile: pathlib.Path, bert16
     gives the same rewritten step. (A plan swapping what the step lacks:
     tests/errors/cases.py.)"""
     profile = str(bert16_profile / "profile.json")
-    below = str(bert16_floor * 97 // 100)
+    below = f"{bert16_floor * 97 // 100}B"
     # Judged on the one profile the floor came from: the greedy's floor moves with
     # measured node times (a fresh profile on a busy machine reached 3% lower).
     code = mutwo("plan", "--profile", profile, "--budget", below, "--no-swap", "--out", str(tmp_path / "r2.json"),

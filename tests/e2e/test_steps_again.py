@@ -12,7 +12,7 @@ from mutwo_cli import last_json, mutwo
 
 def test_saved_plan_gives_the_same_rewritten_step(bert8_plan: pathlib.Path, tmp_path: pathlib.Path) -> None:
     """A saved plan is applied by optimize --plan (issue 15): bert-tiny's plan
-    at batch 8 and 70% (activations dropped and the vocabulary loss chunked
+    at batch 8 and its lowest peak (activations dropped and the vocabulary loss chunked
     below its default) gives the same rewritten step as the optimize that made
     it. (Its refusals are rows of tests/errors/cases.py.)"""
     mutwo("optimize", "--plan", str(bert8_plan / "plan.json"), "--model", "bert-tiny", "--batch", "8", "--steps", "1",

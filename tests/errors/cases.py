@@ -6,7 +6,11 @@ test_cli_errors.py runs one test per row, named by its arguments. A
 name makes (conftest.py here, or ../conftest.py for what tests/e2e reads
 too): a file with bad content, a folder of mutated profiles, plans or steps,
 what mutwo wrote. `unless="cuda"` marks a row skipped when
-the build has CUDA (the command then does not exit 2).
+the build has CUDA (the command then does not exit 2). `before_work=True`
+marks a refusal that must come before any work: the row runs without
+--quiet, so that profiling (or sweeping, or a max-batch trial) would print
+its progress lines on stderr, and the test also checks that nothing was
+written under `{out}`.
 """
 from typing import NamedTuple
 
@@ -16,6 +20,7 @@ class Case(NamedTuple):
     code: int
     needle: str
     unless: str = ""
+    before_work: bool = False
 
 
 CASES: list[Case] = [
@@ -119,7 +124,7 @@ CASES: list[Case] = [
     Case("optimize --plan {swaps}/bad.json --model bert-tiny --batch 16 --steps 1 --quiet --out {out}/c", 2,
          "it swaps %zzz"),
     Case("plan --profile {bert16_profile}/profile.json --budget 60% --host-memory lots --out {out}/c/plan.json", 2,
-         "--host-memory lots"),
+         "--host-memory: 'lots' is not a size"),
     # Files mutwo reads are bounded and regular: a character device is refused,
     # as --data, as a step's tensor file; an argument ATen's kernel divides by
     # without checking (the fuzzer's SIGFPE) is refused when the step loads; a
@@ -149,4 +154,47 @@ CASES: list[Case] = [
     Case("run --graph {numbers}/no_dim.ir --steps 1", 2, "op log_softmax needs the attribute 'dim' (an integer)"),
     Case("run --graph {numbers}/p_string.ir --steps 1", 2, "op dropout_mask: attribute 'p' must be a number, got a string"),
     Case("run --graph {numbers}/dim_huge.ir --steps 1", 2, "integer out of range"),
+    # One budget language (docs/budgets.md), checked when parsed: a bad size,
+    # a bare number below 1 MiB, a bad planner or flag is refused before
+    # anything is profiled (issue 39).
+    Case("optimize --model mlp --batch 8 --budget abc --steps 1 --out {out}/o", 2, "--budget: 'abc' is not a size",
+         before_work=True),
+    Case("optimize --model mlp --batch 8 --budget -5GiB --steps 1 --out {out}/o", 2,
+         "--budget: '-5GiB' is not a size", before_work=True),
+    Case("optimize --model mlp --batch 8 --budget 60 --steps 1 --out {out}/o", 2,
+         "--budget: '60' is a bare number, which reads as bytes, and below 1 MiB; write 60% or 60MiB", before_work=True),
+    Case("optimize --model mlp --batch 8 --budget 0.6 --steps 1 --out {out}/o", 2, "write 60% or 0.6MiB",
+         before_work=True),
+    Case("optimize --model mlp --batch 8 --budget 0% --steps 1 --out {out}/o", 2, "'0%' is not a percentage",
+         before_work=True),
+    Case("optimize --model mlp --batch 8 --budget 60% --planner greedy --steps 1 --out {out}/o", 2,
+         "--planner: unknown planner 'greedy'; planners: none, per-layer, sqrt-n, mutwo, optimal", before_work=True),
+    Case("optimize --model mlp --batch 8 --budget 60% --host-memory lots --steps 1 --out {out}/o", 2,
+         "--host-memory: 'lots' is not a size", before_work=True),
+    Case("optimize --model mlp --batch 8 --budget 60% --device-memory lots --steps 1 --out {out}/o", 2,
+         "--device-memory: 'lots' is not a size", before_work=True),
+    Case("plan --profile {mlp_report}/profile.json --budget 60 --out {out}/plan.json", 2, "write 60% or 60MiB",
+         before_work=True),
+    Case("plan --profile {mlp_report}/profile.json --out {out}/plan.json", 2, "--budget is required",
+         before_work=True),
+    Case("sweep --model mlp --batches 8 --budget abc --steps 1 --out {out}/s", 2, "--budget: 'abc' is not a size",
+         before_work=True),
+    Case("sweep --model mlp --batches 8 --planner greedy --steps 1 --out {out}/s", 2, "unknown planner 'greedy'",
+         before_work=True),
+    Case("train --model transformer-lm --data {text} --batch 8 --budget 60", 2, "write 60% or 60MiB",
+         before_work=True),
+    Case("max-batch --model mlp --memory 10MiB --planners none,nope --limit 4 --out {out}/m", 2,
+         "unknown planner 'nope'", before_work=True),
+    Case("max-batch --model mlp --memory abc --limit 4 --out {out}/m", 2, "--memory: 'abc' is not a size",
+         before_work=True),
+    Case("optimize --model mlp --batch 8 --bucket-size 2XB --budget 60% --steps 1 --out {out}/o", 2,
+         "--bucket-size: unknown unit 'xb'", before_work=True),
+    # A misspelled flag names the nearest one and the command's --help.
+    Case("optimize --model mlp --batch 8 --budgt 60% --steps 1 --out {out}/o", 2,
+         "mutwo optimize has no option --budgt: did you mean --budget?; see mutwo optimize --help", before_work=True),
+    Case("run --model mlp --stpes 1", 2, "mutwo run has no option --stpes: did you mean --steps?; see mutwo run --help",
+         before_work=True),
+    Case("profile --model mlp --zzzzzzzz --out {out}/p", 2, "mutwo profile has no option --zzzzzzzz; see mutwo profile --help",
+         before_work=True),
+    Case("run --batch abc --steps 1", 2, "see mutwo run --help", before_work=True),
 ]

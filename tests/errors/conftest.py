@@ -141,7 +141,7 @@ def swaps(bert16_profile: pathlib.Path, bert16_floor: int, tmp_path_factory: pyt
     floor with --host-memory (so it swaps), the first storage it swaps
     renamed %zzz."""
     d = tmp_path_factory.mktemp("swaps")
-    mutwo("plan", "--profile", str(bert16_profile / "profile.json"), "--budget", str(bert16_floor * 97 // 100),
+    mutwo("plan", "--profile", str(bert16_profile / "profile.json"), "--budget", f"{bert16_floor * 97 // 100}B",
           "--host-memory", "1GiB", "--out", str(d / "plan.json"), expect=None)
     base = json.loads((d / "plan.json").read_text())
     assert base["swapped"], "the plan below the recompute-only floor swaps nothing"

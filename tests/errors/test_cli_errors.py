@@ -41,6 +41,11 @@ def test_refused(case: Case, request: pytest.FixtureRequest) -> None:
     assert r.returncode == case.code, f"mutwo {shlex.join(args)} exited {r.returncode}, expected {case.code} ({err})"
     assert needle in err, f"mutwo {shlex.join(args)}: message lacks '{needle}': {err}"
     assert one_line(err), f"mutwo {shlex.join(args)}: message is not one line: {err}"
+    if case.before_work:  # no progress line was printed (none suppressed) and nothing was written
+        assert "--quiet" not in args, f"{case.args}: a before-work row must let progress show"
+        assert not re.search(r"^(profile|sweep|max-batch|optimize|train):", err, re.M), err
+        written = [str(p) for p in request.getfixturevalue("out").rglob("*")]
+        assert not written, f"mutwo {shlex.join(args)} wrote {written} before refusing"
 
 
 # No plan fits: plan and optimize exit 3 after writing the best plan, with one
@@ -61,12 +66,12 @@ def test_no_plan_fits(profiles: pathlib.Path, tmp_path: pathlib.Path) -> None:
 
 
 def test_max_batch_json_on_failure() -> None:
-    """max-batch --json ends with one JSON object on failure (issue 27)."""
+    """max-batch --json ends with one JSON object on failure (issue 27); an
+    unknown planner is refused before any batch is tried (issue 39)."""
     r = mutwo("max-batch", "--model", "mlp", "--memory", "10MiB", "--planners", "none,nope", "--limit", "4", "--quiet",
               "--json", expect=2)
     j = last_json(r)
-    assert j["command"] == "max-batch" and "nope" in j["error"] and [x["planner"] for x in j["results"]] == ["none"], \
-        r.stdout
+    assert j["command"] == "max-batch" and "nope" in j["error"] and j["results"] == [], r.stdout
 
 
 def test_minus_zero_is_zero(numbers: pathlib.Path, tmp_path: pathlib.Path) -> None:

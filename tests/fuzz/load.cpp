@@ -49,7 +49,9 @@ struct Options {
 // `mutwo plan --profile PATH --budget 100% --out OUT/plan.json` (cli/plan_cmd.cpp).
 void load_profile(const std::string& path, const Options& o) {
   plan::Planned p = plan::prepare_file(path);
-  plan::run(p, {"mutwo", "100%"});
+  plan::PlanOptions po;
+  po.budget = Budget::of_fraction(1.0);
+  plan::run(p, po);
   if (o.out.empty()) return;
   plan::write_plan_json(p.input, p.plan, p.unplanned_peak, o.out + "/plan.json");
   plan::write_plan_csv(p.input, p.plan, o.out + "/plan.csv");

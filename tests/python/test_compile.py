@@ -188,7 +188,7 @@ def test_a_budget_below_the_floor_names_it() -> None:
 
 @pytest.mark.parametrize("budget", ["abc", "-5GiB", 60, "60", 1.5, "0%"])
 def test_a_budget_that_is_not_a_size_is_refused_at_once(budget: Any) -> None:
-    with pytest.raises(mt.MutwoError, match=r"write 0.6 or \"60%\""):
+    with pytest.raises(mt.MutwoError, match=r"budget=.*write"):
         mt.backend(budget=budget)
 
 
