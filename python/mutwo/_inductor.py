@@ -255,6 +255,12 @@ class CompiledGraph:
         self.corrections.measured(chosen, self._fwd_peak, bwd)
         if self.key:
             save_corrections(self.key, self.corrections)
+        if self.options["budget"] is not None and self.options["budget"].kind == "lowest":
+            # Never refused: planned again only while a candidate is now predicted lower than this one measured.
+            peak = max(attempt.measured[-1])
+            self._replan = len(self.attempts) < MAX_COMPILES and any(
+                c.peak(self.corrections) < peak for c in attempt.choice.candidates)
+            return
         budget = attempt.choice.budget_bytes
         over = budget is not None and max(attempt.measured[-1]) > budget
         if over and len(self.attempts) >= MAX_COMPILES:
