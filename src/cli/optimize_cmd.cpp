@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "cli/check.h"
 #include "cli/commands.h"
 #include "cli/ranks.h"
 #include "cli/pipeline.h"
@@ -61,9 +62,15 @@ struct Measurements {
   const Measured& planned;
   bool baseline_fits, fits;
   int64_t dropped_bytes;
-  std::string check_result;
+  const Check& check;  // status "skipped" without --check
   const char* reference_name;
 };
+
+// The check's measured noise for the JSON line: null where the reference did not run twice.
+json noise_json(const Check& c) {
+  if (!c.noise) return json();
+  return {{"tensor", c.noise->tensor}, {"absolute", c.noise->absolute}, {"relative", c.noise->relative}};
+}
 
 json optimize_json(const OptimizeCommand& cmd, const Planned& p, const Measurements& r) {
   const Measured &mb = r.baseline, &mp = r.planned;
@@ -103,8 +110,10 @@ json optimize_json(const OptimizeCommand& cmd, const Planned& p, const Measureme
            {"predicted_swap_ms", p.plan.predicted.swap_ms}}},
          {"fits", r.fits},
          {"feasible", p.plan.feasible},
-         {"check", r.check_result},
+         {"check", r.check.status},
          {"check_reference", r.reference_name},
+         {"check_noise", noise_json(r.check)},
+         {"check_noise_multiple", kCheckNoiseMultiple},
          {"out_dir", cmd.out}};
   add_rank_json(j);
   if (world_size() > 1) j["shard_optimizer"] = cmd.step.shard_optimizer;
@@ -177,13 +186,9 @@ int OptimizeCommand::run() const {
   Measured mb = baseline_fits ? measure(base, dev, seed, steps, cuda_graph) : Measured{};
   Measured mp = measure(planned, dev, seed, steps, cuda_graph);
 
-  std::string check_result = "skipped";
-  std::string check_detail;
-  if (check) {
-    const Check c = check_steps(reference, planned, dev, seed);
-    check_result = c.status;
-    check_detail = c.detail;
-  }
+  const Check c = check ? check_steps(reference, planned, {dev, seed, {}}) : Check{"skipped", "", std::nullopt};
+  const std::string& check_result = c.status;
+  const std::string& check_detail = c.detail;
   int64_t dropped_bytes = 0;
   for (ir::ValueId v : p.plan.drop) dropped_bytes += base.type(v).bytes();
 
@@ -217,7 +222,7 @@ int OptimizeCommand::run() const {
   report::write_optimize_report(summary, p.input, out);
 
   if (output.json)
-    std::cout << optimize_json(*this, p, {name, dev.str(), mb, mp, baseline_fits, fits, dropped_bytes, check_result,
+    std::cout << optimize_json(*this, p, {name, dev.str(), mb, mp, baseline_fits, fits, dropped_bytes, c,
                                           reference_name})
                      .dump()
               << std::endl;

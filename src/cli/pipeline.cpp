@@ -2,9 +2,7 @@
 #include "cli/pipeline.h"
 #include "cli/ranks.h"
 
-#include <ATen/ATen.h>
-#include <c10/util/Exception.h>
-#include <fmt/ranges.h>
+#include <fmt/format.h>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -132,122 +130,6 @@ Planned apply_saved_plan(const ir::Graph& g, const ProfilingOptions& o, const pl
   p.plan = plan::apply_saved(p.input, saved, saved_path);
   rewrite_planned(p);
   return p;
-}
-
-namespace {
-
-// The graph with every parameter gradient of `base` (and the loss) kept as an
-// output: `g` is base or its planned form (whose swap copies of a gradient are
-// not outputs: the gradient itself is).
-ir::Graph with_gradients(const ir::Graph& g, const ir::Graph& base) {
-  ir::Graph out = g;
-  for (const ir::Value& v : base.values())
-    if (v.role == ir::Role::gradient) out.outputs.push_back(g.find(v.name));
-  return out;
-}
-
-}  // namespace
-
-namespace {
-
-// Collects the kernels ATen names as having no deterministic implementation
-// while deterministic algorithms are on with warn_only (its TORCH_WARN text:
-// "<kernel> does not have a deterministic implementation, but you set ...").
-class NondeterministicKernels : public c10::WarningHandler {
- public:
-  NondeterministicKernels() : guard_(this) {}
-  void process(const c10::Warning& warning) override {
-    const std::string& msg = warning.msg();
-    const size_t at = msg.find(" does not have a deterministic implementation");
-    if (at == std::string::npos) return;
-    const std::string kernel = msg.substr(0, at);
-    if (std::find(kernels.begin(), kernels.end(), kernel) == kernels.end()) kernels.push_back(kernel);
-  }
-  std::vector<std::string> kernels;
-
- private:
-  c10::WarningUtils::WarningHandlerGuard guard_;
-};
-
-// One step of `g` from `seed`; its outputs on the host (hashes only when
-// `hashes`: on the CPU under a cap, where host memory is the device's).
-struct Outputs {
-  std::vector<at::Tensor> tensors;
-  std::vector<uint64_t> hashes;
-};
-Outputs run_once(const ir::Graph& g, const c10::Device& device, uint64_t seed, bool hashes) {
-  runtime::Executor e(g, {device, seed, /*keep_outputs=*/true});
-  e.initialize();
-  e.step();
-  Outputs out;
-  for (ir::ValueId v : g.outputs) {
-    at::Tensor t = std::move(e.value(v));
-    if (hashes) out.hashes.push_back(runtime::bytes_hash(t));
-    else out.tensors.push_back(device.is_cpu() ? t : t.to(at::kCPU));
-  }
-  return out;
-}
-
-// The first output of `b` that differs from `a`'s ("" if none): bit for bit,
-// or within `rtol` of each reference output's largest magnitude.
-std::string first_difference(const ir::Graph& g, const Outputs& a, const Outputs& b, double rtol) {
-  for (size_t i = 0; i < g.outputs.size(); ++i) {
-    const std::string& name = g.value(g.outputs[i]).name;
-    if (!a.hashes.empty()) {
-      if (a.hashes[i] != b.hashes[i]) return fmt::format("%{} differs (its bytes hash differently)", name);
-      continue;
-    }
-    const at::Tensor &x = a.tensors[i], &y = b.tensors[i];
-    if (at::equal(x, y)) continue;  // equal bits are within any tolerance (and an empty tensor has no max)
-    const at::Tensor xd = x.to(at::kDouble), yd = y.to(at::kDouble);
-    const double diff = (xd - yd).abs().max().item<double>();
-    const double scale = xd.abs().max().item<double>();
-    if (rtol > 0 && diff <= rtol * scale) continue;
-    return fmt::format("%{} differs (largest absolute difference {:.3g}{})", name, diff,
-                       rtol > 0 ? fmt::format(", above {:g} of its largest magnitude {:.3g}", rtol, scale) : "");
-  }
-  return {};
-}
-
-}  // namespace
-
-Check check_steps(const ir::Graph& base, const ir::Graph& planned, const c10::Device& device, uint64_t seed) {
-  // Deterministic kernels where ATen has them; an op without one still runs,
-  // and ATen's warning names it.
-  runtime::DeterministicAlgorithms deterministic;
-  NondeterministicKernels nondeterministic;
-  // One step at a time, so that the check needs no more device memory than
-  // the larger of the two steps: the reference's outputs wait in host memory
-  // (on the CPU under a --device-memory cap, as a hash of their bytes).
-  const bool hashes = device.is_cpu() && runtime::memory_limit(device) > 0;
-  ir::Graph a = with_gradients(base, base), b = with_gradients(planned, base);
-  MUTWO_ASSERT(a.outputs.size() == b.outputs.size() &&
-                   std::find(b.outputs.begin(), b.outputs.end(), ir::kNoValue) == b.outputs.end(),
-               "the two steps have different outputs");
-  for (size_t i = 0; i < a.outputs.size(); ++i)
-    MUTWO_ASSERT(b.value(b.outputs[i]).name == a.value(a.outputs[i]).name, "output {} differs in name", i);
-  const Outputs ref = run_once(a, device, seed, hashes);
-  const Outputs got = run_once(b, device, seed, hashes);
-  std::string diff = first_difference(a, ref, got, 0);
-  if (diff.empty()) return {"passed", ""};
-  // Not bit for bit. A bug of mutwo's, unless the reference itself is not
-  // reproducible: a kernel without a deterministic implementation (named by
-  // ATen), or one that differs from run to run without saying so (the
-  // reference run twice differs).
-  std::string why;
-  if (!nondeterministic.kernels.empty()) {
-    why = fmt::format("{} {} no deterministic implementation", fmt::join(nondeterministic.kernels, ", "),
-                      nondeterministic.kernels.size() == 1 ? "has" : "have");
-  } else if (!hashes) {
-    const Outputs again = run_once(a, device, seed, hashes);
-    if (std::string self = first_difference(a, ref, again, 0); !self.empty())
-      why = fmt::format("the unplanned step differs from itself between two runs ({})", self);
-  }
-  if (why.empty() || hashes) return {"failed", diff};
-  if (std::string beyond = first_difference(a, ref, got, kCheckTolerance); !beyond.empty())
-    return {"failed", fmt::format("{}; {}", beyond, why)};
-  return {"passed-within-tolerance", fmt::format("{}; {}, so outputs were compared within {:g} of each one's largest "
-                                                 "magnitude", diff, why, kCheckTolerance)};
 }
 
 }  // namespace mutwo::cli

@@ -77,22 +77,4 @@ Planned apply_saved_plan(const ir::Graph& g, const ProfilingOptions& o, const pl
 // The command line as the user typed it (for the reproduce line of reports).
 std::string& command_line();
 
-// What --check found: "passed" (loss and every parameter gradient bit for
-// bit), "passed-within-tolerance" (not bit for bit, but the unplanned step is
-// not reproducible itself, named in `detail`, and every output is within
-// kCheckTolerance of its largest magnitude), or "failed" (a real mismatch:
-// the only outcome that exits 1).
-struct Check {
-  std::string status;
-  std::string detail;  // what differs first, and why a tolerance applied
-};
-inline constexpr double kCheckTolerance = 1e-4;
-
-// Runs both graphs one step from the same state, with deterministic
-// algorithms where ATen has them, and compares the loss and every parameter
-// gradient: bit for bit; where the reference step is not reproducible (a
-// kernel ATen names as nondeterministic, or two runs of it differ), within
-// kCheckTolerance.
-Check check_steps(const ir::Graph& base, const ir::Graph& planned, const c10::Device& device, uint64_t seed);
-
 }  // namespace mutwo::cli

@@ -71,6 +71,8 @@ def test_bert_padded_encoder_alone(tmp_path: pathlib.Path) -> None:
                         "--budget", "90%", "--no-swap", "--check", "--steps", "1", "--out", str(tmp_path), "--json",
                         "--quiet", expect=None))
     assert r["check"] == "passed" and r["planned"]["dropped"] > 0 and r["fits"] and r["feasible"], r
+    # Bit for bit, so the reference did not run twice: no noise measured; the rule's multiple is stated.
+    assert r["check_noise"] is None and r["check_noise_multiple"] == 2, r
     ir = (tmp_path / "rewritten.ir").read_text()
     assert "padding_mask_fill" in ir and "cls.predictions" not in ir, \
         "no padding mask, or an MLM head, in the step"
