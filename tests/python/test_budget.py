@@ -163,7 +163,7 @@ def test_a_short_last_batch_fits_where_full_batches_did() -> None:
 
 @pytest.mark.parametrize("kwargs,needle", [
     ({"budget": "abc"}, "budget='abc' is not a budget"), ({"budget": 60}, '"60%" or "60MiB"'),
-    ({"budget": "-5GiB"}, "not a budget"), ({"budget": "60%", "planner": "greedy"}, "planners: none, per-layer"),
+    ({"budget": "-5GiB"}, "not a budget"), ({"budget": "60%", "planner": "greedy"}, "unknown planner"),
 ])
 def test_wrap_and_backend_refuse_at_the_call(kwargs: dict, needle: str) -> None:
     model, _, _ = _mlp()
