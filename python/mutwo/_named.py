@@ -24,8 +24,7 @@ from mutwo._ext import MutwoError
 
 # The keys options= takes, with their forms: every error about options lists them.
 KEYS = {
-    "budget": 'with compiler inductor, bytes ("6GiB"), a fraction of the activations plain torch.compile saves '
-              '(0.6 or "60%") or "lowest"; with compiler mutwo, bytes or a percentage of the unplanned peak ("60%")',
+    "budget": 'bytes ("6GiB"), a fraction of the activation memory (0.6 or "60%", docs/budgets.md), "lowest" or None',
     "planner": "mutwo or none; with compiler mutwo also per-layer, sqrt-n, optimal",
     "compiler": "inductor (mutwo plans, Inductor compiles) or mutwo (mutwo's executor)",
     "profile": "measure or flops (compiler mutwo)",
