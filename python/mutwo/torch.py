@@ -348,9 +348,10 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
             return refuse(e)
         if graphs and compiler == "mutwo" and not (parsed is None or parsed.kind != "bytes"):
             return refuse(MutwoError(
-                f"torch.compile made a second graph (a graph break, or a recompilation for new shapes): "
-                f"compiler='mutwo' cannot split a byte budget ({parsed.text()}) between graphs; use "
-                "compiler='inductor' (the default), a percentage budget, or mutwo.torch.wrap"))
+                f"torch.compile made a second graph (a graph break, or a recompilation for new shapes): under "
+                f"compiler='mutwo' a byte budget ({parsed.text()}) cannot be split between graphs; use "
+                "compiler='inductor' (the default: one budget for the step), a percentage budget, or "
+                "mutwo.torch.wrap"))
         if compiler == "inductor":
             ops()
             from mutwo._inductor import CompiledGraph, device_of
