@@ -358,16 +358,19 @@ class Frontier:
 
 
 def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner: str,
-           remembered: Sequence[Candidate] = (), menu: bool = False) -> Choice:
+           remembered: Sequence[Candidate] = (), menu: bool = False, prefer: Optional[str] = None) -> Choice:
     """The fastest candidate whose corrected peak fits `budget` (a
     _budget.Budget: bytes, a fraction of the activations, "lowest"; None: plain
     compile's). Raises FloorError when none fits, unless `menu` (a graph of a
     step planned under one budget, _step.py): then every candidate of the
     ladder and of spread() is priced, for choosing across graphs later, and the
-    lowest runs where none fits. `remembered`: an earlier compile's
-    candidates of the same joint graph (Frontier)."""
+    lowest runs where none fits; `prefer` names the candidate an earlier
+    process's step chose, which runs instead. `remembered`: an earlier
+    compile's candidates of the same joint graph (Frontier)."""
     f = Frontier(q, device, remembered)
     choice = _choose(f, budget, corrections, planner, menu)
+    if menu and prefer is not None and choice.chosen.name != prefer:
+        choice.chosen = next((c for c in choice.candidates if c.name == prefer), choice.chosen)
     choice.chosen = f.fresh(choice.chosen)
     return choice
 

@@ -67,12 +67,38 @@ def load_corrections(key: str) -> Optional[Corrections]:
 
 
 def save_corrections(key: str, corrections: Corrections) -> None:
-    """Written whole or not at all; a cache that cannot be written only costs a compile next time."""
+    _update(key, {"by_plan": {k: asdict(r) for k, r in corrections.by_plan.items()}})
+
+
+def load_choice(key: str, budget: str) -> Optional[str]:
+    """The candidate a step under `budget` chose for this graph in an earlier process."""
+    try:
+        return str(json.loads(_cache_file(key).read_text())["chosen"][budget])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_choice(key: str, budget: str, name: str) -> None:
+    try:
+        chosen = json.loads(_cache_file(key).read_text()).get("chosen", {})
+    except (OSError, ValueError, AttributeError):
+        chosen = {}
+    _update(key, {"chosen": {**chosen, budget: name}})
+
+
+def _update(key: str, fields: dict) -> None:
+    """The cache file with `fields` replaced, written whole or not at all; a
+    cache that cannot be written only costs a compile next time."""
     path = _cache_file(key)
     try:
+        try:
+            data = json.loads(path.read_text())
+            data = data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            data = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"by_plan": {k: asdict(r) for k, r in corrections.by_plan.items()}}))
+        tmp.write_text(json.dumps({**data, **fields}))
         os.replace(tmp, path)
     except OSError:
         pass
@@ -216,7 +242,9 @@ class CompiledGraph:
         if self.joint:
             left = Budget("lowest") if self.step.budget == "lowest" else \
                 Budget("bytes", bytes=self.step.budget - self.step.allocated_in_step(self.device))
-            choice = _frontier.choose(q, self.device, left, corrections, o["planner"], remembered, menu=True)
+            earlier = load_choice(key, self.step.label) if len(self.attempts) == 1 else None
+            choice = _frontier.choose(q, self.device, left, corrections, o["planner"], remembered, menu=True,
+                                      prefer=earlier)
             self.menu = list(choice.candidates)
             return choice
         try:
@@ -267,6 +295,11 @@ class CompiledGraph:
             fn = compile_fx(self.gm, self.example_inputs, inner_compile=inner)
         attempt.compile_s = time.perf_counter() - start
         return fn
+
+    def remember(self) -> None:
+        """The step's choice for this graph, for a later process's first compile."""
+        if self.key and self.joint:
+            save_choice(self.key, self.step.label, self.target or self.running_name())
 
     def retarget(self, name: str) -> None:
         """Compile with candidate `name` on the next call (autograd runs the

@@ -162,6 +162,11 @@ class Step:
         self.plans: list[dict] = []  # each joint choice: its predicted step peak, then the measured one
         self.serial = _ranks.serial()
 
+    @property
+    def label(self) -> str:
+        """The budget as the cache of choices names it: "lowest" or bytes."""
+        return "lowest" if self.budget == "lowest" else f"{self.budget}B"
+
     def tracker(self, device: str) -> Tracker:
         if device not in self.trackers:
             self.trackers[device] = Tracker(self.memory, device)
@@ -198,6 +203,10 @@ class Step:
         signature = [(k, g, self.graphs[g].key) for k, g in record.signature()]
         proposal = _ranks.agree(self.serial, signature, record.peak, proposal)
         self._apply(proposal)
+        if not self.error:
+            for g in self.graphs:
+                if g.index in record.running:
+                    g.remember()
 
     def _menus(self) -> tuple[dict[int, list[_joint.Option]], dict[int, int], dict[int, int]]:
         menus, weights = {}, {}

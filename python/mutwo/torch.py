@@ -323,9 +323,9 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
             raise MutwoError(f"{e}; the compiled route plans with {' or '.join(_inductor.PLANNERS)}: per-layer, "
                              "sqrt-n and optimal run under wrap() or backend(compiler='mutwo')"
                              if "planner" in str(e) else str(e)) from None
-        options = {"budget": parsed, "planner": planner}
+        settings = {"budget": parsed, "planner": planner}
     else:
-        options = _options(budget, planner, profile, report, "compiled")
+        _options(budget, planner, profile, report, "compiled")  # its errors, before any graph
         parsed = _budget.parse(budget)
     step = None
     if compiler == "inductor":  # bytes and "lowest": one budget for every graph of the step (_step.py)
@@ -357,7 +357,7 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
             from mutwo._inductor import CompiledGraph, device_of
             try:
                 with step.tracker(device_of(example_inputs)).compiling():
-                    compiled = CompiledGraph(gm, example_inputs, dict(options), step)
+                    compiled = CompiledGraph(gm, example_inputs, dict(settings), step)
             except (MutwoError, CaptureError) as e:
                 return refuse(e)
             graphs.append(compiled)

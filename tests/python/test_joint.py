@@ -222,6 +222,9 @@ class FakeGraph:
     def measured(self, fwd: int, bwd: int, retained: int) -> bool:
         return False
 
+    def remember(self) -> None:
+        self.remembered = self.running_name()
+
     def retarget(self, name: str) -> None:  # compiled at once here
         self.names.append(name)
         self.attempts.append(object())
