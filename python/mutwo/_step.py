@@ -263,8 +263,9 @@ class Step:
         if proposal.get("error"):
             self.error = proposal["error"]
             return
-        self.plans.append({"after_step": self.steps, "choice": dict(proposal["choice"]),
-                           "predicted_peak_bytes": self.joint.peak if self.joint else None})
+        if any(self.graphs[int(g)].running_name() != name for g, name in proposal["choice"].items()):
+            self.plans.append({"after_step": self.steps, "choice": dict(proposal["choice"]),
+                               "predicted_peak_bytes": self.joint.peak if self.joint else None})
         for g, name in proposal["choice"].items():
             graph = self.graphs[int(g)]
             if name != graph.running_name() and len(graph.attempts) < MAX_COMPILES:
