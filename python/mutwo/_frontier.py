@@ -34,6 +34,7 @@ from mutwo._budget import Budget
 from mutwo._mincut import Query
 
 LADDER = (0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)  # activation_memory_budget values, besides 1
+SPREAD = 8  # mutwo:K candidates priced for choosing across graphs (Frontier.spread)
 
 # Roofline constants per device: (matmul FLOP/s by element size in bytes, memory bytes/s).
 # They rank candidates; the measured step corrects the memory model, not these.
@@ -51,6 +52,7 @@ class Candidate:
     saved: list[fx.Node] = field(repr=False)
     fwd_peak: int = 0  # bytes the forward adds at its peak
     bwd_peak: int = 0  # bytes the backward adds at its peak, the saved set included
+    retained: int = 0  # bytes the forward leaves allocated: its outputs and the saved set
     saved_bytes: int = 0
     saved_at_peak: int = 0  # of those, live at the peak: what planning can take off it
     extra_ms: float = 0.0  # modelled time of the forward ops the backward recomputes
@@ -66,17 +68,26 @@ class Candidate:
         r = corrections.of(self)
         return max(self.fwd_peak + r.fwd, self.bwd_peak + r.bwd)
 
+    def corrected(self, corrections: "Corrections") -> tuple[int, int, int]:
+        """(forward peak, backward peak, retained bytes), each corrected by the measured miss."""
+        r = corrections.of(self)
+        return self.fwd_peak + r.fwd, self.bwd_peak + r.bwd, self.retained + r.retained
+
     def summary(self, corrections: "Corrections") -> dict:
+        fwd, bwd, retained = self.corrected(corrections)
         return {"name": self.name, "predicted_peak_bytes": self.peak(corrections), "saved_bytes": self.saved_bytes,
+                "fwd_peak_bytes": fwd, "bwd_peak_bytes": bwd, "retained_bytes": retained,
                 "extra_ms": round(self.extra_ms, 4), "recomputed": len(self.recomputed),
                 "measured": self.key in corrections.by_plan}
 
 
 @dataclass
 class Residual:
-    """Measured minus predicted added peak, per phase (bytes): the model's miss."""
+    """Measured minus predicted added peak, per phase (bytes): the model's miss;
+    and of what the forward leaves allocated for the backward."""
     fwd: int = 0
     bwd: int = 0
+    retained: int = 0
 
 
 @dataclass
@@ -92,10 +103,11 @@ class Corrections:
             return self.by_plan[c.key]
         if not self.by_plan:
             return Residual()
-        return Residual(max(r.fwd for r in self.by_plan.values()), max(r.bwd for r in self.by_plan.values()))
+        return Residual(*(max(getattr(r, k) for r in self.by_plan.values()) for k in ("fwd", "bwd", "retained")))
 
-    def measured(self, c: Candidate, fwd: int, bwd: int) -> None:
-        self.by_plan[c.key] = Residual(fwd - c.fwd_peak, bwd - c.bwd_peak)
+    def measured(self, c: Candidate, fwd: int, bwd: int, retained: Optional[int] = None) -> None:
+        self.by_plan[c.key] = Residual(fwd - c.fwd_peak, bwd - c.bwd_peak,
+                                       0 if retained is None else retained - c.retained)
 
 
 # -- what Inductor writes to memory
@@ -192,16 +204,18 @@ def _flat_nodes(x: Any) -> list[fx.Node]:
     return []
 
 
-def memory(fw: fx.GraphModule, bw: fx.GraphModule, fused: bool) -> tuple[int, int, int]:
+def memory(fw: fx.GraphModule, bw: fx.GraphModule, fused: bool) -> tuple[int, int, int, int]:
     """(forward's added peak, backward's added peak, saved bytes live at the
-    higher of the two) of one partition: the forward from nothing but its
-    inputs; the backward from what the forward returned (the saved set and the
-    outputs), each saved value freed after its last reader, the gradients kept."""
+    higher of the two, bytes the forward leaves allocated) of one partition:
+    the forward from nothing but its inputs; the backward from what the
+    forward returned (the saved set and the outputs), each saved value freed
+    after its last reader, the gradients kept."""
     fwd = _Walk(fw, {}, fused)
     after = fwd.run(keep_outputs=True)
+    retained = sum(after.values())
     bwd = _Walk(bw, after, fused)
     bwd.run(keep_outputs=True)
-    return fwd.peak, bwd.peak, (bwd if bwd.peak >= fwd.peak else fwd).saved_at_peak
+    return fwd.peak, bwd.peak, (bwd if bwd.peak >= fwd.peak else fwd).saved_at_peak, retained
 
 
 # -- what recomputation costs
@@ -237,11 +251,11 @@ def node_ms(node: fx.Node, device: str) -> float:
 
 def predict(q: Query, name: str, saved: list[fx.Node], device: str) -> Candidate:
     fw, bw = q.modules(saved)
-    fwd_peak, bwd_peak, at_peak = memory(fw, bw, fused=device == "cuda")
+    fwd_peak, bwd_peak, at_peak, retained = memory(fw, bw, fused=device == "cuda")
     forward = {n.name: n for n in q.joint_graph.nodes if n.op == "call_function" and q.is_forward(n)}
     recomputed = [n.name for n in bw.graph.nodes if n.op == "call_function" and n.name in forward]
     kept = [n for n in saved if isinstance(n.meta.get("val"), torch.Tensor)]
-    return Candidate(name, list(saved), fwd_peak, bwd_peak, saved_at_peak=at_peak,
+    return Candidate(name, list(saved), fwd_peak, bwd_peak, retained, saved_at_peak=at_peak,
                      saved_bytes=sum(v for _, v in {_storage(n.meta["val"]) for n in kept}),
                      extra_ms=sum(node_ms(forward[r], device) for r in recomputed), recomputed=recomputed)
 
@@ -296,8 +310,8 @@ class Frontier:
         self._prefix(order, len(order))
 
     def greedy(self, budget: int, corrections: Corrections) -> None:
-        """μ-TWO's order over the anchors: cheapest recompute per byte first;
-        the shortest prefix that fits, by bisection (more recomputed, less saved)."""
+        """The shortest prefix of order() that fits, by bisection (more
+        recomputed, less saved)."""
         order = self.order()
         if not order:
             return
@@ -323,23 +337,59 @@ class Frontier:
             return self.by_name[f"mutwo:{k}"]
         return self._add(f"mutwo:{k}", self.q.with_recomputed(order[:k]))
 
+    def spread(self, most: int = SPREAD) -> None:
+        """Prefixes of order() at `most` evenly spaced lengths: a menu for
+        choosing across graphs, where no single graph's budget is known."""
+        order = self.order()
+        for i in range(1, min(most, len(order)) + 1):
+            self._prefix(order, round(i * len(order) / min(most, len(order))))
+
+    def named(self, name: str) -> Candidate:
+        """The candidate `name` (as Candidate.name spells it) of this joint graph."""
+        if name in self.by_name:
+            return self.by_name[name]
+        kind, _, value = name.partition(":")
+        if kind == "compile":
+            return self.default if float(value) == 1 else self._add(name, self.q.pytorch(float(value)))
+        return self._prefix(self.order(), int(value))
+
     def lowest(self, corrections: Corrections) -> Candidate:
         return min(self.seen.values(), key=lambda c: (c.peak(corrections), c.extra_ms))
 
 
 def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner: str,
-           remembered: Sequence[Candidate] = ()) -> Choice:
+           remembered: Sequence[Candidate] = (), menu: bool = False, prefer: Optional[str] = None) -> Choice:
     """The fastest candidate whose corrected peak fits `budget` (a
     _budget.Budget: bytes, a fraction of the activations, "lowest"; None: plain
-    compile's). Raises FloorError when none fits. `remembered`:
-    an earlier compile's candidates of the same joint graph (Frontier)."""
+    compile's). Raises FloorError when none fits, unless `menu` (a graph of a
+    step planned under one budget, _step.py): then every candidate of the
+    ladder and of spread() is priced, for choosing across graphs later, and the
+    lowest runs where none fits; `prefer` names the candidate an earlier
+    process's step chose, which runs instead. `remembered`: an earlier
+    compile's candidates of the same joint graph (Frontier)."""
     f = Frontier(q, device, remembered)
-    choice = _choose(f, budget, corrections, planner)
+    choice = _choose(f, budget, corrections, planner, menu)
+    if menu and prefer is not None and choice.chosen.name != prefer:
+        choice.chosen = next((c for c in choice.candidates if c.name == prefer), choice.chosen)
     choice.chosen = f.fresh(choice.chosen)
     return choice
 
 
-def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str) -> Choice:
+def named(q: Query, device: str, name: str, remembered: Sequence[Candidate] = ()) -> Choice:
+    """The candidate `name` of this joint graph (the step's choice), and plain compile's."""
+    f = Frontier(q, device, remembered)
+    chosen = f.fresh(f.named(name))
+    return Choice(chosen, f.default, list(f.seen.values()), None)
+
+
+def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, menu: bool = False) -> Choice:
+    if menu and planner != "none" and budget is not None and budget.kind == "bytes":
+        f.pytorch_ladder()
+        f.spread()
+        f.greedy(budget.bytes, corrections)
+        fits = [c for c in f.seen.values() if c.peak(corrections) <= budget.bytes]
+        best = min(fits, key=lambda c: (c.extra_ms, c.peak(corrections))) if fits else f.lowest(corrections)
+        return Choice(best, f.default, list(f.seen.values()), budget.bytes)
     if planner.startswith("candidate:"):  # one named candidate, whatever the budget (the model's own checks)
         f.pytorch_ladder()
         named = next(c for c in f.seen.values() if c.name == planner.split(":", 1)[1])
@@ -350,6 +400,8 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str) ->
     if not lowest_wanted and f.default.peak(corrections) <= resolve(budget, f.default, corrections):
         return Choice(f.default, f.default, [f.default], resolve(budget, f.default, corrections))
     f.pytorch_ladder()
+    if menu:
+        f.spread()
     if lowest_wanted:
         low = f.lowest(corrections)
         f.greedy(low.peak(corrections), corrections)

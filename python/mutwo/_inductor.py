@@ -30,12 +30,15 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
+from torch._subclasses.fake_tensor import FakeTensor
 
 from mutwo import _frontier, _mincut
 from mutwo._frontier import Candidate, Choice, Corrections, FloorError, Residual
+from mutwo._budget import Budget
 from mutwo._graph import is_tangent
+from mutwo._joint import Option
+from mutwo._step import MAX_COMPILES, Step
 
-MAX_COMPILES = 3  # per graph: the first plan, one with the measured residual, one more if that was still over
 _SOURCE_HASH = hashlib.sha256(b"".join(pathlib.Path(__file__).with_name(n).read_bytes() for n in (
     "_inductor.py", "_frontier.py", "_mincut.py"))).hexdigest()[:16]
 
@@ -57,18 +60,45 @@ def load_corrections(key: str) -> Optional[Corrections]:
     """The model's measured misses on this graph from an earlier process, by plan."""
     try:
         data = json.loads(_cache_file(key).read_text())
-        return Corrections({plan: Residual(int(r["fwd"]), int(r["bwd"])) for plan, r in data["by_plan"].items()})
+        return Corrections({plan: Residual(int(r["fwd"]), int(r["bwd"]), int(r.get("retained", 0)))
+                            for plan, r in data["by_plan"].items()})
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def save_corrections(key: str, corrections: Corrections) -> None:
-    """Written whole or not at all; a cache that cannot be written only costs a compile next time."""
+    _update(key, {"by_plan": {k: asdict(r) for k, r in corrections.by_plan.items()}})
+
+
+def load_choice(key: str, budget: str) -> Optional[str]:
+    """The candidate a step under `budget` chose for this graph in an earlier process."""
+    try:
+        return str(json.loads(_cache_file(key).read_text())["chosen"][budget])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def save_choice(key: str, budget: str, name: str) -> None:
+    try:
+        chosen = json.loads(_cache_file(key).read_text()).get("chosen", {})
+    except (OSError, ValueError, AttributeError):
+        chosen = {}
+    _update(key, {"chosen": {**chosen, budget: name}})
+
+
+def _update(key: str, fields: dict) -> None:
+    """The cache file with `fields` replaced, written whole or not at all; a
+    cache that cannot be written only costs a compile next time."""
     path = _cache_file(key)
     try:
+        try:
+            data = json.loads(path.read_text())
+            data = data if isinstance(data, dict) else {}
+        except (OSError, ValueError):
+            data = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"by_plan": {k: asdict(r) for k, r in corrections.by_plan.items()}}))
+        tmp.write_text(json.dumps({**data, **fields}))
         os.replace(tmp, path)
     except OSError:
         pass
@@ -123,13 +153,9 @@ class _Partitioner(CustomPartitionerFn):
 
         def chooser(q: _mincut.Query) -> list[torch.fx.Node]:
             self.attempt.corrections = Corrections(dict(self.graph.corrections.by_plan))
-            o = self.graph.options
             start = time.perf_counter()
             try:
-                self.attempt.choice = _frontier.choose(q, self.graph.device, o["budget"], self.attempt.corrections,
-                                                       o["planner"], self.graph.remembered(key))
-            except FloorError as e:
-                raise self.graph.budget_error(self.graph.floor_text(e)) from None
+                self.attempt.choice = self.graph.choose(q, self.attempt.corrections, key)
             finally:
                 self.attempt.plan_s = time.perf_counter() - start
             return self.attempt.choice.chosen.saved
@@ -152,26 +178,34 @@ class _Partitioner(CustomPartitionerFn):
 
 class CompiledGraph:
     """One graph Dynamo hands the backend: compiled under mutwo's plan,
-    measured each step, planned again while over budget."""
+    measured each step, planned again while over budget. Under a byte budget
+    the backend's Step plans its graphs together (_step.py); otherwise each
+    graph plans alone."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict,
-                 memory: Callable[[str, bool], tuple[int, int]], budget_error: type) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: dict, step: Step) -> None:
         self.gm, self.example_inputs, self.options = gm, list(example_inputs), options
-        self.memory, self.budget_error = memory, budget_error
-        devices = {a.device.type for a in example_inputs if isinstance(a, torch.Tensor)}
-        self.device = "cuda" if "cuda" in devices else "cpu"
+        self.step, self.budget_error = step, step.budget_error
+        self.device = device_of(example_inputs)
+        self.index = step.add(self)
         self.attempts: list[Attempt] = []
         self.key: Optional[str] = None
         self.corrections = Corrections()
         self.cached = False  # the corrections came from an earlier process
         self.error: Optional[str] = None
+        self.menu: list[Candidate] = []  # every candidate priced at the first compile (a byte budget's)
+        self.target: Optional[str] = None  # the candidate the step chose, for the next compile
         self._replan = False
-        self._base = 0
-        self._fwd_peak = 0
         self.fn = self._compile()
 
     @property
+    def joint(self) -> bool:
+        """Planned with the backend's other graphs, under one byte budget."""
+        return self.step.budget is not None and self.options["planner"] == "mutwo"
+
+    @property
     def budget_bytes(self) -> Optional[int]:
+        if self.joint and self.step.budget != "lowest":
+            return self.step.budget
         choice = self.attempts[0].choice if self.attempts else None
         return choice.budget_bytes if choice else None
 
@@ -186,11 +220,37 @@ class CompiledGraph:
         return key
 
     def remembered(self, key: str) -> list[Candidate]:
-        """The candidates the last compile priced, if it partitioned this same joint graph."""
+        """The candidates the last compile priced (the step's: every one the
+        first priced), if it partitioned this same joint graph."""
+        if self.joint:
+            return list(self.menu) if key == self.key else []
         last = self.attempts[-2] if len(self.attempts) > 1 else None
         if last is None or last.choice is None or key != self.key:
             return []
         return last.choice.candidates
+
+    def choose(self, q: _mincut.Query, corrections: Corrections, key: str) -> Choice:
+        """The saved set of this compile: the step's choice; or, first, the
+        fastest candidate that fits what the step in progress leaves of the
+        budget, with every candidate priced for the step's later choice; or,
+        planning alone, the fastest that fits the graph's own budget."""
+        o, remembered = self.options, self.remembered(key)
+        if self.joint and self.target:
+            choice = _frontier.named(q, self.device, self.target, remembered)
+            self.menu = [c for c in self.menu if c.name != choice.chosen.name] + [choice.chosen]
+            return choice
+        if self.joint:
+            left = Budget("lowest") if self.step.budget == "lowest" else \
+                Budget("bytes", bytes=self.step.budget - self.step.allocated_in_step(self.device))
+            earlier = load_choice(key, self.step.label) if len(self.attempts) == 1 else None
+            choice = _frontier.choose(q, self.device, left, corrections, o["planner"], remembered, menu=True,
+                                      prefer=earlier)
+            self.menu = list(choice.candidates)
+            return choice
+        try:
+            return _frontier.choose(q, self.device, o["budget"], corrections, o["planner"], remembered)
+        except FloorError as e:
+            raise self.budget_error(self.floor_text(e)) from None
 
     def floor_text(self, e: FloorError) -> str:
         share = 100.0 * e.lowest / e.unplanned if e.unplanned else 100.0
@@ -212,9 +272,16 @@ class CompiledGraph:
                 run = code.current_callable
 
                 def measured(args: list) -> Any:
-                    self.memory(self.device, True)
-                    out = run(args)
-                    self._backward_ends()
+                    tracker = self.step.tracker(self.device)
+                    tracker.backward_begins(self.index)
+                    try:
+                        out = run(args)
+                    except BaseException:
+                        tracker.abandon()
+                        raise
+                    record = tracker.backward_ends(self.index)
+                    if record is not None:
+                        self.step.done(record)
                     return out
                 code.current_callable = measured
             return code
@@ -229,39 +296,76 @@ class CompiledGraph:
         attempt.compile_s = time.perf_counter() - start
         return fn
 
+    def remember(self) -> None:
+        """The step's choice for this graph, for a later process's first compile."""
+        if self.key and self.joint:
+            save_choice(self.key, self.step.label, self.target or self.running_name())
+
+    def retarget(self, name: str) -> None:
+        """Compile with candidate `name` on the next call (autograd runs the
+        step's end with grad mode off, where what compiled would be an
+        inference graph)."""
+        self.target, self._replan = name, True
+
+    def running_name(self) -> str:
+        choice = self.attempts[-1].choice
+        return choice.chosen.name if choice else ""
+
+    def running_key(self) -> str:
+        choice = self.attempts[-1].choice
+        return choice.chosen.key if choice else ""
+
+    def options_for_step(self) -> list[Option]:
+        """The menu, corrected by what was measured: what the step chooses from."""
+        return [Option(c.name, c.key, *c.corrected(self.corrections), c.extra_ms) for c in self.menu]
+
     # -- measuring
     def __call__(self, *args: Any) -> Any:
+        tracker = self.step.tracker(self.device)
         if self._replan:
             self._replan = False
-            try:
-                self.fn = self._compile()
-            except self.budget_error as e:
-                self.error = str(e)
+            with tracker.compiling():
+                try:
+                    self.fn = self._compile()
+                except self.budget_error as e:
+                    self.error = str(e)
         if self.error:
             raise self.budget_error(self.error)
-        self._base = self.memory(self.device, True)[0]
-        out = self.fn(*args)
-        self._fwd_peak = self.memory(self.device, False)[1] - self._base
+        self.step.check()
+        if any(isinstance(a, FakeTensor) for a in args):
+            return self.fn(*args)  # DDP's optimizer propagating shapes between the graphs it split: no step
+        tracker.forward_begins(self.index, self.running_key())
+        try:
+            out = self.fn(*args)
+        except BaseException:
+            tracker.abandon()
+            raise
+        outs = out if isinstance(out, (list, tuple)) else [out]
+        tracker.forward_ends(self.index, torch.is_grad_enabled() and any(
+            isinstance(t, torch.Tensor) and t.requires_grad for t in outs))
         return out
 
-    def _backward_ends(self) -> None:
-        bwd = self.memory(self.device, False)[1] - self._base
+    def measured(self, fwd: int, bwd: int, retained: int) -> bool:
+        """One step's measurement of this graph, the most over its calls: what
+        its forward added, what its backward added from its forward's start,
+        what its forward left allocated. True for the first of its plan."""
         attempt = self.attempts[-1]
-        attempt.measured.append((self._fwd_peak, bwd))
+        attempt.measured.append((fwd, bwd))
         chosen = attempt.choice.chosen if attempt.choice else None
         if chosen is None or len(attempt.measured) > 1:
-            return
+            return False
         # The first measurement of a plan: the model's miss, per phase.
-        self.corrections.measured(chosen, self._fwd_peak, bwd)
+        self.corrections.measured(chosen, fwd, bwd, retained)
         if self.key:
             save_corrections(self.key, self.corrections)
-        if self.options["budget"] is not None and self.options["budget"].kind == "lowest":
-            # Never refused: planned again only while a candidate is now predicted lower than this one measured.
-            peak = max(attempt.measured[-1])
-            self._replan = len(self.attempts) < MAX_COMPILES and any(
-                c.peak(self.corrections) < peak for c in attempt.choice.candidates)
-            return
-        budget = attempt.choice.budget_bytes
+        if not self.joint:
+            self._alone(attempt)
+        return True
+
+    def _alone(self, attempt: Attempt) -> None:
+        """Planning alone (a fraction): over its budget, or a faster candidate
+        fits, plan again on the next call, at most MAX_COMPILES compiles."""
+        budget = attempt.choice.budget_bytes if attempt.choice else None
         over = budget is not None and max(attempt.measured[-1]) > budget
         if over and len(self.attempts) >= MAX_COMPILES:
             lowest = min(max(m) for a in self.attempts for m in a.measured)
@@ -269,8 +373,6 @@ class CompiledGraph:
                           f"graph is {_mib(lowest)} after {len(self.attempts)} compiles; raise the budget to at "
                           f"least that, or lower the batch")
         elif over or self._faster_fits(attempt):
-            # Planned again on the next call: autograd runs this with grad mode
-            # off, and what compiled here would be an inference graph.
             self._replan = True
 
     def _faster_fits(self, attempt: Attempt) -> bool:
@@ -287,6 +389,7 @@ class CompiledGraph:
         last = self.attempts[-1]
         choice = last.choice
         measured = [max(m) for a in self.attempts for m in a.measured]
+        candidates = self.menu if self.joint and self.menu else (choice.candidates if choice else [])
         return {"compiler": "inductor", "device": self.device, "planner": self.options["planner"],
                 "budget": self.options["budget"].text() if self.options["budget"] else None,
                 "budget_bytes": self.budget_bytes,
@@ -298,9 +401,24 @@ class CompiledGraph:
                 "residual_cached": self.cached, "chosen": choice.chosen.name if choice else None,
                 "saved": last.saved,
                 "predicted_extra_ms": round(choice.chosen.extra_ms, 4) if choice else None,
-                "candidates": [c.summary(last.corrections) for c in choice.candidates] if choice else [],
+                "candidates": [c.summary(last.corrections) for c in candidates],
                 "attempts": [a.summary() for a in self.attempts],
-                "activations": _activations(choice) if choice else [], "error": self.error}
+                "activations": _activations(choice) if choice else [],
+                "error": self.error or self.step.error, **self._in_step()}
+
+    def _in_step(self) -> dict:
+        """Where this graph stands in the backend's step (report()'s per-graph keys)."""
+        r = self.step.last
+        return {"index": self.index, "key": self.key,
+                "instances": r.instances.get(self.index, 0) if r else None,
+                "measured_saved_bytes": r.retained.get(self.index) if r else None,
+                "share_bytes": self.step.shares().get(self.index),
+                "measured_contribution_bytes": self.step.parts().get(self.index, 0) if r else None}
+
+
+def device_of(example_inputs: Sequence[Any]) -> str:
+    devices = {a.device.type for a in example_inputs if isinstance(a, torch.Tensor)}
+    return "cuda" if "cuda" in devices else "cpu"
 
 
 def _activations(choice: Choice) -> list[dict]:

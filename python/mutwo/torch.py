@@ -232,8 +232,10 @@ def report(module: Any = None, directory: Optional[str] = None) -> dict:
 
     `module`: what wrap() returned, or a backend() after its compiled model ran:
     with compiler="inductor", the latest graph's plan (each value's decision
-    and why), its predicted and measured peaks and its recompilations, and
-    under "graphs" every graph's (no files are written). A module compiled
+    and why), its predicted and measured peaks and its recompilations, under
+    "graphs" every graph's, and under "step" the whole step's: its order,
+    measured and predicted peaks, and what each graph holds of the peak (no
+    files are written). A module compiled
     with backend="mutwo" (by name) or backend=backend(...): its backend's; no
     module: the latest backend="mutwo"'s. Both add `budget_source`."""
     if module is None or _registry.compiled(module):
@@ -243,7 +245,7 @@ def report(module: Any = None, directory: Optional[str] = None) -> dict:
         return {**report(entry.backend, directory), "budget_source": entry.source}
     compiled = [g for g in getattr(module, "graphs", []) if not isinstance(g, Wrapped)]
     if compiled:  # a backend(compiler="inductor"): each graph's plan, predicted and measured
-        return {**compiled[-1].info(), "graphs": [g.info() for g in compiled]}
+        return {**compiled[-1].info(), "graphs": [g.info() for g in compiled], "step": module.step.report()}
     if getattr(module, "graphs", None):  # a backend(compiler="mutwo")
         module = module.graphs[-1]
     sessions = module._sessions if isinstance(module, Wrapped) else getattr(module, "_mutwo_sessions", None)
@@ -259,6 +261,30 @@ def report(module: Any = None, directory: Optional[str] = None) -> dict:
     return info
 
 
+def _same_budget(parsed: Optional[_budget.Budget], made: Any, options: Optional[dict], mode: Optional[str]) -> None:
+    """torch.compile(..., backend=be, options=...) passes its options to the
+    backend: a backend holds one budget for every graph of the step, so
+    options may repeat it, not change it."""
+    if mode is not None:
+        raise MutwoError(f"mode={mode!r} is Inductor's; a mutwo.torch.backend(...) takes no mode")
+    if not options:
+        return
+    unknown = sorted(str(k) for k in options if k != "budget")
+    if unknown:
+        raise MutwoError(f"options {', '.join(map(repr, unknown))}: a mutwo.torch.backend(...) takes only "
+                         "options={'budget': ...}, equal to the one it was made with")
+    asked = options["budget"]
+    try:
+        same = _budget.parse(asked) == parsed
+    except ValueError as e:
+        raise MutwoError(str(e)) from None
+    if not same:
+        raise MutwoError(f"this backend was made with budget={made!r}, and torch.compile(..., options=) gives it "
+                         f"budget={asked!r}: one backend holds one budget for every graph it compiles (the blocks "
+                         "of a model compiled one by one share it); make the backend with the budget you want, "
+                         "mutwo.torch.backend(budget=...), and pass that one object to every torch.compile")
+
+
 def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "mutwo", profile: str = "measure",
             report: Optional[str] = None) -> Callable:
     """A torch.compile backend under a memory budget.
@@ -268,19 +294,23 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
     backward; mutwo chooses what it saves, from candidates that include
     torch.compile's own answer at every activation_memory_budget, priced by one
     model of the partition Inductor runs (docs/python.md, "The compiled
-    route"). The budget bounds what the compiled forward and backward add to
-    what was allocated when the step began: bytes ("6GiB"), a fraction of the
-    activations plain torch.compile saves (0.6 or "60%": the rest of its peak
-    plus that share of them), "lowest", or None, plain torch.compile's plan.
-    Each step is measured; the first measurement corrects the model (and is
-    cached for later runs), and a step over budget plans again and recompiles,
-    at most twice; then the next call raises BudgetError naming the lowest
-    measured peak. planner: "mutwo" or "none" (plain compile's partition).
+    route"). The budget: bytes ("6GiB") or "lowest" bound what the whole
+    step adds, from its first compiled forward to its last compiled backward,
+    over every graph this object compiles (blocks compiled one by one, graph
+    breaks, DDP's buckets: one backend object, one budget; a torch.compile
+    options={"budget": ...} must equal it); a fraction of the activations plain
+    torch.compile saves (0.6 or "60%": the rest of its peak plus that share of
+    them) applies to each graph; None is plain torch.compile's plan. Each step
+    is measured; the first measurement corrects the model (and is cached for
+    later runs), and a step over budget plans again and recompiles, at most
+    twice per graph; then the next call raises BudgetError naming the lowest
+    measured peak. Under torchrun the ranks agree on the plan (docs/python.md,
+    "Under torchrun"). planner: "mutwo" or "none" (plain compile's partition).
 
     compiler="mutwo": each graph is captured and run by mutwo's own executor,
     as wrap() runs a module (`profile` and `report` apply to it). A
     percentage budget applies to each graph; a byte budget needs the model in
-    one graph and raises MutwoError on a graph break."""
+    one graph and raises MutwoError on a graph break (compiler="mutwo" only)."""
     if compiler not in ("inductor", "mutwo"):
         raise MutwoError(f"compiler={compiler!r}: use 'inductor' (mutwo plans, Inductor compiles) or 'mutwo' "
                          "(mutwo's executor)")
@@ -293,11 +323,15 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
             raise MutwoError(f"{e}; the compiled route plans with {' or '.join(_inductor.PLANNERS)}: per-layer, "
                              "sqrt-n and optimal run under wrap() or backend(compiler='mutwo')"
                              if "planner" in str(e) else str(e)) from None
-        options = {"budget": parsed, "planner": planner}
+        settings = {"budget": parsed, "planner": planner}
     else:
-        options = _options(budget, planner, profile, report, "compiled")
+        _options(budget, planner, profile, report, "compiled")  # its errors, before any graph
         parsed = _budget.parse(budget)
-    by_percent = parsed is None or parsed.kind != "bytes"  # a byte budget is one graph's
+    step = None
+    if compiler == "inductor":  # bytes and "lowest": one budget for every graph of the step (_step.py)
+        from mutwo._step import Step
+        kind = parsed.kind if parsed is not None and planner == "mutwo" else None
+        step = Step(parsed.bytes if kind == "bytes" else "lowest" if kind == "lowest" else None, memory, BudgetError)
     graphs: list[Any] = []
 
     def refuse(error: Exception) -> Callable:
@@ -306,17 +340,24 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
             raise error
         return call
 
-    def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
-        if graphs and not by_percent:
+    def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, options: Optional[dict] = None,
+                      mode: Optional[str] = None) -> Callable:
+        try:
+            _same_budget(parsed, budget, options, mode)
+        except MutwoError as e:
+            return refuse(e)
+        if graphs and compiler == "mutwo" and not (parsed is None or parsed.kind != "bytes"):
             return refuse(MutwoError(
-                f"torch.compile made a second graph (a graph break, or a recompilation for new shapes): a byte "
-                f"budget ({options['budget']}) cannot be split between graphs; use a percentage budget, fix the "
-                "break (torch._dynamo.explain), or mutwo.torch.wrap"))
+                f"torch.compile made a second graph (a graph break, or a recompilation for new shapes): under "
+                f"compiler='mutwo' a byte budget ({parsed.text()}) cannot be split between graphs; use "
+                "compiler='inductor' (the default: one budget for the step), a percentage budget, or "
+                "mutwo.torch.wrap"))
         if compiler == "inductor":
             ops()
-            from mutwo._inductor import CompiledGraph
+            from mutwo._inductor import CompiledGraph, device_of
             try:
-                compiled = CompiledGraph(gm, example_inputs, dict(options), memory, BudgetError)
+                with step.tracker(device_of(example_inputs)).compiling():
+                    compiled = CompiledGraph(gm, example_inputs, dict(settings), step)
             except (MutwoError, CaptureError) as e:
                 return refuse(e)
             graphs.append(compiled)
@@ -329,5 +370,6 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
         run._mutwo_sessions = w._sessions  # type: ignore[attr-defined]
         return run
 
+    compile_graph.step = step  # type: ignore[attr-defined]
     compile_graph.graphs = graphs  # type: ignore[attr-defined]
     return compile_graph

@@ -1,0 +1,341 @@
+# The training step of one compiled-route backend, across all of its graphs
+# (docs/python.md, "Several graphs, one budget").
+#
+# torch.compile hands a backend one graph per region: per-block compile one
+# per distinct block (identical blocks share one, called once per block), a
+# graph break two or more, DDP's optimizer one per gradient bucket. A forward
+# graph's saved set stays allocated until its backward runs, so the graphs'
+# plans compete for one peak. Here:
+# - Tracker measures each step at the boundaries of every compiled forward and
+#   backward (CompiledGraph calls it), from the first forward to the last
+#   backward: what is allocated, the most allocated in between, and which
+#   graphs' forwards are awaiting their backward (_joint.Record);
+# - Step holds the backend's graphs and one byte budget: after each measured
+#   step it chooses one candidate per graph (_joint.solve) and tells the graphs
+#   whose plan changes to compile again on their next call; under torchrun the
+#   ranks agree on the plan first (_ranks).
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from collections import Counter
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Optional
+
+from mutwo import _joint, _ranks
+from mutwo._joint import Interval, Record
+
+MAX_COMPILES = 3  # per graph: its first plan, one with the measured step, one more if that was still over
+_TRACKERS: "weakref.WeakSet[Tracker]" = weakref.WeakSet()
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:.2f} MiB"
+
+
+class Tracker:
+    """One device's step as measured at the boundaries of compiled calls. Every
+    boundary reads the allocator (current bytes, peak since the last read),
+    gives the peak to the open interval of every tracker on the device (two
+    backends in one step measure each other's graphs as code between theirs)
+    and starts the peak again."""
+
+    def __init__(self, memory: Callable[[str, bool], tuple[int, int]], device: str) -> None:
+        self.memory, self.device = memory, device
+        self.longest = 0
+        self._clear()
+        _TRACKERS.add(self)
+
+    def _clear(self) -> None:
+        self.intervals: list[Interval] = []
+        self.open: Optional[Interval] = None
+        self.alive: Counter = Counter()
+        self.base = 0
+        self.record = Record([], {})
+
+    def _read(self) -> int:
+        current, peak = self.memory(self.device, False)
+        for t in list(_TRACKERS):
+            if t.device == self.device and t.open is not None:
+                t.open.peak = max(t.open.peak, peak - t.base)
+        self.memory(self.device, True)
+        return current
+
+    def _close(self, current: int, keep: bool = True) -> Optional[Interval]:
+        iv, self.open = self.open, None
+        if iv is not None and keep:
+            self.intervals.append(iv)
+        return iv
+
+    def _begin(self, kind: str, graph: Optional[int], current: int, alive: dict[int, int]) -> None:
+        self.open = Interval(kind, graph, current - self.base, {g: n for g, n in alive.items() if n > 0})
+        self.open.peak = self.open.start
+
+    def forward_begins(self, graph: int, running: str) -> None:
+        current = self._read()
+        if self.open is None or len(self.intervals) > max(4 * self.longest, 4096):
+            # A new step (or one whose backward never came, dropped).
+            self._clear()
+            self.base = current
+        else:
+            self._close(current)
+        self.record.running[graph] = running
+        self._begin("fwd", graph, current, self.alive)
+
+    def forward_ends(self, graph: int, trains: bool) -> None:
+        current = self._read()
+        iv = self._close(current)
+        if iv is None:
+            return
+        if trains:
+            r = self.record
+            r.fwd[graph] = max(r.fwd.get(graph, 0), iv.peak - iv.start)
+            r.retained[graph] = max(r.retained.get(graph, 0), current - self.base - iv.start)
+            r.instances[graph] = r.instances.get(graph, 0) + 1
+            self.alive[graph] += 1
+        else:
+            iv.kind = "other"  # nothing to plan: an evaluation's call, counted as code between graphs
+        if not +self.alive:
+            self._clear()  # an evaluation outside any step
+            return
+        self._begin("gap", None, current, self.alive)
+
+    def backward_begins(self, graph: int) -> None:
+        current = self._read()
+        if self.open is None or self.alive[graph] <= 0:  # a step not measured from its start
+            self._clear()
+            return
+        self._close(current)
+        self._begin("bwd", graph, current, self.alive - Counter({graph: 1}))
+
+    def backward_ends(self, graph: int) -> Optional[Record]:
+        """The measured step, when this was its last backward."""
+        current = self._read()
+        iv = self._close(current)
+        if iv is None:
+            return None
+        r = self.record
+        r.bwd[graph] = max(r.bwd.get(graph, 0), iv.peak - iv.start)
+        self.alive[graph] -= 1
+        if +self.alive:
+            self._begin("gap", None, current, self.alive)
+            return None
+        r.intervals = self.intervals
+        self.longest = max(self.longest, len(r.intervals))
+        self._clear()
+        return r
+
+    def abandon(self) -> None:
+        """A compiled call raised: the step is not measured."""
+        self._clear()
+
+    @contextmanager
+    def compiling(self) -> Iterator[None]:
+        """A compile inside a step: what it allocates on the way is not the step's."""
+        if self.open is None:
+            yield
+            return
+        kind, graph = self.open.kind, self.open.graph
+        self._close(self._read())
+        try:
+            yield
+        finally:
+            self._begin(kind, graph, self._read(), self.alive)
+
+
+class Step:
+    """The graphs of one backend and their one budget: bytes, or "lowest" (the
+    lowest step peak the graphs' candidates reach together); None: each graph
+    plans alone (under a fraction of its activations, or no budget)."""
+
+    def __init__(self, budget: Any, memory: Callable[[str, bool], tuple[int, int]],
+                 budget_error: type) -> None:
+        self.budget, self.memory, self.budget_error = budget, memory, budget_error
+        self.graphs: list[Any] = []  # CompiledGraph, by index
+        self.trackers: dict[str, Tracker] = {}
+        self.records: dict[tuple, Record] = {}
+        self.last: Optional[Record] = None
+        self.lowest: Optional[int] = None  # the lowest measured step peak
+        self.steps = 0
+        self.joint: Optional[_joint.Joint] = None
+        self.error: Optional[str] = None
+        self.plans: list[dict] = []  # each joint choice: its predicted step peak, then the measured one
+        self.serial = _ranks.serial()
+
+    @property
+    def label(self) -> str:
+        """The budget as the cache of choices names it: "lowest" or bytes."""
+        return "lowest" if self.budget == "lowest" else f"{self.budget}B"
+
+    def tracker(self, device: str) -> Tracker:
+        if device not in self.trackers:
+            self.trackers[device] = Tracker(self.memory, device)
+        return self.trackers[device]
+
+    def add(self, graph: Any) -> int:
+        self.graphs.append(graph)
+        return len(self.graphs) - 1
+
+    def allocated_in_step(self, device: str) -> int:
+        """What the step in progress holds now above its start (0 between steps):
+        a graph compiled in the middle of a step plans under the rest of the budget."""
+        t = self.tracker(device)
+        return max(self.memory(device, False)[0] - t.base, 0) if t.open is not None else 0
+
+    # -- after each measured step
+    def done(self, record: Record) -> None:
+        self.steps += 1
+        self.last = record
+        self.lowest = record.peak if self.lowest is None else min(self.lowest, record.peak)
+        running = {str(g.index): g.running_name() for g in self.graphs if g.index in record.running}
+        if self.plans and "measured_peak_bytes" not in self.plans[-1] and \
+                all(running.get(g) == n for g, n in self.plans[-1]["choice"].items()):
+            self.plans[-1]["measured_peak_bytes"] = record.peak
+        firsts = [g for g in record.instances if self.graphs[g].measured(
+            record.fwd.get(g, 0), record.bwd.get(g, 0) + record.retained.get(g, 0), record.retained.get(g, 0))]
+        if self.budget is None:
+            return
+        new = record.signature() not in self.records
+        self.records[record.signature()] = record
+        if not (new or firsts):
+            return  # nothing learnt: the plan stands (and every rank knows it without asking)
+        proposal = self._propose(record)
+        signature = [(k, g, self.graphs[g].key) for k, g in record.signature()]
+        proposal = _ranks.agree(self.serial, signature, record.peak, proposal)
+        self._apply(proposal)
+        if not self.error:
+            for g in self.graphs:
+                if g.index in record.running:
+                    g.remember()
+
+    def _menus(self) -> tuple[dict[int, list[_joint.Option]], dict[int, int], dict[int, int]]:
+        menus, weights = {}, {}
+        ran = {g for r in self.records.values() for g in r.running}
+        for g in self.graphs:
+            options = g.options_for_step()
+            if not options or g.index not in ran:  # nothing to choose, or no measured step to choose for
+                continue
+            menus[g.index] = options
+            weights[g.index] = max((r.instances.get(g.index, 0) for r in self.records.values()), default=1)
+        fixed = {g: k for g, k in self._running_indices(menus).items()
+                 if len(self.graphs[g].attempts) >= MAX_COMPILES}
+        return menus, fixed, weights
+
+    def _propose(self, record: Record) -> dict:
+        """This rank's decision: per graph the candidate to compile next, or the
+        error to raise. Over budget (or on the step's first choice under
+        "lowest"), every graph may change, to MAX_COMPILES compiles; within
+        it, only graphs still on their first plan: a faster plan the
+        measurement allows is worth one compile, not more."""
+        assert self.budget is not None
+        menus, fixed, weights = self._menus()
+        running = {str(g.index): g.running_name() for g in self.graphs if g.index in menus}
+        if not menus:
+            return {"choice": running, "error": None}
+        lowest = self.budget == "lowest"
+        over = not lowest and record.peak > self.budget
+        settled = {**fixed, **{g: k for g, k in self._running_indices(menus).items()
+                               if len(self.graphs[g].attempts) > 1}}
+        records = list(self.records.values())
+        limit = -1 if lowest else self.budget
+        joint = _joint.solve(menus, records, limit, weights, fixed if over else settled)
+        if not over and not lowest and not joint.feasible:  # the settled plans no longer fit a step seen
+            joint = _joint.solve(menus, records, limit, weights, fixed)
+        if lowest:  # the floor is the plan
+            joint = dataclasses.replace(joint, choice=joint.floor_choice, peak=joint.floor, feasible=True)
+        self.joint = joint
+        if not joint.feasible:
+            if over and len(fixed) == len(menus):
+                return {"choice": running, "error": self._over_text()}
+            return {"choice": running, "error": self._floor_text(joint, menus)}
+        return {"choice": {**running, **{str(g): menus[g][k].name for g, k in joint.choice.items()}},
+                "error": None}
+
+    def _running_indices(self, menus: dict[int, list[_joint.Option]]) -> dict[int, int]:
+        out = {}
+        for g, options in menus.items():
+            k = next((k for k, o in enumerate(options) if o.key == self.graphs[g].running_key()), None)
+            if k is not None:
+                out[g] = k
+        return out
+
+    def _apply(self, proposal: dict) -> None:
+        if proposal.get("error"):
+            self.error = proposal["error"]
+            return
+        if any(self.graphs[int(g)].running_name() != name for g, name in proposal["choice"].items()):
+            self.plans.append({"after_step": self.steps, "choice": dict(proposal["choice"]),
+                               "predicted_peak_bytes": self.joint.peak if self.joint else None})
+        for g, name in proposal["choice"].items():
+            graph = self.graphs[int(g)]
+            if name != graph.running_name() and len(graph.attempts) < MAX_COMPILES:
+                graph.retarget(name)
+
+    def _floor_text(self, joint: _joint.Joint, menus: dict) -> str:
+        assert self.budget is not None
+        calls = self.last.instances.get(next(iter(menus)), 1) if self.last else 1
+        what = ("this compiled graph" + (f" (called {calls} times per step)" if calls > 1 else "") if len(menus) == 1
+                else f"the {len(menus)} compiled graphs of this step together")
+        return (f"budget {_mib(self.budget)} cannot be met by {what}: the lowest predicted added peak is "
+                f"{_mib(joint.floor)} (the lowest measured so far: {_mib(self.lowest or 0)}): try "
+                f"budget=\"{joint.floor / 2**20 + 0.1:.1f}MiB\", or budget=\"lowest\" for the lowest each graph "
+                "reaches")
+
+    def _over_text(self) -> str:
+        assert self.budget is not None
+        return (f"budget {_mib(self.budget)} cannot be met: the lowest measured added peak of this step's "
+                f"{len(self.graphs)} compiled graph(s) is {_mib(self.lowest or 0)} after {MAX_COMPILES} compiles "
+                "of each; raise the budget to at least that, or lower the batch")
+
+    def check(self) -> None:
+        if self.error:
+            raise self.budget_error(self.error)
+
+    # -- report()
+    def report(self) -> dict:
+        """The step: its budget, order, measured and predicted peaks, and per
+        graph its share of the predicted peak and its part of the measured one."""
+        r = self.last
+        out: dict = {"budget_bytes": self.budget if isinstance(self.budget, int) else None,
+                     "graphs": len(self.graphs), "steps_measured": self.steps,
+                     "measured_peak_bytes": r.peak if r else None, "lowest_measured_peak_bytes": self.lowest,
+                     "order": [i.label() for i in r.intervals if i.kind in ("fwd", "bwd")] if r else [],
+                     "predicted_peak_bytes": self.joint.peak if self.joint else None,
+                     "floor_bytes": self.joint.floor if self.joint else None,
+                     "solver": self.joint.method if self.joint else None, "error": self.error,
+                     "plans": self.plans}
+        parts = self.parts()
+        out["at_peak"] = r.at_peak().label() if r and r.intervals else None
+        out["other_bytes"] = (r.peak - sum(parts.values())) if r else None
+        return out
+
+    def parts(self) -> dict[int, int]:
+        """Each graph's bytes in the latest step's measured peak: its retained
+        bytes per instance awaiting its backward, and the peak's own forward or
+        backward (its own retained bytes included)."""
+        r = self.last
+        if r is None or not r.intervals:
+            return {}
+        iv = r.at_peak()
+        parts = {g: n * r.retained.get(g, 0) for g, n in iv.alive.items()}
+        if iv.graph is not None and iv.kind in ("fwd", "bwd"):
+            own = iv.peak - iv.start + (r.retained.get(iv.graph, 0) if iv.kind == "bwd" else 0)
+            parts[iv.graph] = parts.get(iv.graph, 0) + own
+        return parts
+
+    def shares(self) -> dict[int, int]:
+        """Each graph's bytes in the predicted peak of the plan chosen last, on
+        the latest step: its retained bytes per instance awaiting its backward,
+        and the peak's own forward or backward peak."""
+        if self.joint is None or self.last is None or not self.last.intervals:
+            return {}
+        menus, _, _ = self._menus()
+        choice = {g: k for g, k in self.joint.choice.items() if g in menus}
+        peaks = _joint.interval_peaks(menus, [self.last], choice)
+        iv = self.last.intervals[int(peaks.argmax())]
+        out = {}
+        for g, k in choice.items():
+            o = menus[g][k]
+            own = {"fwd": o.fwd, "bwd": o.bwd}.get(iv.kind, 0) if iv.graph == g else 0
+            out[g] = iv.alive.get(g, 0) * o.retained + own
+        return out
