@@ -33,10 +33,7 @@ using ir::ValueId;
 using Named = std::map<std::string, at::Tensor>;
 
 // The shipped text (data/README.md says where it comes from).
-std::string shipped_text() {
-  std::string here = __FILE__;  // .../tests/unit/test_transformers.cpp
-  return here.substr(0, here.rfind("/tests/")) + "/data/english.txt";
-}
+std::string shipped_text() { return std::string(MUTWO_DATA_DIR) + "/english.txt"; }
 
 int64_t parameter_count(const ir::Graph& g) {
   int64_t n = 0;
