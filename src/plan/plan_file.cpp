@@ -114,6 +114,7 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
     a.bytes = v.type.bytes();
     const bool d = dropped.count(v.id) > 0;
     const ir::ValueId storage = L.storage[static_cast<size_t>(v.id)];
+    a.storage = g.value(storage).name;
     const bool w = swapped.count(storage) > 0;
     a.decision = d ? "recompute" : w ? "swap" : "keep";
     auto owner = owner_of.find(v.id);
@@ -157,6 +158,7 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
            {"score", r.rank > 0 ? json(r.score) : json()},
            {"recompute_ms", r.candidate ? json(r.recompute_ms) : json()},
            {"ratio", r.candidate && r.recompute_ms > 0 ? json(r.ratio()) : json()}};
+    if (r.storage != r.name) a["storage"] = r.storage;  // a view: memory-viewer frames name its storage
     if (r.decision == "recompute") {
       dropped_bytes += r.bytes;
       a["sources"] = r.sources;

@@ -17,6 +17,7 @@ namespace mutwo::plan {
 // One activation's line of plan.json / plan.csv: what the planner decided and why.
 struct ActivationRecord {
   std::string name;
+  std::string storage;   // the value whose memory it is (itself, or the tensor a view of it shares)
   int64_t bytes = 0;
   std::string decision;  // "recompute", "swap" (its storage goes to host memory) or "keep"
   std::string reason;    // picked, raised the peak, taken back, not picked, not needed: the step fits unplanned,

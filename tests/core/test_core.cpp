@@ -203,11 +203,13 @@ void expect_reasoning(const plan::PlanInput& in, const plan::Plan& p) {
   SCOPED_TRACE(p.planner + " at " + std::to_string(p.budget_bytes));
   const std::set<ValueId> dropped(p.drop.begin(), p.drop.end());
   const std::vector<plan::ActivationRecord> rs = plan::activation_records(in, p);
+  const std::vector<ValueId> storage = analysis::analyze_liveness(in.graph).storage;
   std::set<int32_t> ranks;
   size_t candidates = 0;
   for (const plan::ActivationRecord& r : rs) {
     const bool d = dropped.count(in.graph.find(r.name)) > 0;
     EXPECT_EQ(r.decision, d ? "recompute" : "keep") << r.name;
+    EXPECT_EQ(in.graph.find(r.storage), storage[static_cast<size_t>(in.graph.find(r.name))]) << r.name;
     if (r.rank > 0) ranks.insert(r.rank);
     if (p.planner == "mutwo") {
       EXPECT_EQ(d, r.reason == "picked") << r.name << ": " << r.reason;
