@@ -445,10 +445,15 @@ def _mutated_positions(op: torch._ops.OpOverload, args: list) -> list[int]:
 
 
 def capture(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Callable, path: str,
-            name: Optional[str] = None) -> dict:
+            name: Optional[str] = None, progress: Optional[Callable[[str], None]] = None) -> dict:
     """Writes loss_fn(model, *example_inputs)'s training step to `path` (JSON) and
-    `<stem>.safetensors` beside it; returns the JSON document."""
+    `<stem>.safetensors` beside it; returns the JSON document. `progress`, if
+    given, is called with "trace" and then "write" as each stage starts."""
+    if progress:
+        progress("trace")
     joint = trace(model, example_inputs, loss_fn)
+    if progress:
+        progress("write")
     stem = os.path.splitext(os.path.basename(path))[0]
     data = stem + ".safetensors"
     doc, tensors = document(joint, name or type(model).__name__, data)

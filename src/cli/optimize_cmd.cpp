@@ -154,7 +154,7 @@ int OptimizeCommand::run() const {
   const uint64_t seed = device.seed;
   ProfilingOptions po = ProfilingOptions::of(dev, device, !output.quiet, name, step.batch_or_none());
   po.replay_random = !cuda_graph;
-  Planned p = saved ? apply_saved_plan(g, po, *saved, plan_path) : plan_step(g, po, planning.plan_options());
+  Planned p = saved ? apply_saved_plan(g, po, *saved, plan_path) : plan_step(g, po, planning.plan_options(!output.quiet));
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;

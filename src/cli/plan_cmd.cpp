@@ -70,7 +70,7 @@ void PlanCommand::add_to(CLI::App& app) {
   planning.add_to(app, "memory budget: 2GiB, 1500MiB, or 60% of the unplanned peak");
   app.add_option("--out", out, "plan.json to write (plan.csv beside it)")->capture_default_str();
   app.add_option("--sweep", sweep, "plan every listed budget (percent of the unplanned peak), e.g. 100,80,60,40");
-  output.add_to(app, "end with one JSON line", /*with_quiet=*/false);
+  output.add_to(app, "end with one JSON line");
 }
 
 int PlanCommand::run() const {
@@ -91,7 +91,7 @@ int PlanCommand::run() const {
       std::vector<int64_t> pcts = budgeted ? parse_int_list(sweep) : std::vector<int64_t>{100};
       for (int64_t pct : pcts) {
         int64_t b = static_cast<int64_t>(static_cast<double>(unplanned) * static_cast<double>(pct) / 100.0);
-        plans.push_back(plan::run_planner(name, in, b));
+        plans.push_back(plan::run_planner(name, in, b, !output.quiet));
         print_plan(in, plans.back(), unplanned);
         rows.push_back(plan_json(in, plans.back(), unplanned));
       }
@@ -100,7 +100,7 @@ int PlanCommand::run() const {
     if (output.json) std::cout << json{{"sweep", rows}, {"out_dir", dir}}.dump() << std::endl;
     return 0;
   }
-  plan::run(planned, planning.plan_options());
+  plan::run(planned, planning.plan_options(!output.quiet));
   const plan::Plan& p = planned.plan;
   print_plan(in, p, unplanned);
   plan::write_plan_json(in, p, unplanned, out);

@@ -261,7 +261,7 @@ int TrainCommand::run() const {
   // The step that trains: planned and rewritten under --budget, or as built.
   std::optional<Planned> p;
   if (!planning.budget.empty()) {
-    p = plan_step(g, ProfilingOptions::of(dev, device, !output.quiet, step.model, B), planning.plan_options());
+    p = plan_step(g, ProfilingOptions::of(dev, device, !output.quiet, step.model, B), planning.plan_options(!output.quiet));
     if (!p->plan.feasible) {
       fmt::print(stderr, "mutwo: no plan fits the budget {}: {}; raise the budget or lower the batch\n",
                  format_bytes(p->plan.budget_bytes), plan::floor_text(p->plan, planning.planner));

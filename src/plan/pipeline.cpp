@@ -29,7 +29,7 @@ void run(Planned& p, const PlanOptions& o) {
   MUTWO_ASSERT(o.exempt_bytes >= 0 && o.exempt_bytes <= p.unplanned_peak, "exempt {} of an unplanned peak of {}",
                o.exempt_bytes, p.unplanned_peak);
   const int64_t budget = parse_budget(o.budget, p.unplanned_peak - o.exempt_bytes) + o.exempt_bytes;
-  p.plan = run_planner(o.planner, p.input, budget);
+  p.plan = run_planner(o.planner, p.input, budget, o.progress);
 }
 
 std::string infeasible_text(const Planned& p, const PlanOptions& o) {

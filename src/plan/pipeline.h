@@ -16,6 +16,7 @@ struct PlanOptions {
   std::string budget = "100%";     // bytes ("2GiB") or a percentage of the unplanned peak
   int64_t exempt_bytes = 0;        // bytes of the step the budget leaves out (a compiled step's given
                                    // tensors), and its percentage too
+  bool progress = false;           // the optimal planner's progress on stderr (support/progress.h)
 };
 struct Planned {
   PlanInput input;             // the profiled step (its graph is the baseline)
