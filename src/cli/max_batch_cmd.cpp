@@ -37,9 +37,13 @@ using Clock = std::chrono::steady_clock;
 // The first batch the model profiles: small, so cheap, yet past the sizes
 // where fixed costs hide how node times grow.
 constexpr int64_t kFirstModelBatch = 8;
-// Plain steps a profile runs (1 warm-up, 3 measured) and a run measures (1
-// warm-up, 2 measured): the progress estimate's cost of each, times the batch.
+// Plain steps a profile for the model runs (1 warm-up, 3 measured) and a run
+// measures (1 warm-up, 2 measured): the progress estimate's cost of each,
+// times the batch.
 constexpr double kProfileSteps = 4, kRunSteps = 3;
+
+// Whether a planner reads node times (the others' plans follow from bytes alone).
+bool timed(const std::string& planner) { return planner == "mutwo" || planner == "optimal"; }
 
 // The planners of --planners, in order ("none,per-layer,mutwo").
 std::vector<std::string> planner_list(const std::string& planners) {
@@ -116,7 +120,11 @@ class Search {
   bool full() const { return c_.search == "full"; }
   ProfilingOptions profiling(int64_t b) const { return ProfilingOptions::of(dev_, c_.device, false, c_.step.model, b); }
   const ir::Graph& step_at(int64_t b);
-  const Planned& prepared(int64_t b);  // the step at b with its profile: modelled, or measured with --search full
+  const Planned& modelled(int64_t b);  // the step at b with the model's profile (predictions)
+  // The step at b profiled for real (real runs), with 3 measured iterations
+  // where `timed` (the planner reads node times), else 1 (bytes are the same
+  // in every iteration): a profile with 3 serves both.
+  const Planned& profiled(int64_t b, bool timed);
   bool add_point(int64_t b);
   int64_t guess(const std::string& planner);
   bool predicted_fits(const std::string& planner, int64_t b);
@@ -131,7 +139,8 @@ class Search {
   std::vector<int64_t> model_batches_;
   std::map<std::string, int64_t> predicted_;
   std::map<int64_t, ir::Graph> steps_;
-  std::map<int64_t, Planned> prepared_;
+  std::map<int64_t, Planned> modelled_;
+  std::map<int64_t, std::pair<Planned, bool>> profiled_;  // and whether timed
   std::map<std::pair<std::string, int64_t>, Fit> runs_;
   std::map<std::string, Measured> measured_;  // by the rewritten step's text: planners that make the same step share its run
   json tried_;  // the current planner's batches tried for real, in order: batch, fits, measured peak (null: the plan refused it)
@@ -146,22 +155,29 @@ const ir::Graph& Search::step_at(int64_t b) {
   return steps_.emplace(b, s.build()).first->second;
 }
 
-const Planned& Search::prepared(int64_t b) {
-  auto it = prepared_.find(b);
-  if (it != prepared_.end()) return it->second;
+const Planned& Search::modelled(int64_t b) {
+  auto it = modelled_.find(b);
+  if (it != modelled_.end()) return it->second;
   const auto t0 = Clock::now();
-  Planned p;
-  if (full()) {
-    progress_.step(fmt::format("profiling batch {}", b), kProfileSteps * static_cast<double>(b));
-    p = profile_for_plan(step_at(b), profiling(b));
-    p.input.replay_random = profiling(b).replay_random;
-    spent_.profile_s += std::chrono::duration<double>(Clock::now() - t0).count();
-    ++spent_.profiles;
-  } else {
-    p = prepare_profile(model_.at(step_at(b), b), profiling(b));
-    spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-  return prepared_.emplace(b, std::move(p)).first->second;
+  Planned p = prepare_profile(model_.at(step_at(b), b), profiling(b));
+  spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  return modelled_.emplace(b, std::move(p)).first->second;
+}
+
+const Planned& Search::profiled(int64_t b, bool timed) {
+  timed |= full();  // the search before the model profiled every batch so
+  auto it = profiled_.find(b);
+  if (it != profiled_.end() && (it->second.second || !timed)) return it->second.first;
+  const int iters = timed ? 3 : 1;
+  progress_.step(fmt::format("profiling batch {}", b), static_cast<double>((1 + iters) * b));
+  const auto t0 = Clock::now();
+  ProfilingOptions o = profiling(b);
+  o.iters = iters;
+  Planned p = profile_for_plan(step_at(b), o);
+  p.input.replay_random = o.replay_random;
+  spent_.profile_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  ++spent_.profiles;
+  return (profiled_[b] = {std::move(p), timed}).first;
 }
 
 // Profiles the step at batch b for the model; false where it ran out of memory.
@@ -170,8 +186,10 @@ bool Search::add_point(int64_t b) {
   progress_.step(fmt::format("profiling batch {} for the model", b), kProfileSteps * static_cast<double>(b));
   const auto t0 = Clock::now();
   try {
-    const Planned p = profile_for_plan(step_at(b), profiling(b));
+    Planned p = profile_for_plan(step_at(b), profiling(b));
+    p.input.replay_random = profiling(b).replay_random;
     model_.add(step_at(b), p.input.profile);
+    profiled_[b] = {std::move(p), true};  // real runs at b plan from it too
   } catch (const std::exception& e) {
     if (!runtime::is_out_of_memory(e)) throw;
     runtime::release_cached_memory(dev_);
@@ -180,7 +198,7 @@ bool Search::add_point(int64_t b) {
   spent_.profile_s += std::chrono::duration<double>(Clock::now() - t0).count();
   ++spent_.profiles;
   model_batches_.push_back(b);
-  prepared_.clear();  // planned from the model as it was
+  modelled_.clear();  // the model as it was
   return true;
 }
 
@@ -194,7 +212,7 @@ int64_t Search::guess(const std::string& planner) {
   const std::string by = planner == "optimal" ? "mutwo" : planner;
   auto lowest = [&](int64_t b) {
     const auto t0 = Clock::now();
-    const double peak = static_cast<double>(plan::run_planner(by, prepared(b).input, 0).predicted.peak_bytes);
+    const double peak = static_cast<double>(plan::run_planner(by, modelled(b).input, 0).predicted.peak_bytes);
     spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
     ++spent_.plans;
     return peak;
@@ -213,7 +231,7 @@ int64_t Search::guess(const std::string& planner) {
 }
 
 bool Search::predicted_fits(const std::string& planner, int64_t b) {
-  const Planned& p = prepared(b);
+  const Planned& p = modelled(b);
   const auto t0 = Clock::now();
   const plan::Plan plan = plan::run_planner(planner, p.input, cap_ - runtime::outside_allocator_bytes(dev_));
   spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -248,20 +266,21 @@ void Search::predict(const std::vector<std::string>& all) {
   // gives exactly): the largest answer, where the runs that confirm it go
   // anyway.
   int64_t second = 0;
-  bool timed = false;
+  bool any_timed = false;
   for (const std::string& p : planners) {
     second = std::max(second, predicted_[p]);
-    timed |= p == "mutwo" || p == "optimal";
+    any_timed |= timed(p);
   }
-  if (timed && !model_batches_.empty() && second > 0 && !model_.has(second)) {
+  if (any_timed && !model_batches_.empty() && second > 0 && !model_.has(second)) {
     progress_.expect(kProfileSteps * static_cast<double>(second));
     if (add_point(second)) answers(false);
   }
   std::string line;
   for (const std::string& p : planners) {
     line += fmt::format("{}{} {}", line.empty() ? "" : ", ", p, predicted_[p]);
+    // The answer, one above and 5% above, each profiled and run.
     const auto a = static_cast<double>(predicted_[p]);
-    progress_.expect(kRunSteps * (a + (a + 1) + std::max(a + 1, a * 1.05)));  // the answer, one above, 5% above
+    progress_.expect((1 + (timed(p) ? 3 : 1) + kRunSteps) * (a + (a + 1) + std::max(a + 1, a * 1.05)));
   }
   std::string from = model_batches_.empty() ? std::string("the roofline estimate (no batch could be profiled)")
                                             : fmt::format("profiles at batch {}", fmt::join(model_batches_, " and "));
@@ -274,13 +293,20 @@ void Search::predict(const std::vector<std::string>& all) {
 // the cap (the allocator's fragmentation, workspaces), the overshoot comes off
 // the budget and the step is planned again, up to three times.
 Fit Search::try_run(const std::string& planner, int64_t b) {
-  const Planned& base = prepared(b);
+  const Planned* base = nullptr;
+  try {
+    base = &profiled(b, timed(planner));
+  } catch (const std::exception& e) {
+    if (!runtime::is_out_of_memory(e)) throw;  // any other failure is an error, not a smaller batch
+    runtime::release_cached_memory(dev_);
+    return {};  // even under the most recomputation
+  }
   int64_t budget = cap_ - runtime::outside_allocator_bytes(dev_);
   Fit last;
   for (int attempt = 0; attempt < (planner == "none" ? 1 : 3) && budget > 0; ++attempt) {
     try {
       auto t0 = Clock::now();
-      Planned p = base;
+      Planned p = *base;
       plan_prepared(p, {planner, std::to_string(budget), 0, !c_.output.quiet});
       spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
       ++spent_.plans;
@@ -312,8 +338,9 @@ const Fit& Search::run(const std::string& planner, int64_t b) {
     progress_.step(fmt::format("{}: running batch {}", planner, b), kRunSteps * static_cast<double>(b));
     it = runs_.emplace(std::make_pair(planner, b), try_run(planner, b)).first;
   }
-  tried_.push_back({{"batch", b}, {"fits", it->second.fits},
-                    {"peak_bytes", it->second.measured ? json(it->second.peak) : json()}});
+  if (std::none_of(tried_.begin(), tried_.end(), [&](const json& t) { return t["batch"] == b; }))
+    tried_.push_back({{"batch", b}, {"fits", it->second.fits},
+                      {"peak_bytes", it->second.measured ? json(it->second.peak) : json()}});
   return it->second;
 }
 
@@ -323,7 +350,6 @@ json Search::answer(const std::string& planner) {
   const int64_t lo = largest_fitting(pr == predicted_.end() ? 1 : pr->second, c_.limit,
                                      [&](int64_t b) { return run(planner, b).fits; });
   const Fit best = lo > 0 ? run(planner, lo) : Fit{};
-  if (lo > 0) tried_.erase(tried_.size() - 1);  // looked up again, not run again
   // The search refused lo + 1; a batch 5% above the answer is tried on its
   // own as well, so that an answer that happens to sit below a batch that
   // fits after all (the search assumes fitting is monotone in the batch) shows.
