@@ -220,14 +220,21 @@ int64_t Search::guess(const std::string& planner) {
   int64_t xa = model_batches_.empty() ? std::min(c_.limit, kFirstModelBatch) : model_batches_.front();
   int64_t xb = model_batches_.size() > 1 ? model_batches_.back() : 2 * xa;
   double ya = lowest(xa), yb = lowest(xb);
-  for (int i = 0; i < 3 && yb > ya; ++i) {
-    const double at = static_cast<double>(xb) + (budget - yb) * static_cast<double>(xb - xa) / (yb - ya);
-    const int64_t next = std::clamp<int64_t>(std::llround(at), 1, c_.limit);
+  // Where the lowest peak is flat at small batches (held by persistent state
+  // and fixed workspaces), look further out.
+  for (int widen = 0; widen < 4 && yb <= ya && xb < c_.limit; ++widen) {
+    xb = std::min(c_.limit, 4 * xb);
+    yb = lowest(xb);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const double slope = (yb - ya) / static_cast<double>(xb - xa);
+    if (!(slope > 0)) return i == 0 ? c_.limit : xb;  // not growing with the batch (as far as seen)
+    const int64_t next = std::clamp<int64_t>(std::llround(static_cast<double>(xb) + (budget - yb) / slope), 1, c_.limit);
     if (next == xb || next == xa) return next;
     xa = xb, ya = yb;
     xb = next, yb = lowest(next);
   }
-  return yb > ya ? xb : c_.limit;
+  return xb;
 }
 
 bool Search::predicted_fits(const std::string& planner, int64_t b) {
