@@ -120,11 +120,10 @@ class Search {
   bool full() const { return c_.search == "full"; }
   ProfilingOptions profiling(int64_t b) const { return ProfilingOptions::of(dev_, c_.device, false, c_.step.model, b); }
   const ir::Graph& step_at(int64_t b);
-  const Planned& modelled(int64_t b);  // the step at b with the model's profile (predictions)
-  // The step at b profiled for real (real runs), with 3 measured iterations
-  // where `timed` (the planner reads node times), else 1 (bytes are the same
-  // in every iteration): a profile with 3 serves both.
-  const Planned& profiled(int64_t b, bool timed);
+  // The step at b with the model's profile (predictions, and the plans of
+  // real runs for planners that read no node times: the bytes are the step's own).
+  const Planned& modelled(int64_t b);
+  const Planned& profiled(int64_t b);  // the step at b profiled for real (real runs), shared by the planners
   bool add_point(int64_t b);
   int64_t guess(const std::string& planner);
   bool predicted_fits(const std::string& planner, int64_t b);
@@ -140,7 +139,7 @@ class Search {
   std::map<std::string, int64_t> predicted_;
   std::map<int64_t, ir::Graph> steps_;
   std::map<int64_t, Planned> modelled_;
-  std::map<int64_t, std::pair<Planned, bool>> profiled_;  // and whether timed
+  std::map<int64_t, Planned> profiled_;
   std::map<std::pair<std::string, int64_t>, Fit> runs_;
   std::map<std::string, Measured> measured_;  // by the rewritten step's text: planners that make the same step share its run
   json tried_;  // the current planner's batches tried for real, in order: batch, fits, measured peak (null: the plan refused it)
@@ -164,20 +163,16 @@ const Planned& Search::modelled(int64_t b) {
   return modelled_.emplace(b, std::move(p)).first->second;
 }
 
-const Planned& Search::profiled(int64_t b, bool timed) {
-  timed |= full();  // the search before the model profiled every batch so
+const Planned& Search::profiled(int64_t b) {
   auto it = profiled_.find(b);
-  if (it != profiled_.end() && (it->second.second || !timed)) return it->second.first;
-  const int iters = timed ? 3 : 1;
-  progress_.step(fmt::format("profiling batch {}", b), static_cast<double>((1 + iters) * b));
+  if (it != profiled_.end()) return it->second;
+  progress_.step(fmt::format("profiling batch {}", b), kProfileSteps * static_cast<double>(b));
   const auto t0 = Clock::now();
-  ProfilingOptions o = profiling(b);
-  o.iters = iters;
-  Planned p = profile_for_plan(step_at(b), o);
-  p.input.replay_random = o.replay_random;
+  Planned p = profile_for_plan(step_at(b), profiling(b));
+  p.input.replay_random = profiling(b).replay_random;
   spent_.profile_s += std::chrono::duration<double>(Clock::now() - t0).count();
   ++spent_.profiles;
-  return (profiled_[b] = {std::move(p), timed}).first;
+  return profiled_.emplace(b, std::move(p)).first->second;
 }
 
 // Profiles the step at batch b for the model; false where it ran out of memory.
@@ -189,7 +184,7 @@ bool Search::add_point(int64_t b) {
     Planned p = profile_for_plan(step_at(b), profiling(b));
     p.input.replay_random = profiling(b).replay_random;
     model_.add(step_at(b), p.input.profile);
-    profiled_[b] = {std::move(p), true};  // real runs at b plan from it too
+    profiled_.emplace(b, std::move(p));  // real runs at b plan from it too
   } catch (const std::exception& e) {
     if (!runtime::is_out_of_memory(e)) throw;
     runtime::release_cached_memory(dev_);
@@ -285,9 +280,9 @@ void Search::predict(const std::vector<std::string>& all) {
   std::string line;
   for (const std::string& p : planners) {
     line += fmt::format("{}{} {}", line.empty() ? "" : ", ", p, predicted_[p]);
-    // The answer, one above and 5% above, each profiled and run.
+    // The answer, one above and 5% above, each run (and profiled, for a planner that reads node times).
     const auto a = static_cast<double>(predicted_[p]);
-    progress_.expect((1 + (timed(p) ? 3 : 1) + kRunSteps) * (a + (a + 1) + std::max(a + 1, a * 1.05)));
+    progress_.expect(((timed(p) ? kProfileSteps : 0) + kRunSteps) * (a + (a + 1) + std::max(a + 1, a * 1.05)));
   }
   std::string from = model_batches_.empty() ? std::string("the roofline estimate (no batch could be profiled)")
                                             : fmt::format("profiles at batch {}", fmt::join(model_batches_, " and "));
@@ -302,7 +297,10 @@ void Search::predict(const std::vector<std::string>& all) {
 Fit Search::try_run(const std::string& planner, int64_t b) {
   const Planned* base = nullptr;
   try {
-    base = &profiled(b, timed(planner));
+    // Planners that read node times plan from the step profiled at b; the
+    // others from the model, whose bytes at b are the step's own (the search
+    // before the model profiled every batch for every planner).
+    base = full() || timed(planner) ? &profiled(b) : &modelled(b);
   } catch (const std::exception& e) {
     if (!runtime::is_out_of_memory(e)) throw;  // any other failure is an error, not a smaller batch
     runtime::release_cached_memory(dev_);

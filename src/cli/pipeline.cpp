@@ -58,7 +58,6 @@ Planned profile_for_plan(const ir::Graph& g, const ProfilingOptions& so) {
   o.device = device.str();
   o.seed = so.seed;
   o.progress = so.progress;
-  o.iters = so.iters;
   Planned p;
   std::optional<profile::Profile> prof;
   const bool predicted_over = device_memory > 0 && analysis::analyze_liveness(g).peak_bytes > device_memory;

@@ -49,7 +49,6 @@ struct ProfilingOptions {
   std::string model;         // for plan.json and the profile
   int64_t batch = 0;         // 0: none (a --graph step)
   int64_t device_memory = 0;  // --device-memory: a predicted peak above it profiles under the most recomputation
-  int iters = 3;              // measured iterations (after one warm-up); node times are the median one's
   // Random nodes may be recomputed from their generator state; false under
   // --cuda-graph (a capture cannot replay the generator): they are then kept.
   bool replay_random = true;
@@ -57,7 +56,7 @@ struct ProfilingOptions {
   // A command's: on `dev` (opened by d.open()), from d's seed, under d's --device-memory cap.
   static ProfilingOptions of(const c10::Device& dev, const DeviceOptions& d, bool progress, std::string model,
                              int64_t batch) {
-    return {dev, d.seed, progress, std::move(model), batch, d.memory_cap(dev), 3};
+    return {dev, d.seed, progress, std::move(model), batch, d.memory_cap(dev)};
   }
 };
 
