@@ -346,12 +346,17 @@ def _check_arguments(model: Any, example_inputs: Any, loss_fn: Any, path: Any, n
 
 
 def capture(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Callable, path: str,
-            name: Optional[str] = None) -> dict:
+            name: Optional[str] = None, progress: Optional[Callable[[str], None]] = None) -> dict:
     """Writes loss_fn(model, *example_inputs)'s training step to `path` (JSON) and
     `<stem>.safetensors` beside it; returns the JSON document. Its arguments
-    are checked before anything is traced (CaptureError)."""
+    are checked before anything is traced (CaptureError). `progress`, if
+    given, is called with "trace" and then "write" as each stage starts."""
     _check_arguments(model, example_inputs, loss_fn, path, name)
+    if progress:
+        progress("trace")
     joint = trace(model, example_inputs, loss_fn)
+    if progress:
+        progress("write")
     stem = os.path.splitext(os.path.basename(path))[0]
     data = stem + ".safetensors"
     doc, tensors = document(joint, name or type(model).__name__, data)

@@ -37,7 +37,7 @@ struct PlanCommand {
   BudgetOptions planning;
   std::string out = "plan.json";
   std::string sweep;  // "100,90,...,10": percentages of the unplanned peak
-  OutputOptions output;  // --json only
+  OutputOptions output;  // --json, --quiet (the optimal planner's progress)
 
   void add_to(CLI::App& app);
   int run() const;
@@ -96,13 +96,14 @@ struct MaxBatchCommand {
   DeviceOptions device;
   std::string out;            // --out: each answer's rewritten step
   int64_t limit = 4096;
+  std::string search = "model";  // --search: "model" (predict, then confirm) or "full" (every batch profiled)
   OutputOptions output;
 
   void add_to(CLI::App& app);
   int run() const;
 
  private:
-  int search(nlohmann::json& result) const;  // run's work; run adds --json's "error" line where it throws
+  int find(nlohmann::json& result) const;  // run's work; run adds --json's "error" line where it throws
 };
 
 // mutwo train: epochs over a text file in batches, the step optionally planned

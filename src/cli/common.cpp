@@ -330,9 +330,10 @@ CLI::Option* BudgetOptions::add_to(CLI::App& app, const char* budget_help, const
   return b;
 }
 
-plan::PlanOptions BudgetOptions::plan_options() const {
+plan::PlanOptions BudgetOptions::plan_options(bool progress) const {
   plan::PlanOptions o;
   o.planner = planner;
+  o.progress = progress;
   if (!budget.empty()) o.budget = parse_budget(budget);
   return o;
 }

@@ -110,8 +110,9 @@ struct BudgetOptions {
   // --budget with `budget_help`, --planner with `planner_help`; returns --budget.
   CLI::Option* add_to(CLI::App& app, const char* budget_help,
                       const char* planner_help = "none, per-layer, sqrt-n, mutwo or optimal");
-  // The parsed --budget (none when not given) and --planner.
-  plan::PlanOptions plan_options() const;
+  // The parsed --budget (none when not given) and --planner; `progress`: the
+  // optimal planner says on stderr how far it is (not under --quiet).
+  plan::PlanOptions plan_options(bool progress) const;
 };
 
 // What a command prints: --json (its last stdout line one JSON object) and --quiet.

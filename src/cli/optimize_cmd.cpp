@@ -164,7 +164,7 @@ int OptimizeCommand::run() const {
   const uint64_t seed = device.seed;
   ProfilingOptions po = ProfilingOptions::of(dev, device, !output.quiet, name, step.batch_or_none());
   po.replay_random = !cuda_graph;
-  const plan::PlanOptions options = planning.plan_options();
+  const plan::PlanOptions options = planning.plan_options(!output.quiet);
   Planned p = saved ? apply_saved_plan(g, po, *saved, plan_path) : plan_step(g, po, options);
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;

@@ -45,8 +45,6 @@ std::string& command_line() {
   return line;
 }
 
-namespace {
-
 // Profiles `g` for planning (see plan_step): the plan input, its unplanned
 // peak, and the step it was measured as when the unplanned one does not fit.
 Planned profile_for_plan(const ir::Graph& g, const ProfilingOptions& so) {
@@ -103,7 +101,12 @@ Planned profile_for_plan(const ir::Graph& g, const ProfilingOptions& so) {
   return p;
 }
 
-}  // namespace
+Planned prepare_profile(const profile::Profile& prof, const ProfilingOptions& o) {
+  Planned p;
+  static_cast<plan::Planned&>(p) = plan::prepare(prof, apply_swap_flags);
+  p.input.replay_random = o.replay_random;
+  return p;
+}
 
 namespace {
 
@@ -115,11 +118,15 @@ void rewrite_planned(Planned& p) {
 
 }  // namespace
 
+void plan_prepared(Planned& p, const plan::PlanOptions& plan) {
+  plan::run(p, plan);
+  rewrite_planned(p);
+}
+
 Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const plan::PlanOptions& plan) {
   Planned p = profile_for_plan(g, o);
   p.input.replay_random = o.replay_random;
-  plan::run(p, plan);
-  rewrite_planned(p);
+  plan_prepared(p, plan);
   return p;
 }
 

@@ -66,6 +66,15 @@ struct ProfilingOptions {
 // `plan.planner`, rewrites.
 Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const plan::PlanOptions& plan);
 
+// plan_step's halves, for a caller that plans one step many times or plans
+// a profile it did not measure (max-batch's model): the step profiled for
+// planning, or a given profile prepared; then planned and rewritten (as often
+// as wanted, on copies). profile_for_plan leaves replay_random to the caller;
+// prepare_profile takes it from `o`.
+Planned profile_for_plan(const ir::Graph& g, const ProfilingOptions& o);
+Planned prepare_profile(const profile::Profile& prof, const ProfilingOptions& o);
+void plan_prepared(Planned& p, const plan::PlanOptions& plan);
+
 // As plan_step, with a saved plan (plan.json, read by plan::read_plan from
 // `saved_path`) instead of a planner: refused (UserError naming the file and
 // what differs) before anything runs when it was made for another model,

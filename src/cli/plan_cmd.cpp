@@ -103,7 +103,7 @@ int PlanCommand::run() const {
       for (int64_t pct : pcts) {
         plan::PlanOptions o;
         o.budget = Budget::of_fraction(static_cast<double>(pct) / 100.0);
-        plans.push_back(plan::run_planner(name, in, plan::budget_bytes(planned, o)));
+        plans.push_back(plan::run_planner(name, in, plan::budget_bytes(planned, o), !output.quiet));
         print_plan(in, plans.back(), unplanned);
         rows.push_back(plan_json(in, plans.back(), unplanned));
       }
@@ -112,7 +112,7 @@ int PlanCommand::run() const {
     if (output.json) std::cout << json{{"sweep", rows}, {"out_dir", dir}}.dump() << std::endl;
     return 0;
   }
-  const plan::PlanOptions options = planning.plan_options();
+  const plan::PlanOptions options = planning.plan_options(!output.quiet);
   plan::run(planned, options);
   const plan::Plan& p = planned.plan;
   print_plan(in, p, unplanned);

@@ -261,7 +261,7 @@ int TrainCommand::run() const {
   // The step that trains: planned and rewritten under --budget, or as built.
   std::optional<Planned> p;
   if (!planning.budget.empty()) {
-    const plan::PlanOptions options = planning.plan_options();
+    const plan::PlanOptions options = planning.plan_options(!output.quiet);
     p = plan_step(g, ProfilingOptions::of(dev, device, !output.quiet, step.model, B), options);
     if (!p->plan.feasible) {
       fmt::print(stderr, "mutwo: {}\n", plan::infeasible_text(*p, options));

@@ -63,6 +63,12 @@ class Search {
 
  private:
   double left() const { return options.time_limit_s - std::chrono::duration<double>(Clock::now() - t0).count(); }
+  // Progress: what is being solved, and the time left to the limit.
+  void say(const std::string& what) const {
+    if (options.progress)
+      options.progress->step(fmt::format("{} (budget {}), at most {:.0f} s left by the time limit", what,
+                                         format_bytes(budget), std::max(0.0, left())));
+  }
   Plan plan_of(const std::vector<double>& x) const {
     return finish(in, "optimal", budget, drops_of(m, x), swaps_of(m, x), early);
   }
@@ -92,6 +98,7 @@ class Search {
 void Search::warm_start() {
   start.clear();
   if (!options.warm_start || !greedy.feasible || m.lp.has_impossible_row) return;
+  say(fmt::format("CBC around the greedy's plan on {} variables (warm start)", m.lp.columns()));
   milp::Solution w = milp::solve(with_plan(m, model_in, greedy.drop, greedy.swap),
                                  std::min(left(), kWarmStartShare * options.time_limit_s), nullptr, false);
   if (w.found) start = w.x;
@@ -108,6 +115,8 @@ bool Search::solve() {
   warm_start();
   std::vector<milp::Lin> cuts;
   while (!m.lp.has_impossible_row) {
+    say(fmt::format("CBC on {} variables, {} constraints{}", m.lp.columns(), m.lp.rows.size(),
+                    excluded ? fmt::format(", {} answer(s) excluded", excluded) : std::string()));
     last = milp::solve(m.lp, left(), start.empty() ? nullptr : &start);
     if (!last.found) break;
     Plan p = plan_of(last.x);
@@ -203,6 +212,7 @@ void Search::lowest_peak(Plan& p, bool lowest) {
     Outcome at_mid = Outcome::unknown;
     const int64_t mid = first ? p.predicted.peak_bytes - 1 : lo + (p.predicted.peak_bytes - lo) / 2;
     first = !first;
+    say(fmt::format("nothing fits: the lowest peak, between {} and {}", format_bytes(lo), format_bytes(p.predicted.peak_bytes)));
     Plan q = o.time_limit_s > 0 ? optimal_at(in, mid, o, false, &at_mid) : Plan{};
     if (at_mid == Outcome::fits) p = finish(in, "optimal", budget, q.drop, q.swap, q.update_early);
     else if (at_mid == Outcome::infeasible) lo = mid;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plan/plan.h"
+#include "support/progress.h"
 
 namespace mutwo::plan {
 
@@ -15,6 +16,7 @@ struct OptimalOptions {
   double time_limit_s = 60;       // wall clock for the whole planner; CBC's gap is reported when it stops early
   int64_t max_columns = 400000;   // refuse larger models (UserError suggesting the mutwo planner)
   bool warm_start = true;         // start CBC from the greedy's plan when that one fits
+  Progress* progress = nullptr;   // where it says how far it is (each solve, with the time left to its limit)
 };
 
 // plan_optimal(in, budget) is this with the default options.

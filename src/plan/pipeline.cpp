@@ -47,9 +47,9 @@ namespace {
 // The cheapest plan at the lowest peak `planner` reaches: its plan under a
 // budget of 0 bytes, then planned again under that plan's peak (which drops
 // no more than it needs to). Feasible, its budget that peak.
-Plan lowest_plan(const std::string& planner, const PlanInput& in) {
-  Plan low = run_planner(planner, in, 0);
-  Plan p = run_planner(planner, in, low.predicted.peak_bytes);
+Plan lowest_plan(const std::string& planner, const PlanInput& in, bool progress) {
+  Plan low = run_planner(planner, in, 0, progress);
+  Plan p = run_planner(planner, in, low.predicted.peak_bytes, progress);
   if (p.feasible) p.planning_ms += low.planning_ms;
   else p = std::move(low);
   p.budget_bytes = p.predicted.peak_bytes;
@@ -63,10 +63,10 @@ void run(Planned& p, const PlanOptions& o) {
   MUTWO_ASSERT(o.exempt_bytes >= 0 && o.exempt_bytes <= p.unplanned_peak, "exempt {} of an unplanned peak of {}",
                o.exempt_bytes, p.unplanned_peak);
   if (o.budget.kind == Budget::Kind::lowest) {
-    p.plan = lowest_plan(o.planner, p.input);
+    p.plan = lowest_plan(o.planner, p.input, o.progress);
     return;
   }
-  p.plan = run_planner(o.planner, p.input, budget_bytes(p, o));
+  p.plan = run_planner(o.planner, p.input, budget_bytes(p, o), o.progress);
   if (o.budget.kind == Budget::Kind::none) p.plan.feasible = true;  // no budget to miss
 }
 

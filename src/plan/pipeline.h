@@ -22,6 +22,7 @@ struct PlanOptions {
   // batch never fails where a larger one fitted).
   int64_t at_least_bytes = 0;
   bool python = false;  // refusals name budgets as Python writes them (budget="93%"), not as the CLI does
+  bool progress = false;  // the optimal planner's progress on stderr (support/progress.h)
 };
 struct Planned {
   PlanInput input;             // the profiled step (its graph is the baseline)

@@ -72,7 +72,8 @@ using PlannerFn = Plan (*)(const PlanInput& in, int64_t budget_bytes);
 // none, per-layer, sqrt-n, mutwo, optimal.
 const std::vector<std::string>& planner_names();
 // Runs a planner by name, timing it. UserError for an unknown name.
-Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget_bytes);
+// `progress`: the planners that take long (optimal) say on stderr how far they are.
+Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget_bytes, bool progress = false);
 
 // The planners (one file each).
 Plan plan_none(const PlanInput& in, int64_t budget_bytes);

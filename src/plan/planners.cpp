@@ -8,6 +8,8 @@
 #include "ops/op.h"
 #include "plan/plan.h"
 #include "plan/blocks.h"
+#include "plan/optimal.h"
+#include "support/progress.h"
 #include "support/units.h"
 #include "support/error.h"
 
@@ -18,24 +20,29 @@ const std::vector<std::string>& planner_names() {
   return names;
 }
 
-Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget) {
+Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget, bool progress) {
   PlannerFn fn = name == "none"        ? plan_none
                  : name == "per-layer" ? plan_per_layer
                  : name == "sqrt-n"    ? plan_sqrt_n
                  : name == "mutwo"     ? plan_mutwo
-                 : name == "optimal"   ? plan_optimal
+                 : name == "optimal"   ? static_cast<PlannerFn>(plan_optimal)
                                        : nullptr;
   MUTWO_CHECK(fn != nullptr, "unknown planner '{}'; planners: {}", name, fmt::join(planner_names(), ", "));
   auto t0 = std::chrono::steady_clock::now();
   std::vector<ChunkChoice> chunks = choose_chunks(in, budget);
+  Progress shown("optimal", {progress && name == "optimal"});
+  OptimalOptions optimal;
+  optimal.progress = &shown;
+  auto plan = [&](const PlanInput& x) { return name == "optimal" ? plan_optimal(x, budget, optimal) : fn(x, budget); };
   Plan p;
   if (chunks.empty()) {
-    p = fn(in, budget);
+    p = plan(in);
   } else {
     PlanInput chunked = in;
     apply_chunks(chunked, chunks);
-    p = fn(chunked, budget);
+    p = plan(chunked);
   }
+  shown.done();
   p.chunks = std::move(chunks);
   grow_chunks(in, p);
   p.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

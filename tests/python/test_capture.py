@@ -400,8 +400,13 @@ def test_cli(tmp_path) -> None:
     assert doc["name"] == "unet16" and (tmp_path / "step.safetensors").exists()
     for bad in (["models:nope", "--out", str(out)], ["models", "--out", str(out)], ["models:unet"],
                 ["models:item_branch", "--out", str(tmp_path / "e.json")]):
-        r = _cli(*bad)
+        # The error is one line; without --quiet, the progress lines before it (stages begun) come first.
+        r = _cli(*bad, "--quiet")
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stdout == "", (bad, r.stderr)
+        loud = _cli(*bad)
+        assert loud.returncode == 2 and loud.stderr.splitlines()[-1] == r.stderr.strip() and loud.stdout == "", \
+            (bad, loud.stderr)
+        assert all(l.startswith("mutwo.capture: [") for l in loud.stderr.splitlines()[:-1]), (bad, loud.stderr)
 
 
 def test_integer_indexing_is_captured_and_boolean_masks_are_not() -> None:

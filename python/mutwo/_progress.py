@@ -1,0 +1,44 @@
+# Progress of long work on stderr (python3 -m mutwo.capture): which stage is
+# running, how far along, and what is left. On a terminal it is one line
+# redrawn in place; otherwise one line per stage. Silent when disabled
+# (--quiet). Never writes to stdout. The C++ commands' src/support/progress.h
+# is the same, smaller here: stages are counted, not timed, since capture's
+# stages (importing, building, tracing, writing) take unrelated times.
+from __future__ import annotations
+
+import sys
+import time
+from typing import Optional, TextIO
+
+
+class Progress:
+    def __init__(self, task: str, stages: list[str], enabled: bool = True, live: Optional[bool] = None,
+                 out: Optional[TextIO] = None) -> None:
+        self.task = task
+        self.stages = stages
+        self.enabled = enabled
+        self.out = out if out is not None else sys.stderr
+        self.live = self.out.isatty() if live is None else live
+        self.t0 = time.monotonic()
+        self.shown = False  # a live line is on screen
+
+    def stage(self, i: int, detail: str = "") -> None:
+        """Stage i (0-based) of self.stages starts; `detail` adds to its name."""
+        if not self.enabled:
+            return
+        left = self.stages[i + 1:]
+        line = (f"{self.task}: [{i + 1}/{len(self.stages)}] {self.stages[i]}{detail} "
+                f"({time.monotonic() - self.t0:.0f} s; left: {', '.join(left) if left else 'nothing'})")
+        if self.live:
+            self.out.write("\r\033[K" + line)
+            self.shown = True
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()
+
+    def done(self) -> None:
+        """Ends a live line (the last stage stays on screen)."""
+        if self.enabled and self.live and self.shown:
+            self.out.write("\n")
+            self.out.flush()
+        self.shown = False

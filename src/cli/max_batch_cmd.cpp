@@ -1,0 +1,443 @@
+// mutwo max-batch: the largest batch whose measured peak fits a memory limit,
+// per planner. The search models how the step grows with the batch from
+// profiles at one or two batches (profile/batch_model.h), predicts each
+// planner's answer from that model without running anything, then confirms
+// the answer and the batch above it with real runs, searching around the
+// prediction with real runs where it was off. `--search full` is the search
+// before the model: doubling then bisection, a real profile at every batch.
+// With --json, stdout ends with one JSON object, on failure too.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/ending_in_json.h"
+#include "cli/pipeline.h"
+#include "ir/text.h"
+#include "profile/batch_model.h"
+#include "runtime/memory.h"
+#include "support/error.h"
+#include "support/files.h"
+#include "support/progress.h"
+#include "support/units.h"
+
+namespace mutwo::cli {
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// The first batch the model profiles: small, so cheap, yet past the sizes
+// where fixed costs hide how node times grow.
+constexpr int64_t kFirstModelBatch = 8;
+// Plain steps a profile for the model runs (1 warm-up, 3 measured) and a run
+// measures (1 warm-up, 2 measured): the progress estimate's cost of each,
+// times the batch.
+constexpr double kProfileSteps = 4, kRunSteps = 3;
+
+// Whether a planner reads node times (the others' plans follow from bytes alone).
+bool timed(const std::string& planner) { return planner == "mutwo" || planner == "optimal"; }
+
+// The planners of --planners, in order ("none,per-layer,mutwo").
+std::vector<std::string> planner_list(const std::string& planners) {
+  std::vector<std::string> v;
+  size_t pos = 0;
+  while (pos <= planners.size()) {
+    size_t c = planners.find(',', pos);
+    v.push_back(planners.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
+    if (c == std::string::npos) break;
+    pos = c + 1;
+  }
+  return v;
+}
+
+// The largest batch in [0, limit] for which `fits` holds, assuming fitting is
+// monotone in the batch: `fits` at `guess` (clamped to [1, limit]), then
+// batches 1, 2, 4, ... away from it until the answer is bracketed, then
+// bisection. From guess 1 this is the doubling search 1, 2, 4, 8, ...
+int64_t largest_fitting(int64_t guess, int64_t limit, const std::function<bool(int64_t)>& fits) {
+  guess = std::clamp<int64_t>(guess, 1, limit);
+  int64_t lo = 0, hi = limit + 1;  // lo fits (0: none known), hi does not
+  if (fits(guess)) {
+    lo = guess;
+    for (int64_t step = 1; lo + step < hi; step *= 2) {
+      if (!fits(lo + step)) {
+        hi = lo + step;
+        break;
+      }
+      lo += step;
+    }
+  } else {
+    hi = guess;
+    for (int64_t step = 1; hi - step > lo; step *= 2) {
+      if (fits(hi - step)) {
+        lo = hi - step;
+        break;
+      }
+      hi -= step;
+    }
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+// A real run of one planner at one batch: planned, rewritten, measured.
+struct Fit {
+  bool fits = false;
+  bool measured = false;              // false: the plan was over budget (or every attempt ran out of memory)
+  int64_t peak = 0, device_peak = 0;  // measured allocated and device bytes, of the last attempt
+  std::string step;                   // the rewritten step, as IR text (--out)
+};
+
+// Where the search's time went, for the closing line.
+struct Spent {
+  double profile_s = 0, plan_s = 0, run_s = 0;
+  int profiles = 0, plans = 0, runs = 0;
+};
+
+class Search {
+ public:
+  Search(const MaxBatchCommand& c, const c10::Device& dev, int64_t cap, Progress& progress)
+      : c_(c), dev_(dev), cap_(cap), progress_(progress), model_(dev.str()) {}
+
+  // --search model: profiles at one or two batches, then each planner's predicted answer.
+  void predict(const std::vector<std::string>& planners);
+  // One planner's answer, confirmed by real runs: its JSON row.
+  json answer(const std::string& planner);
+  std::string spent() const;
+
+ private:
+  bool full() const { return c_.search == "full"; }
+  ProfilingOptions profiling(int64_t b) const { return ProfilingOptions::of(dev_, c_.device, false, c_.step.model, b); }
+  const ir::Graph& step_at(int64_t b);
+  // The step at b with the model's profile (predictions, and the plans of
+  // real runs for planners that read no node times: the bytes are the step's own).
+  const Planned& modelled(int64_t b);
+  const Planned& profiled(int64_t b);  // the step at b profiled for real (real runs), shared by the planners
+  bool add_point(int64_t b);
+  int64_t guess(const std::string& planner);
+  bool predicted_fits(const std::string& planner, int64_t b);
+  const Fit& run(const std::string& planner, int64_t b);
+  Fit try_run(const std::string& planner, int64_t b);
+
+  const MaxBatchCommand& c_;
+  const c10::Device dev_;
+  const int64_t cap_;
+  Progress& progress_;
+  profile::BatchModel model_;
+  std::vector<int64_t> model_batches_;
+  std::map<std::string, int64_t> predicted_;
+  std::map<int64_t, ir::Graph> steps_;
+  std::map<int64_t, Planned> modelled_;
+  std::map<int64_t, Planned> profiled_;
+  std::map<std::pair<std::string, int64_t>, Fit> runs_;
+  std::map<std::string, Measured> measured_;  // by the rewritten step's text: planners that make the same step share its run
+  json tried_;  // the current planner's batches tried for real, in order: batch, fits, measured peak (null: the plan refused it)
+  Spent spent_;
+};
+
+const ir::Graph& Search::step_at(int64_t b) {
+  auto it = steps_.find(b);
+  if (it != steps_.end()) return it->second;
+  StepOptions s = c_.step;
+  s.batch = b;
+  return steps_.emplace(b, s.build()).first->second;
+}
+
+const Planned& Search::modelled(int64_t b) {
+  auto it = modelled_.find(b);
+  if (it != modelled_.end()) return it->second;
+  const auto t0 = Clock::now();
+  Planned p = prepare_profile(model_.at(step_at(b), b), profiling(b));
+  spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  return modelled_.emplace(b, std::move(p)).first->second;
+}
+
+const Planned& Search::profiled(int64_t b) {
+  auto it = profiled_.find(b);
+  if (it != profiled_.end()) return it->second;
+  progress_.step(fmt::format("profiling batch {}", b), kProfileSteps * static_cast<double>(b));
+  const auto t0 = Clock::now();
+  Planned p = profile_for_plan(step_at(b), profiling(b));
+  p.input.replay_random = profiling(b).replay_random;
+  spent_.profile_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  ++spent_.profiles;
+  return profiled_.emplace(b, std::move(p)).first->second;
+}
+
+// Profiles the step at batch b for the model; false where it ran out of memory.
+bool Search::add_point(int64_t b) {
+  if (model_.has(b)) return true;
+  progress_.step(fmt::format("profiling batch {} for the model", b), kProfileSteps * static_cast<double>(b));
+  const auto t0 = Clock::now();
+  try {
+    Planned p = profile_for_plan(step_at(b), profiling(b));
+    p.input.replay_random = profiling(b).replay_random;
+    model_.add(step_at(b), p.input.profile);
+    profiled_.emplace(b, std::move(p));  // real runs at b plan from it too
+  } catch (const std::exception& e) {
+    if (!runtime::is_out_of_memory(e)) throw;
+    runtime::release_cached_memory(dev_);
+    return false;
+  }
+  spent_.profile_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  ++spent_.profiles;
+  model_batches_.push_back(b);
+  modelled_.clear();  // the model as it was
+  return true;
+}
+
+// Where the predicted search starts: the batch at which the lowest peak the
+// planner reaches on the model meets the budget, by the secant method from
+// the first two batches the model measured (or the first and its double):
+// the peak is close to linear in the batch, so a few steps land near it.
+int64_t Search::guess(const std::string& planner) {
+  const auto budget = static_cast<double>(cap_ - runtime::outside_allocator_bytes(dev_));
+  // The optimal planner's lowest peak is a MILP bisection: the greedy's is close, and quick.
+  const std::string by = planner == "optimal" ? "mutwo" : planner;
+  auto lowest = [&](int64_t b) {
+    const auto t0 = Clock::now();
+    const double peak = static_cast<double>(plan::run_planner(by, modelled(b).input, 0).predicted.peak_bytes);
+    spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
+    ++spent_.plans;
+    return peak;
+  };
+  int64_t xa = model_batches_.empty() ? std::min(c_.limit, kFirstModelBatch) : model_batches_.front();
+  int64_t xb = model_batches_.size() > 1 ? model_batches_.back() : 2 * xa;
+  double ya = lowest(xa), yb = lowest(xb);
+  // Where the lowest peak is flat at small batches (held by persistent state
+  // and fixed workspaces), look further out.
+  for (int widen = 0; widen < 4 && yb <= ya && xb < c_.limit; ++widen) {
+    xb = std::min(c_.limit, 4 * xb);
+    yb = lowest(xb);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const double slope = (yb - ya) / static_cast<double>(xb - xa);
+    if (!(slope > 0)) return i == 0 ? c_.limit : xb;  // not growing with the batch (as far as seen)
+    const int64_t next = std::clamp<int64_t>(std::llround(static_cast<double>(xb) + (budget - yb) / slope), 1, c_.limit);
+    if (next == xb || next == xa) return next;
+    xa = xb, ya = yb;
+    xb = next, yb = lowest(next);
+  }
+  return xb;
+}
+
+bool Search::predicted_fits(const std::string& planner, int64_t b) {
+  const Planned& p = modelled(b);
+  const auto t0 = Clock::now();
+  const plan::Plan plan = plan::run_planner(planner, p.input, cap_ - runtime::outside_allocator_bytes(dev_));
+  spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  ++spent_.plans;
+  return plan.feasible;
+}
+
+void Search::predict(const std::vector<std::string>& all) {
+  if (full()) return;
+  // An unknown name is left to its turn in answer(), which fails on it after
+  // the planners before it have their answers (--json's "results").
+  std::vector<std::string> planners;
+  for (const std::string& p : all)
+    if (std::find(plan::planner_names().begin(), plan::planner_names().end(), p) != plan::planner_names().end())
+      planners.push_back(p);
+  const int64_t first = std::min(c_.limit, kFirstModelBatch);
+  progress_.expect(kProfileSteps * static_cast<double>(first));
+  if (!add_point(first) && first > 1) add_point(1);
+  // Each planner's answer on the model as it stands, from where the line
+  // through its lowest peaks meets the budget; then, with two measured
+  // batches, again from the answers before.
+  auto answers = [&](bool first_round) {
+    for (const std::string& p : planners) {
+      progress_.step(fmt::format("{}: predicting its answer", p), 0);
+      const int64_t from = first_round ? guess(p) : predicted_[p];
+      predicted_[p] = largest_fitting(from, c_.limit, [&](int64_t b) { return predicted_fits(p, b); });
+    }
+  };
+  answers(true);
+  // The second batch profiled, for the planners that read node times (the
+  // others' plans follow from bytes alone, which the step at each batch
+  // gives exactly): the largest answer, where the runs that confirm it go
+  // anyway.
+  int64_t second = 0;
+  bool any_timed = false;
+  for (const std::string& p : planners) {
+    second = std::max(second, predicted_[p]);
+    any_timed |= timed(p);
+  }
+  if (any_timed && !model_batches_.empty() && second > 0 && !model_.has(second)) {
+    progress_.expect(kProfileSteps * static_cast<double>(second));
+    if (add_point(second)) answers(false);
+  }
+  std::string line;
+  for (const std::string& p : planners) {
+    line += fmt::format("{}{} {}", line.empty() ? "" : ", ", p, predicted_[p]);
+    // The answer, one above and 5% above, each run (and profiled, for a planner that reads node times).
+    const auto a = static_cast<double>(predicted_[p]);
+    progress_.expect(((timed(p) ? kProfileSteps : 0) + kRunSteps) * (a + (a + 1) + std::max(a + 1, a * 1.05)));
+  }
+  std::string from = model_batches_.empty() ? std::string("the roofline estimate (no batch could be profiled)")
+                                            : fmt::format("profiles at batch {}", fmt::join(model_batches_, " and "));
+  progress_.note(fmt::format("max-batch: predicted from {}: {}; confirming with real runs", from, line));
+}
+
+// Device bytes of `planner` at batch b. A budget is what the device holds for
+// the process: the plan's allocated budget leaves room for what the CUDA
+// context and libraries hold, and when the measured device peak still passes
+// the cap (the allocator's fragmentation, workspaces), the overshoot comes off
+// the budget and the step is planned again, up to three times.
+Fit Search::try_run(const std::string& planner, int64_t b) {
+  const Planned* base = nullptr;
+  try {
+    // Planners that read node times plan from the step profiled at b; the
+    // others from the model, whose bytes at b are the step's own (the search
+    // before the model profiled every batch for every planner).
+    base = full() || timed(planner) ? &profiled(b) : &modelled(b);
+  } catch (const std::exception& e) {
+    if (!runtime::is_out_of_memory(e)) throw;  // any other failure is an error, not a smaller batch
+    runtime::release_cached_memory(dev_);
+    return {};  // even under the most recomputation
+  }
+  int64_t budget = cap_ - runtime::outside_allocator_bytes(dev_);
+  Fit last;
+  for (int attempt = 0; attempt < (planner == "none" ? 1 : 3) && budget > 0; ++attempt) {
+    try {
+      auto t0 = Clock::now();
+      Planned p = *base;
+      plan::PlanOptions o;
+      o.planner = planner;
+      o.budget = Budget::of_bytes(budget);
+      o.progress = !c_.output.quiet;
+      plan_prepared(p, o);
+      spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
+      ++spent_.plans;
+      if (planner != "none" && !p.plan.feasible) return last;
+      const std::string text = ir::print(p.rewritten.graph);
+      auto m = measured_.find(text);
+      if (m == measured_.end()) {
+        t0 = Clock::now();
+        m = measured_.emplace(text, measure(p.rewritten.graph, dev_, c_.device.seed, 2)).first;
+        spent_.run_s += std::chrono::duration<double>(Clock::now() - t0).count();
+        ++spent_.runs;
+      }
+      last = {false, true, m->second.peak_bytes, m->second.device_peak_bytes, {}};
+      if (m->second.device_peak_bytes <= cap_ && m->second.peak_bytes <= cap_)
+        return {true, true, m->second.peak_bytes, m->second.device_peak_bytes, c_.out.empty() ? std::string() : text};
+      budget -= m->second.device_peak_bytes - cap_;
+    } catch (const std::exception& e) {
+      if (!runtime::is_out_of_memory(e)) throw;  // any other failure is an error, not a smaller batch
+      runtime::release_cached_memory(dev_);
+      budget = budget / 20 * 19;  // out of memory: how far over is unknown
+    }
+  }
+  return last;
+}
+
+const Fit& Search::run(const std::string& planner, int64_t b) {
+  auto it = runs_.find({planner, b});
+  if (it == runs_.end()) {
+    progress_.step(fmt::format("{}: running batch {}", planner, b), kRunSteps * static_cast<double>(b));
+    it = runs_.emplace(std::make_pair(planner, b), try_run(planner, b)).first;
+  }
+  if (std::none_of(tried_.begin(), tried_.end(), [&](const json& t) { return t["batch"] == b; }))
+    tried_.push_back({{"batch", b}, {"fits", it->second.fits},
+                      {"peak_bytes", it->second.measured ? json(it->second.peak) : json()}});
+  return it->second;
+}
+
+json Search::answer(const std::string& planner) {
+  tried_ = json::array();
+  const auto pr = predicted_.find(planner);
+  const int64_t lo = largest_fitting(pr == predicted_.end() ? 1 : pr->second, c_.limit,
+                                     [&](int64_t b) { return run(planner, b).fits; });
+  const Fit best = lo > 0 ? run(planner, lo) : Fit{};
+  // The search refused lo + 1; a batch 5% above the answer is tried on its
+  // own as well, so that an answer that happens to sit below a batch that
+  // fits after all (the search assumes fitting is monotone in the batch) shows.
+  const int64_t above = std::max(lo + 1, (lo * 105 + 99) / 100);
+  const bool above_fits = lo > 0 && above <= c_.limit && run(planner, above).fits;
+  fmt::print("| {} | {} | {} | {} |\n", planner, lo, format_bytes(best.peak), format_bytes(best.device_peak));
+  int measured = 0;
+  for (const json& t : tried_) measured += !t["peak_bytes"].is_null();
+  json r{{"planner", planner},   {"max_batch", lo},          {"peak_bytes", best.peak},
+         {"device_peak_bytes", best.device_peak}, {"above_batch", above}, {"above_fits", above_fits},
+         {"predicted_batch", pr == predicted_.end() ? json() : json(pr->second)}, {"runs", tried_}};
+  if (pr != predicted_.end())
+    progress_.note(fmt::format("max-batch: {}: {} (predicted {}; {} batch(es) tried: {} run and measured, {} refused "
+                               "by the plan)",
+                               planner,
+                               lo == 0         ? std::string("batch 1 does not fit")
+                               : lo == c_.limit ? fmt::format("batch {} fits, the --limit", lo)
+                                                : fmt::format("batch {} fits, {} does not", lo, lo + 1),
+                               pr->second, tried_.size(), measured, tried_.size() - measured));
+  if (above_fits)
+    progress_.warn(fmt::format("max-batch: {} also fits batch {}, 5% above its answer {}: fitting is not monotone here",
+                               planner, above, lo));
+  if (!c_.out.empty() && lo > 0) {
+    make_dirs(c_.out);
+    const std::string path = c_.out + "/" + planner + ".ir";
+    write_file(path, best.step);
+    r["step"] = path;
+  }
+  return r;
+}
+
+std::string Search::spent() const {
+  return fmt::format("{} profile(s) {:.1f} s, {} plan(s) {:.1f} s, {} measured run(s) {:.1f} s", spent_.profiles,
+                     spent_.profile_s, spent_.plans, spent_.plan_s, spent_.runs, spent_.run_s);
+}
+
+}  // namespace
+
+void MaxBatchCommand::add_to(CLI::App& app) {
+  add_swap_flags(app);
+  step.add_to(app, /*with_batch=*/false, /*with_graph=*/false);
+  app.add_option("--memory", memory,
+                 "what the process may hold, e.g. 8GiB, or `free`: what the card has free now (the default on CUDA)")
+      ->check(kSizeOrFree);
+  app.add_option("--planners", planners, "planners to compare (none = no checkpointing)")->capture_default_str();
+  device.add_to(app);
+  app.add_option("--limit", limit, "largest batch to try")->capture_default_str()->check(kPositive);
+  app.add_option("--search", search,
+                 "model: predict each answer from profiles at one or two batches, then confirm it with real runs; "
+                 "full: doubling then bisection, a profile at every batch tried")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"model", "full"}));
+  app.add_option("--out", out, "directory for each answer's rewritten step, PLANNER.ir (train it with run --graph)");
+  output.add_to(app);
+}
+
+int MaxBatchCommand::run() const {
+  json result{{"command", "max-batch"}, {"memory_bytes", nullptr}, {"model", step.model}, {"results", json::array()}};
+  return ending_in_json(output.json, result, [&] { return find(result); });
+}
+
+// Fills `result`'s memory_bytes and, planner by planner, its results.
+int MaxBatchCommand::find(nlohmann::json& result) const {
+  for (const std::string& planner : planner_list(planners)) check_planner(planner);  // before any batch is tried
+  c10::Device dev = device.open();
+  MUTWO_CHECK(!memory.empty() || dev.is_cuda(), "max-batch on the CPU needs --memory (e.g. --memory 2GiB)");
+  const std::vector<std::string> names = planner_list(planners);
+  const int64_t cap = device_memory_bytes(dev, memory.empty() ? "free" : memory);
+  result["memory_bytes"] = cap;
+  result["search"] = search;
+  Progress progress("max-batch", {!output.quiet});
+  Search s(*this, dev, cap, progress);
+  s.predict(names);
+  fmt::print("| planner | largest batch | measured peak | device peak |\n|---|---|---|---|\n");
+  for (const std::string& planner : names) result["results"].push_back(s.answer(planner));
+  progress.done();
+  progress.note(fmt::format("max-batch: done in {:.1f} s: {}", progress.elapsed_s(), s.spent()));
+  if (output.json) std::cout << result.dump() << std::endl;
+  return 0;
+}
+
+}  // namespace mutwo::cli

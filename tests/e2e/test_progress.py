@@ -1,0 +1,104 @@
+"""Progress on stderr (issue 37): max-batch, sweep, optimize's optimal
+planner and mutwo.capture say what they try, how far they are and what is
+left; one redrawn line on a terminal, one line per step otherwise, nothing
+under --quiet, and --json's stdout still one JSON line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import pty
+import select
+import subprocess
+import sys
+
+from mutwo_cli import MUTWO, ROOT
+
+MAX_BATCH = ["max-batch", "--model", "mlp", "--memory", "10MiB", "--limit", "512", "--planners", "none,mutwo"]
+
+
+def on_terminal(argv: list[str], cwd: str | None = None, env: dict[str, str] | None = None) -> tuple[int, str, str]:
+    """Runs argv with stderr on a pseudo-terminal and stdout on a pipe: (exit code, stdout, what the terminal got)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL, cwd=cwd,
+                         env={**os.environ, **(env or {})})
+    os.close(slave)
+    got = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 1.0)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                chunk = b""
+            if not chunk:
+                break
+            got += chunk
+        elif p.poll() is not None:
+            break
+    os.close(master)
+    out = p.stdout.read().decode()
+    return p.wait(), out, got.decode(errors="replace")
+
+
+def piped(argv: list[str], **kw: object) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, capture_output=True, text=True, **kw)
+
+
+def test_max_batch_live_on_a_terminal() -> None:
+    rc, out, term = on_terminal([MUTWO, *MAX_BATCH])
+    assert rc == 0, term
+    # One line redrawn in place: carriage returns that clear the line, an estimate of what is left.
+    assert "\r\x1b[K" in term and "max-batch: [" in term and "left)" in term and "running batch" in term, term
+    assert "max-batch:" not in out, out
+
+
+def test_max_batch_one_line_per_step_otherwise_and_none_under_quiet() -> None:
+    r = piped([MUTWO, *MAX_BATCH])
+    lines = r.stderr.splitlines()
+    assert r.returncode == 0 and "\r" not in r.stderr and len(lines) > 3, r.stderr
+    assert all(l.startswith("max-batch: ") for l in lines), r.stderr
+    assert any("profiling batch" in l for l in lines) and any("about" in l and "left" in l for l in lines), r.stderr
+    q = piped([MUTWO, *MAX_BATCH, "--quiet"])
+    assert q.returncode == 0 and q.stderr == "", q.stderr
+
+
+def test_json_stays_one_line_with_progress_on_a_terminal() -> None:
+    rc, out, term = on_terminal([MUTWO, *MAX_BATCH, "--json"])
+    lines = out.strip().splitlines()
+    j = json.loads(lines[-1])
+    assert rc == 0 and j["command"] == "max-batch" and len(j["results"]) == 2, out
+    assert sum(l.startswith("{") for l in lines) == 1 and "\r" not in out and "max-batch:" not in out, out
+    assert "max-batch: [" in term, term
+
+
+def test_sweep_live_on_a_terminal(tmp_path: pathlib.Path) -> None:
+    argv = [MUTWO, "sweep", "--model", "mlp", "--batches", "4,8", "--steps", "1", "--out", str(tmp_path)]
+    rc, _, term = on_terminal(argv)
+    assert rc == 0 and "\r\x1b[K" in term and "sweep: [" in term and "batch 8 mutwo" in term, term
+    q = piped([*argv, "--quiet"])
+    assert q.returncode == 0 and "sweep:" not in q.stderr, q.stderr
+
+
+def test_optimal_planner_says_how_far(tmp_path: pathlib.Path) -> None:
+    argv = [MUTWO, "optimize", "--model", "transformer-lm", "--batch", "8", "--budget", "80%", "--planner", "optimal",
+            "--steps", "1", "--out", str(tmp_path)]
+    r = piped(argv)
+    assert r.returncode == 0, r.stderr
+    assert any(l.startswith("optimal: CBC") and "left by the time limit" in l for l in r.stderr.splitlines()), r.stderr
+    q = piped([*argv, "--quiet"])
+    assert "optimal:" not in q.stderr, q.stderr
+
+
+def test_capture_live_on_a_terminal(tmp_path: pathlib.Path) -> None:
+    env = {"PYTHONPATH": str(ROOT / "python")}
+    argv = [sys.executable, "-m", "mutwo.capture", "models:unet", "--out", str(tmp_path / "step.json")]
+    here = str(ROOT / "tests/python")
+    rc, out, term = on_terminal(argv, cwd=here, env=env)
+    assert rc == 0 and out.startswith("wrote "), (out, term)
+    assert "\r\x1b[K" in term and "mutwo.capture: [3/4] tracing" in term and "left: writing the step file" in term, term
+    r = piped(argv, cwd=here, env={**os.environ, **env})
+    assert r.returncode == 0 and "\r" not in r.stderr and len(r.stderr.splitlines()) == 4, r.stderr
+    q = piped([*argv, "--quiet"], cwd=here, env={**os.environ, **env})
+    assert q.returncode == 0 and q.stderr == "", q.stderr
