@@ -84,7 +84,7 @@ FULL_COMPILE = "eager,checkpoint,sac,compile,compile:0.5,compile:0.2,inductor@co
                "inductor@compile:0.2,inductor@checkpoint"
 LADDER = ["1", "0.8", "0.6", "0.5", "0.4", "0.3", "0.2", "0.1", "0.05"]  # activation_memory_budget points
 FRONTIER = [f"compile:{x}" if x != "1" else "compile" for x in LADDER]
-FRONTIER = FRONTIER + [f"inductor@{v}" for v in FRONTIER] + ["inductor:lowest"]
+FRONTIER = FRONTIER + [f"inductor@{v}" for v in FRONTIER] + ["inductor:lowest", "inductor-unchunked:lowest"]
 WRAP_ALL = "eager,checkpoint,sac,compile:0.5,compile:0.2,wrap:80%,wrap:60%,wrap:40%,backend:60%"
 
 

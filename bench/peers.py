@@ -148,13 +148,14 @@ def mutwo_torch() -> Any:
 def inductor_backend(spec: Spec, made: Made, variant: str) -> Any:
     """mutwo plans, Inductor compiles. inductor:B is the backend's own budget (what the step adds);
     inductor-peak:P holds the whole process to a peer's measured peak P: the budget is P less what the
-    process holds beside the step (parameters, inputs, the optimizer's momentum, which the first step makes)."""
+    process holds beside the step (parameters, inputs, the optimizer's momentum, which the first step makes);
+    inductor-unchunked:B is inductor:B with the vocabulary loss left whole (chunk_loss=False)."""
     budget = variant.split(":", 1)[1]
     if variant.startswith("inductor-peak:"):
         held = torch.cuda.memory_allocated() if spec.device.startswith("cuda") else 0
         momentum = sum(p.numel() * p.element_size() for p in made.model.parameters())
         budget = f"{max(1, int(budget) - held - momentum)}B"
-    return mutwo_torch().backend(budget)
+    return mutwo_torch().backend(budget, chunk_loss=not variant.startswith("inductor-unchunked:"))
 
 
 def prepare(spec: Spec, made: Made, variant: str) -> tuple[Callable, Any]:
@@ -181,12 +182,12 @@ def prepare(spec: Spec, made: Made, variant: str) -> tuple[Callable, Any]:
         dynamo.reset()
         reported = mutwo_torch().backend(variant.split(":", 1)[1], compiler="mutwo")
         loss_fn = torch.compile(loss_fn, backend=reported)
-    elif variant.startswith(("inductor:", "inductor-peak:")):
+    elif variant.startswith(("inductor:", "inductor-peak:", "inductor-unchunked:")):
         reported = inductor_backend(spec, made, variant)
         loss_fn = torch.compile(loss_fn, backend=reported, dynamic=False)
     elif variant != "eager":
         raise ValueError(f"unknown variant {variant!r}: eager, ckpt or checkpoint, sac, offload, sac-offload, "
-                         "compile, compile:X, wrap:B, backend:B, inductor:B, inductor@VARIANT")
+                         "compile, compile:X, wrap:B, backend:B, inductor:B, inductor-unchunked:B, inductor@VARIANT")
     if spec.autocast:
         plain, dtype = loss_fn, {"bf16": torch.bfloat16, "f16": torch.float16}[spec.autocast]
 
@@ -213,7 +214,8 @@ def report_fields(variant: str, reported: Any) -> dict:
                     compiles=sum(g["compiles"] for g in info["graphs"]), chosen=info["chosen"],
                     residual_cached=info["residual_cached"], predicted_extra_ms=info["predicted_extra_ms"],
                     compile_s=round(sum(a["compile_seconds"] for g in info["graphs"] for a in g["attempts"]), 2),
-                    recomputed=sum(a["decision"] == "recompute" for a in info["activations"]))
+                    recomputed=sum(a["decision"] == "recompute" for a in info["activations"]),
+                    loss_chunk_rows=[g.get("loss_chunk_rows") for g in info["graphs"]])
     return {}
 
 

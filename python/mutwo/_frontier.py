@@ -11,7 +11,10 @@
 # - mutwo's: the anchors (the expensive ops min-cut bans: matmuls,
 #   convolutions, attention, reductions) ordered as μ-TWO's greedy orders
 #   candidates, by modelled recompute time per byte saved, and the shortest
-#   prefix of that order whose partition fits, found by bisection.
+#   prefix of that order whose partition fits, found by bisection; and, where
+#   the model repeats a layer, the layer planner's (_layers.py): per layer, a
+#   prefix of its own anchors, chosen across layers by one exact solve for the
+#   least added time that frees what the budget asks ("layers:3,3,2,0").
 # Each candidate is priced from the forward and backward modules min-cut
 # returns for it (`predict`): the added peak of each phase by one liveness walk
 # that skips what Inductor never writes to memory, and the recompute time of
@@ -29,12 +32,13 @@ from typing import Any, Optional, Sequence
 import torch
 import torch.fx as fx
 
-from mutwo import _budget
+from mutwo import _budget, _layers, _loss
 from mutwo._budget import Budget
 from mutwo._mincut import Query
 
 LADDER = (0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)  # activation_memory_budget values, besides 1
 SPREAD = 8  # mutwo:K candidates priced for choosing across graphs (Frontier.spread)
+LAYER_OPTIONS = 6  # prefixes of a layer's anchors the layer planner prices (Frontier.layered)
 
 # Roofline constants per device: (matmul FLOP/s by element size in bytes, memory bytes/s).
 # They rank candidates; the measured step corrects the memory model, not these.
@@ -185,8 +189,9 @@ class _Walk:
                     if k not in self.live and k not in given:
                         self.live[k] = size
                         self.bytes += size
-                if self.bytes > self.peak:
-                    self.peak = self.bytes
+                held = self.bytes + _loss.workspace_bytes(n)  # what an operator holds inside, besides its outputs
+                if held > self.peak:
+                    self.peak = held
                     saved = self.carried if self.carried else kept
                     self.saved_at_peak = sum(v for k, v in self.live.items() if k in saved)
             for a in n.all_input_nodes:
@@ -260,6 +265,27 @@ def predict(q: Query, name: str, saved: list[fx.Node], device: str) -> Candidate
                      extra_ms=sum(node_ms(forward[r], device) for r in recomputed), recomputed=recomputed)
 
 
+def saving(q: Query, saved: list[fx.Node], device: str) -> tuple[int, float]:
+    """(bytes saved, modelled recompute ms) of a saved set, without building
+    its modules (what pricing a layer option needs, at a fraction of
+    predict's cost): the forward nodes the backward recomputes are those it
+    reaches from its own nodes through forward nodes that are not saved."""
+    kept = {n for n in saved}
+    stop = kept | {n for n in q.joint_graph.nodes if n.op == "placeholder"}
+    seen: set[fx.Node] = set()
+    todo = [a for n in q.joint_graph.nodes if n.op == "call_function" and not q.is_forward(n)
+            for a in n.all_input_nodes]
+    while todo:
+        n = todo.pop()
+        if n in seen or n in stop or not q.is_forward(n):
+            continue
+        seen.add(n)
+        todo.extend(n.all_input_nodes)
+    tensors = [n for n in kept if isinstance(n.meta.get("val"), torch.Tensor)]
+    return (sum(v for _, v in {_storage(n.meta["val"]) for n in tensors}),
+            sum(node_ms(n, device) for n in seen if n.op == "call_function"))
+
+
 # -- the search
 @dataclass
 class Choice:
@@ -282,6 +308,7 @@ class Frontier:
         for c in remembered:
             self.seen[frozenset(n.name for n in c.saved)] = c
         self.stale = {id(c) for c in remembered}  # priced on an earlier trace: their nodes are not this graph's
+        self._layer_groups: Optional[list[list[fx.Node]]] = None
         self.default = self.by_name.get("compile:1") or self._add("compile:1", q.pytorch(1.0))
 
     def _add(self, name: str, saved: list[fx.Node]) -> Candidate:
@@ -295,7 +322,8 @@ class Frontier:
         if id(c) not in self.stale:
             return c
         name, _, arg = c.name.partition(":")
-        saved = self.q.pytorch(float(arg)) if name == "compile" else self.q.with_recomputed(self.order()[:int(arg)])
+        saved = self.q.pytorch(float(arg)) if name == "compile" else \
+            self.q.with_recomputed(self._layer_anchors(arg) if name == "layers" else self.order()[:int(arg)])
         made = predict(self.q, c.name, saved, self.device)
         assert made.key == c.key, f"{c.name} saves other values on this trace of the same graph"
         return made
@@ -325,6 +353,55 @@ class Frontier:
             else:
                 lo = mid
 
+    def layered(self, budget: int, corrections: Corrections) -> None:
+        """The layer planner's plan under `budget` (_layers.py), where the
+        model repeats a layer: options priced on a template layer, one exact
+        solve across layers, the result priced whole; solved again with the
+        bytes it missed by, at most three times."""
+        groups = self._groups()
+        base = self._prefix(self.order(), 0) if groups else None
+        if base is None or base.peak(corrections) <= budget:
+            return  # min-cut alone fits: nothing for the layers to free
+        template = groups[len(groups) // 2]
+        options = [_layers.Option(0, 0, 0.0)]
+        most = min(LAYER_OPTIONS, len(template))
+        for k in sorted({round(i * len(template) / most) for i in range(1, most + 1)}):
+            saved_bytes, extra_ms = saving(self.q, self.q.with_recomputed(template[:k]), self.device)
+            options.append(_layers.Option(k, base.saved_bytes - saved_bytes, extra_ms - base.extra_ms))
+        need = base.peak(corrections) - budget
+        for _ in range(3):
+            ks = _layers.solve(options, len(groups), need)
+            if ks is None:
+                return
+            over = self._layers(ks).peak(corrections) - budget
+            if over <= 0:
+                return
+            need += over
+
+    def _groups(self) -> list[list[fx.Node]]:
+        """The repeated layers' anchors, each layer in the template's order of roles."""
+        if self._layer_groups is None:
+            order = self.order()
+            groups = _layers.layers(order)
+            if groups:
+                t = groups[len(groups) // 2]
+                tname = _layers.layer_of(t[0])
+                groups = [_layers.aligned(g, t, _layers.layer_of(g[0]), tname) for g in groups]
+            self._layer_groups = groups
+        return self._layer_groups
+
+    def _layer_anchors(self, arg: str) -> list[fx.Node]:
+        ks = [int(k) for k in arg.split(",")]
+        groups = self._groups()
+        assert len(ks) == len(groups), f"layers:{arg} names {len(ks)} layers; this graph repeats {len(groups)}"
+        return [n for g, k in zip(groups, ks) for n in g[:k]]
+
+    def _layers(self, ks: Sequence[int]) -> Candidate:
+        name = "layers:" + ",".join(map(str, ks))
+        if name in self.by_name:
+            return self.by_name[name]
+        return self._add(name, self.q.with_recomputed(self._layer_anchors(name.split(":", 1)[1])))
+
     def order(self) -> list[fx.Node]:
         """The anchors in μ-TWO's order: modelled recompute time per byte saved, cheapest first."""
         def per_byte(n: fx.Node) -> float:
@@ -351,6 +428,8 @@ class Frontier:
         kind, _, value = name.partition(":")
         if kind == "compile":
             return self.default if float(value) == 1 else self._add(name, self.q.pytorch(float(value)))
+        if kind == "layers":
+            return self._layers([int(k) for k in value.split(",")])
         return self._prefix(self.order(), int(value))
 
     def lowest(self, corrections: Corrections) -> Candidate:
@@ -387,6 +466,7 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, me
         f.pytorch_ladder()
         f.spread()
         f.greedy(budget.bytes, corrections)
+        f.layered(budget.bytes, corrections)
         fits = [c for c in f.seen.values() if c.peak(corrections) <= budget.bytes]
         best = min(fits, key=lambda c: (c.extra_ms, c.peak(corrections))) if fits else f.lowest(corrections)
         return Choice(best, f.default, list(f.seen.values()), budget.bytes)
@@ -409,6 +489,7 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, me
         return Choice(best, f.default, list(f.seen.values()), best.peak(corrections))
     limit = resolve(budget, f.default, corrections)
     f.greedy(limit, corrections)
+    f.layered(limit, corrections)
     fits = [c for c in f.seen.values() if c.peak(corrections) <= limit]
     if not fits and not corrections.by_plan:
         # Nothing measured yet: the model is not calibrated on this graph and

@@ -32,7 +32,7 @@ import torch
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from torch._subclasses.fake_tensor import FakeTensor
 
-from mutwo import _frontier, _mincut
+from mutwo import _frontier, _loss, _mincut
 from mutwo._frontier import Candidate, Choice, Corrections, FloorError, Residual
 from mutwo._budget import Budget
 from mutwo._graph import is_tangent
@@ -40,7 +40,7 @@ from mutwo._joint import Option
 from mutwo._step import MAX_COMPILES, Step
 
 _SOURCE_HASH = hashlib.sha256(b"".join(pathlib.Path(__file__).with_name(n).read_bytes() for n in (
-    "_inductor.py", "_frontier.py", "_mincut.py"))).hexdigest()[:16]
+    "_inductor.py", "_frontier.py", "_mincut.py", "_loss.py"))).hexdigest()[:16]
 
 
 # -- the residual cache
@@ -150,6 +150,7 @@ class _Partitioner(CustomPartitionerFn):
                  **kwargs: Any) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
         key = self.graph.joint_seen(gm)
         _mincut.pin_random(gm)
+        _loss.pin(gm)
 
         def chooser(q: _mincut.Query) -> list[torch.fx.Node]:
             self.attempt.corrections = Corrections(dict(self.graph.corrections.by_plan))
@@ -195,7 +196,23 @@ class CompiledGraph:
         self.menu: list[Candidate] = []  # every candidate priced at the first compile (a byte budget's)
         self.target: Optional[str] = None  # the candidate the step chose, for the next compile
         self._replan = False
+        self.loss_rows = self._chunk_loss()
         self.fn = self._compile()
+
+    def _chunk_loss(self) -> Optional[int]:
+        """Under a budget, the graph's vocabulary loss as mutwo's chunked
+        operator (_loss.py), where it holds less than the logits; its rows
+        per chunk, or None."""
+        o = self.options
+        if not o.get("chunk_loss", True) or o["budget"] is None or o["planner"] != "mutwo":
+            return None
+        site = _loss.find(self.gm)
+        if site is None:
+            return None
+        weight = site.linear.args[1].meta.get("example_value")
+        if not isinstance(weight, torch.Tensor) or not _loss.worth_it(site, weight.element_size()):
+            return None
+        return _loss.rewrite(self.gm, site)
 
     @property
     def joint(self) -> bool:
@@ -398,6 +415,7 @@ class CompiledGraph:
                 "measured_peak_bytes": max(last.measured[-1]) if last.measured else None,
                 "lowest_measured_peak_bytes": min(measured) if measured else None,
                 "recompilations": len(self.attempts) - 1, "compiles": len(self.attempts),
+                "loss_chunk_rows": self.loss_rows,
                 "residual_cached": self.cached, "chosen": choice.chosen.name if choice else None,
                 "saved": last.saved,
                 "predicted_extra_ms": round(choice.chosen.extra_ms, 4) if choice else None,

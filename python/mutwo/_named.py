@@ -29,6 +29,7 @@ KEYS = {
     "compiler": "inductor (mutwo plans, Inductor compiles) or mutwo (mutwo's executor)",
     "profile": "measure or flops (compiler mutwo)",
     "report": "a directory for the plan's files (compiler mutwo)",
+    "chunk_loss": "True (the default) or False: the vocabulary loss chunked under a budget (compiler inductor)",
 }
 PLANNERS = ("mutwo", "per-layer", "sqrt-n", "optimal", "none")  # src/plan/planners.cpp's names
 COMPILERS = ("inductor", "mutwo")
@@ -81,6 +82,9 @@ def check(options: dict, where: str, compiler: str = "inductor") -> dict:
             raise _error(f"{where}: compiler={value!r} is not one of {', '.join(COMPILERS)}")
         elif key == "planner" and value not in planners:
             raise _error(f"{where}: planner={value!r} is not one of {', '.join(planners)} (compiler {compiler})")
+        elif key == "chunk_loss":
+            if not isinstance(value, bool):
+                raise _error(f"{where}: chunk_loss={value!r} is not True or False")
         elif not isinstance(value, str):
             raise _error(f"{where}: {key}={value!r} is not a string")
         out[key] = value

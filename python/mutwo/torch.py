@@ -286,7 +286,7 @@ def _same_budget(parsed: Optional[_budget.Budget], made: Any, options: Optional[
 
 
 def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "mutwo", profile: str = "measure",
-            report: Optional[str] = None) -> Callable:
+            report: Optional[str] = None, chunk_loss: bool = True) -> Callable:
     """A torch.compile backend under a memory budget.
 
     compiler="inductor" (the default): mutwo plans, Inductor compiles.
@@ -306,6 +306,9 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
     twice per graph; then the next call raises BudgetError naming the lowest
     measured peak. Under torchrun the ranks agree on the plan (docs/python.md,
     "Under torchrun"). planner: "mutwo" or "none" (plain compile's partition).
+    chunk_loss: under a budget, a vocabulary loss (a linear layer read only by
+    a cross-entropy, in one graph) runs as mutwo's chunked operator, which
+    never holds the whole logits (docs/python.md, "The chunked loss").
 
     compiler="mutwo": each graph is captured and run by mutwo's own executor,
     as wrap() runs a module (`profile` and `report` apply to it). A
@@ -323,7 +326,9 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
             raise MutwoError(f"{e}; the compiled route plans with {' or '.join(_inductor.PLANNERS)}: per-layer, "
                              "sqrt-n and optimal run under wrap() or backend(compiler='mutwo')"
                              if "planner" in str(e) else str(e)) from None
-        settings = {"budget": parsed, "planner": planner}
+        if not isinstance(chunk_loss, bool):
+            raise MutwoError(f"chunk_loss={chunk_loss!r}: True (the default) or False")
+        settings = {"budget": parsed, "planner": planner, "chunk_loss": chunk_loss}
     else:
         _options(budget, planner, profile, report, "compiled")  # its errors, before any graph
         parsed = _budget.parse(budget)

@@ -93,6 +93,7 @@ def test_entry_point_finds_the_backend_in_a_fresh_process(tmp_path: Any) -> None
      "options: planner='greedy' is not one of mutwo, per-layer, sqrt-n, optimal, none (compiler mutwo)"),
     ({"compiler": "tvm"}, "options: compiler='tvm' is not one of inductor, mutwo"),
     ({"profile": 3}, "options: profile=3 is not a string"),
+    ({"chunk_loss": "yes"}, "options: chunk_loss='yes' is not True or False"),
 ])
 def test_bad_options_raise_mutwo_error_naming_the_keys(options: dict, message: str) -> None:
     text = _first_call_error(options=options)

@@ -1,0 +1,253 @@
+# The chunked vocabulary loss on the compiled route (docs/python.md, "The
+# chunked loss"): a language model's last linear layer and its cross-entropy,
+# found in the graph Dynamo hands the backend, become one operator that never
+# holds the whole batch × sequence × vocabulary logits.
+#
+# The operator, mutwo::linear_cross_entropy, walks the rows in chunks. For each
+# chunk it makes the logits (fp32 where the graph upcasts them), their
+# log-sum-exp and the loss, and at once the gradient of the loss with respect
+# to the chunk's logits, which it spends right away on the gradients of the
+# hidden states and of the weight. The backward then only scales those by the
+# loss's incoming gradient. No FLOP is added: the two gradient matmuls move
+# from the backward into the forward. What is held from the forward to the
+# backward is the hidden states' gradient and the weight's, instead of the
+# logits; at its peak the operator holds one chunk of logits and the weight's
+# fp32 gradient (`workspace_bytes`).
+#
+# The CLI's executor chunks the same loss its own way (docs/planners.md, "The
+# vocabulary chunk"); this is a torch operator, which Inductor runs as an
+# extern kernel.
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+
+# Between the linear layer and the cross-entropy, the ops that only reshape or
+# upcast its output (Dynamo's names: methods and functions).
+_PASS_METHODS = {"reshape", "view", "flatten", "float", "contiguous"}
+_PASS_FUNCTIONS = {torch.reshape, torch.flatten}
+
+
+# -- the operator
+def _chunks(h: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], target: torch.Tensor,
+            ignore_index: int, mean: bool, rows: int, upcast: bool,
+            compute: Optional[torch.dtype]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    n = h.shape[0]
+    w = weight if compute is None else weight.to(compute)  # autocast's copy, as its linear makes one
+    b = bias if compute is None or bias is None else bias.to(compute)
+    valid = target != ignore_index
+    count = valid.sum().clamp(min=1).to(torch.float32) if mean else torch.ones((), device=h.device)
+    loss = torch.zeros((), dtype=torch.float32, device=h.device)
+    grad_h = torch.empty_like(h)
+    grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
+    grad_b = torch.zeros(weight.shape[0], dtype=torch.float32, device=weight.device)
+    for start in range(0, n, rows):
+        hc, yc, vc = h[start:start + rows], target[start:start + rows], valid[start:start + rows]
+        if compute is not None:
+            hc = hc.to(compute)
+        z = F.linear(hc, w, b)
+        if upcast:
+            z = z.float()
+        lse = torch.logsumexp(z, dim=-1)
+        picked = z.gather(1, yc.clamp(min=0).unsqueeze(1)).squeeze(1)
+        loss += ((lse - picked).float() * vc).sum()
+        g = z.sub_(lse.unsqueeze(1)).exp_()  # softmax, in the logits' own memory
+        g[torch.arange(g.shape[0], device=g.device), yc.clamp(min=0)] -= 1
+        g.mul_((vc.to(g.dtype) / count.to(g.dtype)).unsqueeze(1))
+        g = g.to(w.dtype)
+        grad_h[start:start + rows] = g @ w
+        grad_w += g.t() @ hc
+        if bias is not None:
+            grad_b += g.float().sum(0)
+    out_dtype = torch.float32 if upcast else h.dtype
+    return (loss / count).to(out_dtype), grad_h, grad_w.to(weight.dtype), grad_b.to(weight.dtype)
+
+
+@torch.library.custom_op("mutwo::linear_cross_entropy", mutates_args=())
+def linear_cross_entropy(h: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], target: torch.Tensor,
+                         ignore_index: int, mean: bool, rows: int, upcast: bool,
+                         compute: Optional[torch.dtype]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """cross_entropy(linear(h, weight, bias), target), `rows` rows at a time,
+    the linear in `compute` (autocast's dtype) when given; returns (loss,
+    d loss/d h, d loss/d weight, d loss/d bias), each in its input's dtype."""
+    return _chunks(h, weight, bias, target, ignore_index, mean, rows, upcast, compute)
+
+
+@linear_cross_entropy.register_fake
+def _(h: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], target: torch.Tensor,
+      ignore_index: int, mean: bool, rows: int, upcast: bool, compute: Optional[torch.dtype]) -> tuple[torch.Tensor, ...]:
+    loss = h.new_empty((), dtype=torch.float32 if upcast else h.dtype)
+    return loss, torch.empty_like(h), torch.empty_like(weight), weight.new_empty(weight.shape[0])
+
+
+def _setup(ctx: Any, inputs: tuple, output: tuple) -> None:
+    ctx.save_for_backward(*output[1:])
+    ctx.has_bias = inputs[2] is not None
+    ctx.mark_non_differentiable(*output[1:])
+
+
+def _backward(ctx: Any, grad: torch.Tensor, *_: Any) -> tuple:
+    grad_h, grad_w, grad_b = ctx.saved_tensors
+    return (grad_h * grad, grad_w * grad, grad_b * grad if ctx.has_bias else None, None, None, None, None, None, None)
+
+
+linear_cross_entropy.register_autograd(_backward, setup_context=_setup)
+OP = torch.ops.mutwo.linear_cross_entropy.default
+
+
+def chunk_rows(rows: int, vocab: int, dim: int) -> int:
+    """Rows per chunk: a chunk's logits no larger than the hidden states'
+    (rows × dim), as Liger's fused linear cross-entropy sizes them."""
+    return max(1, math.ceil(rows / max(1, math.ceil(vocab / dim))))
+
+
+def _size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def workspace_bytes(node: fx.Node) -> int:
+    """What the operator holds at its peak beyond its outputs: one chunk's
+    logits (with their upcast and the gradient's cast), the weight's fp32
+    gradient accumulator, and under autocast its copy of the weight."""
+    if node.target is not OP:
+        return 0
+    h, weight = (a.meta["val"] for a in node.args[:2])
+    rows, upcast, compute = node.args[6], node.args[7], node.args[8]
+    size = weight.element_size() if compute is None else _size(compute)
+    logits = min(rows, h.shape[0]) * weight.shape[0]
+    copy = weight.numel() * size if compute is not None else 0
+    return logits * (2 * size + (4 if upcast else 0)) + weight.numel() * 4 + copy
+
+
+def pin(joint: fx.GraphModule) -> int:
+    """Marks the operator MUST_SAVE in the joint graph: its gradients are
+    saved, never made again by running the whole loss in the backward (which
+    min-cut, seeing an operator whose inputs the backward holds anyway, would
+    otherwise choose). Returns how many were marked."""
+    policy = torch.utils.checkpoint.CheckpointPolicy
+    marked = 0
+    for n in joint.graph.nodes:
+        if n.op == "call_function" and n.target is OP:
+            n.meta["recompute"] = policy.MUST_SAVE
+            marked += 1
+    return marked
+
+
+# -- the rewrite
+@dataclass
+class Site:
+    """A linear layer whose output only a cross-entropy reads."""
+    linear: fx.Node
+    loss: fx.Node
+    rows: int  # of the logits
+    vocab: int
+    dim: int
+    upcast: bool
+    compute: Optional[torch.dtype]  # autocast's dtype at the linear layer, if on
+
+
+def _val(n: Any) -> Optional[torch.Tensor]:
+    v = n.meta.get("example_value") if isinstance(n, fx.Node) else None
+    return v if isinstance(v, torch.Tensor) else None
+
+
+def _is_linear(n: fx.Node) -> bool:
+    return n.op == "call_function" and n.target in (F.linear, torch._C._nn.linear)
+
+
+def _passes(n: fx.Node) -> bool:
+    if n.op == "call_method":
+        return n.target in _PASS_METHODS or (n.target == "to" and len(n.args) == 2 and n.args[1] == torch.float32
+                                             and not n.kwargs)
+    return n.op == "call_function" and n.target in _PASS_FUNCTIONS
+
+
+def find(gm: fx.GraphModule) -> Optional[Site]:
+    """The graph's vocabulary loss, if it has one the operator computes the
+    same: cross_entropy(x, y) with no class weights or label smoothing, x 2-D
+    and reached from a linear layer only by reshapes and an upcast, the
+    linear's output read by nothing else."""
+    autocast: list[Optional[torch.dtype]] = [None]  # the open autocast regions, innermost last
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target is torch.amp.autocast_mode._enter_autocast:
+            enabled = n.args[2] if len(n.args) > 2 else True
+            autocast.append(n.args[1] if enabled else None)
+        elif n.op == "call_function" and n.target is torch.amp.autocast_mode._exit_autocast:
+            autocast.pop()
+        elif n.op == "call_function" and n.target is F.cross_entropy:
+            site = _site(n, autocast[-1])
+            if site is not None:
+                return site
+    return None
+
+
+def _arguments(ce: fx.Node) -> dict:
+    args = dict(zip(("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction",
+                     "label_smoothing"), ce.args))
+    args.update(ce.kwargs)
+    return args
+
+
+def _site(ce: fx.Node, compute: Optional[torch.dtype]) -> Optional[Site]:
+    args = _arguments(ce)
+    if args.get("weight") is not None or args.get("label_smoothing", 0.0) or args.get("size_average") is not None \
+            or args.get("reduce") is not None or args.get("reduction", "mean") not in ("mean", "sum") \
+            or not isinstance(args.get("ignore_index", -100), int):
+        return None
+    x, upcast = args["input"], False
+    while isinstance(x, fx.Node) and _passes(x) and len(x.users) == 1:
+        upcast = upcast or x.target in ("float", "to")
+        x = x.args[0]
+    if not isinstance(x, fx.Node) or not _is_linear(x) or len(x.users) != 1:
+        return None
+    logits, target, h, out = _val(args["input"]), _val(args["target"]), _val(x.args[0]), _val(x)
+    if logits is None or target is None or h is None or out is None or logits.dim() != 2 or target.dim() != 1:
+        return None
+    rows, vocab = logits.shape
+    dim = h.shape[-1]
+    if not all(isinstance(s, int) for s in (rows, vocab, dim)) or target.shape[0] != rows:
+        return None
+    # Under autocast, cross_entropy runs in fp32 (autocast's fp32 list).
+    return Site(x, ce, rows, vocab, dim, upcast or compute is not None or logits.dtype != out.dtype, compute)
+
+
+def worth_it(site: Site, itemsize: int) -> bool:
+    """Whether the operator holds less than the logits it replaces: the
+    logits (and their upcast) against the hidden states' and weight's
+    gradients it holds instead (`itemsize`: the weight's element size)."""
+    size = itemsize if site.compute is None else _size(site.compute)
+    logits = site.rows * site.vocab * (size + (4 if site.upcast else 0))
+    held = (site.rows * site.dim + site.vocab * site.dim) * itemsize
+    accumulator = site.vocab * site.dim * 4 if itemsize < 4 else 0  # the weight's gradient summed in fp32
+    return logits > held + accumulator
+
+
+def rewrite(gm: fx.GraphModule, site: Site) -> int:
+    """Replaces the site by the operator, in place; returns its rows per chunk."""
+    g = gm.graph
+    ce = site.loss
+    args = _arguments(ce)
+    h, weight = site.linear.args[0], site.linear.args[1]
+    bias = site.linear.args[2] if len(site.linear.args) > 2 else site.linear.kwargs.get("bias")
+    rows = chunk_rows(site.rows, site.vocab, site.dim)
+    with g.inserting_before(ce):
+        h2 = g.call_method("reshape", (h, -1, site.dim))
+        out = g.call_function(OP, (h2, weight, bias, args["target"], args.get("ignore_index", -100),
+                                   args.get("reduction", "mean") == "mean", rows, site.upcast, site.compute))
+        loss = g.call_function(operator.getitem, (out, 0))
+    ce.replace_all_uses_with(loss)
+    x = args["input"]
+    g.erase_node(ce)
+    while isinstance(x, fx.Node) and not x.users and x.op != "placeholder":  # the reshapes and the linear
+        before = x.args[0] if x.args else None
+        g.erase_node(x)
+        x = before
+    g.lint()
+    gm.recompile()
+    return rows

@@ -1,0 +1,68 @@
+# The compiled route's layer planner on plain data (python/mutwo/_layers.py):
+# the solve across layers against every assignment of options to layers,
+# dominated options dropped, an unreachable need refused; and the repeated
+# layers found by module path.
+from __future__ import annotations
+
+import itertools
+import random
+
+import torch.fx as fx
+
+from mutwo import _layers
+from mutwo._layers import Option
+
+
+def _brute(options: list[Option], count: int, need: int) -> float:
+    best = float("inf")
+    for pick in itertools.product(options, repeat=count):
+        if sum(o.freed for o in pick) >= need:
+            best = min(best, sum(o.extra_ms for o in pick))
+    return best
+
+
+def test_the_solve_is_the_least_time_that_frees_the_need() -> None:
+    rng = random.Random(0)
+    for _ in range(300):
+        options = [Option(0, 0, 0.0)] + [Option(k, rng.randint(1, 40), round(rng.uniform(0.1, 5.0), 3))
+                                         for k in range(1, rng.randint(2, 5))]
+        count, need = rng.randint(1, 4), rng.randint(0, 120)
+        ks = _layers.solve(options, count, need, buckets=1000)  # a step of one byte: exact
+        want = _brute(options, count, need)
+        if want == float("inf"):
+            assert ks is None, (options, count, need)
+            continue
+        assert ks is not None and len(ks) == count, (options, count, need)
+        by_k = {o.k: o for o in options}
+        assert sum(by_k[k].freed for k in ks) >= need
+        assert abs(sum(by_k[k].extra_ms for k in ks) - want) < 1e-9, (options, count, need, ks)
+
+
+def test_quantised_the_solve_still_frees_the_need() -> None:
+    options = [Option(0, 0, 0.0), Option(1, 1_000_003, 1.0), Option(2, 2_500_001, 2.2)]
+    ks = _layers.solve(options, 8, 9_000_000, buckets=16)
+    assert ks is not None and sum({o.k: o.freed for o in options}[k] for k in ks) >= 9_000_000
+
+
+def test_dominated_options_are_dropped() -> None:
+    kept = _layers.useful([Option(0, 0, 0.0), Option(1, 10, 1.0), Option(2, 8, 2.0), Option(3, 30, 2.5)])
+    assert [o.k for o in kept] == [0, 1, 3]
+
+
+def _anchor(graph: fx.Graph, path: str, target: str) -> fx.Node:
+    n = graph.placeholder(f"n{len(graph.nodes)}")
+    n.target = target
+    n.meta["nn_module_stack"] = {"x": (path, object)}
+    return n
+
+
+def test_repeated_layers_are_found_by_module_path() -> None:
+    g = fx.Graph()
+    nodes = [_anchor(g, f"model.layers.{i}.{part}", "mm") for i in range(3) for part in ("q", "k", "mlp.w1")]
+    nodes.append(_anchor(g, "model.head", "mm"))
+    nodes.append(_anchor(g, "model.blocks.0.odd", "bmm"))  # a layer alone in its shape
+    groups = _layers.layers(nodes)
+    assert [[_layers.layer_of(n) for n in grp] for grp in groups] == [[f"model.layers.{i}"] * 3 for i in range(3)]
+    t = groups[1]
+    again = _layers.aligned(list(reversed(groups[0])), t, "model.layers.0", "model.layers.1")
+    assert [n.meta["nn_module_stack"]["x"][0].split(".")[-1] for n in again] == ["q", "k", "w1"]
