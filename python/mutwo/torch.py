@@ -17,6 +17,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import warnings
 from typing import Any, Callable, Optional, Sequence
 
 import torch
@@ -235,7 +236,7 @@ def report(module: Any = None, directory: Optional[str] = None) -> dict:
     and why), its predicted and measured peaks and its recompilations, under
     "graphs" every graph's, and under "step" the whole step's: its order,
     measured and predicted peaks, and what each graph holds of the peak (no
-    files are written). A module compiled
+    files are written: a directory given here only warns so). A module compiled
     with backend="mutwo" (by name) or backend=backend(...): its backend's; no
     module: the latest backend="mutwo"'s. Both add `budget_source`."""
     if module is None or _registry.compiled(module):
@@ -245,6 +246,10 @@ def report(module: Any = None, directory: Optional[str] = None) -> dict:
         return {**report(entry.backend, directory), "budget_source": entry.source}
     compiled = [g for g in getattr(module, "graphs", []) if not isinstance(g, Wrapped)]
     if compiled:  # a backend(compiler="inductor"): each graph's plan, predicted and measured
+        if directory:
+            warnings.warn(f"report(backend, {directory!r}): the compiled route (compiler='inductor') writes no files; "
+                          "its plans are in the dict returned. For the CLI's files (profile, plan.json, report.md, "
+                          "memory snapshots) use wrap() or backend(compiler='mutwo')", stacklevel=2)
         return {**compiled[-1].info(), "graphs": [g.info() for g in compiled], "step": module.step.report()}
     if getattr(module, "graphs", None):  # a backend(compiler="mutwo")
         module = module.graphs[-1]

@@ -68,7 +68,8 @@ void PlanCommand::add_to(CLI::App& app) {
   add_swap_flags(app);
   app.add_option("--profile", profile_path, "profile.json written by mutwo profile")->required();
   planning.add_to(app, "memory budget: 2GiB, 1500MiB, 60% (of the activation memory; docs/budgets.md) or lowest");
-  app.add_option("--out", out, "plan.json to write (plan.csv beside it)")->capture_default_str();
+  app.add_option("--out", out, "plan.json to write (plan.csv beside it); with --sweep, no plan: the trade-off "
+                 "(tradeoff.csv, tradeoff.svg) goes into its folder")->capture_default_str();
   app.add_option("--sweep", sweep, "plan every listed budget (percent of the activation memory, as --budget), e.g. "
                  "100,80,60,40")
       ->check(CLI::Validator([](std::string& s) -> std::string {

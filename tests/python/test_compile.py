@@ -120,6 +120,9 @@ def test_no_budget_saves_what_plain_compile_saves() -> None:
     info = mt.report(backend)
     assert info["chosen"] == "compile:1" and info["compiles"] == 1, info
     assert info["loss_chunk_rows"] is None, "no budget: the graph is plain compile's, its loss too"
+    with pytest.warns(UserWarning, match="writes no files"):  # not silently: the compiled route has no files
+        mt.report(backend, "never-written")
+    assert not os.path.exists("never-written")
     assert set(info["saved"]) == recorder.saved[0], (set(info["saved"]) ^ recorder.saved[0])
     assert _close(run["loss"], plain["loss"])
 
