@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 import torch.fx as fx
@@ -301,8 +301,10 @@ class Frontier:
     priced; they are chosen from without pricing them again, and only the
     chosen one is made again on this trace (fresh)."""
 
-    def __init__(self, q: Query, device: str, remembered: Sequence[Candidate] = ()) -> None:
+    def __init__(self, q: Query, device: str, remembered: Sequence[Candidate] = (),
+                 priced: Optional[Callable[[str], None]] = None) -> None:
         self.q, self.device = q, device
+        self.priced = priced or (lambda name: None)  # told each candidate's name as it is priced (progress)
         self.seen: dict[frozenset, Candidate] = {}
         self.by_name = {c.name: c for c in remembered}
         for c in remembered:
@@ -314,6 +316,7 @@ class Frontier:
     def _add(self, name: str, saved: list[fx.Node]) -> Candidate:
         key = frozenset(n.name for n in saved)
         if key not in self.seen:
+            self.priced(name)
             self.seen[key] = predict(self.q, name, saved, self.device)
         return self.seen[key]
 
@@ -366,6 +369,7 @@ class Frontier:
         options = [_layers.Option(0, 0, 0.0)]
         most = min(LAYER_OPTIONS, len(template))
         for k in sorted({round(i * len(template) / most) for i in range(1, most + 1)}):
+            self.priced(f"layer option {k}")
             saved_bytes, extra_ms = saving(self.q, self.q.with_recomputed(template[:k]), self.device)
             options.append(_layers.Option(k, base.saved_bytes - saved_bytes, extra_ms - base.extra_ms))
         need = base.peak(corrections) - budget
@@ -437,7 +441,8 @@ class Frontier:
 
 
 def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner: str,
-           remembered: Sequence[Candidate] = (), menu: bool = False, prefer: Optional[str] = None) -> Choice:
+           remembered: Sequence[Candidate] = (), menu: bool = False, prefer: Optional[str] = None,
+           priced: Optional[Callable[[str], None]] = None) -> Choice:
     """The fastest candidate whose corrected peak fits `budget` (a
     _budget.Budget: bytes, a fraction of the activations, "lowest"; None: plain
     compile's). Raises FloorError when none fits, unless `menu` (a graph of a
@@ -445,8 +450,9 @@ def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner
     ladder and of spread() is priced, for choosing across graphs later, and the
     lowest runs where none fits; `prefer` names the candidate an earlier
     process's step chose, which runs instead. `remembered`: an earlier
-    compile's candidates of the same joint graph (Frontier)."""
-    f = Frontier(q, device, remembered)
+    compile's candidates of the same joint graph (Frontier); `priced` is told
+    each candidate as it is priced."""
+    f = Frontier(q, device, remembered, priced)
     choice = _choose(f, budget, corrections, planner, menu)
     if menu and prefer is not None and choice.chosen.name != prefer:
         choice.chosen = next((c for c in choice.candidates if c.name == prefer), choice.chosen)
@@ -454,9 +460,10 @@ def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner
     return choice
 
 
-def named(q: Query, device: str, name: str, remembered: Sequence[Candidate] = ()) -> Choice:
+def named(q: Query, device: str, name: str, remembered: Sequence[Candidate] = (),
+          priced: Optional[Callable[[str], None]] = None) -> Choice:
     """The candidate `name` of this joint graph (the step's choice), and plain compile's."""
-    f = Frontier(q, device, remembered)
+    f = Frontier(q, device, remembered, priced)
     chosen = f.fresh(f.named(name))
     return Choice(chosen, f.default, list(f.seen.values()), None)
 

@@ -37,6 +37,7 @@ from mutwo._frontier import Candidate, Choice, Corrections, FloorError, Residual
 from mutwo._budget import Budget
 from mutwo._graph import is_tangent
 from mutwo._joint import Option
+from mutwo._progress import Ticker, quiet
 from mutwo._step import MAX_COMPILES, Step
 
 _SOURCE_HASH = hashlib.sha256(b"".join(pathlib.Path(__file__).with_name(n).read_bytes() for n in (
@@ -155,10 +156,15 @@ class _Partitioner(CustomPartitionerFn):
         def chooser(q: _mincut.Query) -> list[torch.fx.Node]:
             self.attempt.corrections = Corrections(dict(self.graph.corrections.by_plan))
             start = time.perf_counter()
+            ticker = Ticker(f"mutwo: graph {self.graph.index}, compile {len(self.graph.attempts)}", not quiet())
             try:
-                self.attempt.choice = self.graph.choose(q, self.attempt.corrections, key)
+                self.attempt.choice = self.graph.choose(q, self.attempt.corrections, key,
+                                                        lambda name: ticker.tick(f"candidates priced: {name}"))
             finally:
                 self.attempt.plan_s = time.perf_counter() - start
+            chosen = self.attempt.choice.chosen
+            ticker.close(f"planned {chosen.name}: predicted added peak {_mib(self.attempt.predicted())}, "
+                         f"+{chosen.extra_ms:.2f} ms modelled; candidates priced")
             return self.attempt.choice.chosen.saved
         with _mincut.choosing(gm, kwargs["num_fwd_outputs"], chooser):
             fw, bw = _mincut.partition(gm, joint_inputs, kwargs)
@@ -246,14 +252,15 @@ class CompiledGraph:
             return []
         return last.choice.candidates
 
-    def choose(self, q: _mincut.Query, corrections: Corrections, key: str) -> Choice:
+    def choose(self, q: _mincut.Query, corrections: Corrections, key: str,
+               priced: Optional[Callable[[str], None]] = None) -> Choice:
         """The saved set of this compile: the step's choice; or, first, the
         fastest candidate that fits what the step in progress leaves of the
         budget, with every candidate priced for the step's later choice; or,
         planning alone, the fastest that fits the graph's own budget."""
         o, remembered = self.options, self.remembered(key)
         if self.joint and self.target:
-            choice = _frontier.named(q, self.device, self.target, remembered)
+            choice = _frontier.named(q, self.device, self.target, remembered, priced)
             self.menu = [c for c in self.menu if c.name != choice.chosen.name] + [choice.chosen]
             return choice
         if self.joint:
@@ -261,11 +268,12 @@ class CompiledGraph:
                 Budget("bytes", bytes=self.step.budget - self.step.allocated_in_step(self.device))
             earlier = load_choice(key, self.step.label) if len(self.attempts) == 1 else None
             choice = _frontier.choose(q, self.device, left, corrections, o["planner"], remembered, menu=True,
-                                      prefer=earlier)
+                                      prefer=earlier, priced=priced)
             self.menu = list(choice.candidates)
             return choice
         try:
-            return _frontier.choose(q, self.device, o["budget"], corrections, o["planner"], remembered)
+            return _frontier.choose(q, self.device, o["budget"], corrections, o["planner"], remembered,
+                                    priced=priced)
         except FloorError as e:
             raise self.budget_error(self.floor_text(e)) from None
 

@@ -1,4 +1,5 @@
-# Progress of long work on stderr (python3 -m mutwo.capture): which stage is
+# Progress of long work on stderr (python3 -m mutwo.capture, the compiled
+# route's planning): which stage is
 # running, how far along, and what is left. On a terminal it is one line
 # redrawn in place; otherwise one line per stage. Silent when disabled
 # (--quiet). Never writes to stdout. The C++ commands' src/support/progress.h
@@ -6,6 +7,7 @@
 # stages (importing, building, tracing, writing) take unrelated times.
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Optional, TextIO
@@ -42,3 +44,41 @@ class Progress:
             self.out.write("\n")
             self.out.flush()
         self.shown = False
+
+
+class Ticker:
+    """Work of unknown length, counted as it goes (the compiled route's
+    pricing of candidates): on a terminal one line redrawn in place, at most
+    five times a second; either way one closing line. Silent when disabled
+    (MUTWO_QUIET set, quiet())."""
+
+    def __init__(self, task: str, enabled: bool = True, live: Optional[bool] = None,
+                 out: Optional[TextIO] = None) -> None:
+        self.task, self.enabled = task, enabled
+        self.out = out if out is not None else sys.stderr
+        self.live = self.out.isatty() if live is None else live
+        self.t0 = self.drawn = time.monotonic()
+        self.count = 0
+        self.shown = False
+
+    def tick(self, detail: str) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if not (self.enabled and self.live) or now - self.drawn < 0.2:
+            return
+        self.drawn = now
+        self.out.write(f"\r\033[K{self.task}: {self.count} {detail} ({now - self.t0:.0f} s)")
+        self.out.flush()
+        self.shown = True
+
+    def close(self, summary: str) -> None:
+        if not self.enabled:
+            return
+        start = "\r\033[K" if self.shown else ""
+        self.out.write(f"{start}{self.task}: {summary} ({self.count} in {time.monotonic() - self.t0:.1f} s)\n")
+        self.out.flush()
+
+
+def quiet() -> bool:
+    """MUTWO_QUIET set (not empty, not 0): Python's progress lines off."""
+    return os.environ.get("MUTWO_QUIET", "") not in ("", "0")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from typing import Any, Callable
@@ -228,3 +229,17 @@ def test_compiler_and_planner_options() -> None:
         mt.backend(budget="60%", planner="sqrt-n")
     with pytest.raises(mt.MutwoError, match="chunk_loss="):
         mt.backend(budget="60%", chunk_loss="yes")
+
+
+def test_planning_says_what_it_chose_unless_quiet(capfd, monkeypatch) -> None:
+    """One closing line per compile on stderr (a live count on a terminal);
+    none under MUTWO_QUIET; nothing on stdout."""
+    model, inputs, loss_fn = _mlp()
+    _run(model, inputs, loss_fn, mt.backend(budget="lowest"), 1)
+    out, err = capfd.readouterr()
+    assert re.search(r"^mutwo: graph 0, compile 1: planned \S+: predicted added peak [0-9.]+ MiB, \+[0-9.]+ ms "
+                     r"modelled; candidates priced \(\d+ in [0-9.]+ s\)$", err, re.M), err
+    assert "mutwo:" not in out
+    monkeypatch.setenv("MUTWO_QUIET", "1")
+    _run(model, inputs, loss_fn, mt.backend(budget="lowest"), 1)
+    assert "planned" not in capfd.readouterr().err
