@@ -214,6 +214,7 @@ def report_fields(variant: str, reported: Any) -> dict:
                     compiles=sum(g["compiles"] for g in info["graphs"]), chosen=info["chosen"],
                     residual_cached=info["residual_cached"], predicted_extra_ms=info["predicted_extra_ms"],
                     compile_s=round(sum(a["compile_seconds"] for g in info["graphs"] for a in g["attempts"]), 2),
+                    plan_s=round(sum(a["plan_seconds"] for g in info["graphs"] for a in g["attempts"]), 2),
                     recomputed=sum(a["decision"] == "recompute" for a in info["activations"]),
                     loss_chunk_rows=[g.get("loss_chunk_rows") for g in info["graphs"]])
     return {}
