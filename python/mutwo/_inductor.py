@@ -210,7 +210,9 @@ class CompiledGraph:
         operator (_loss.py), where it holds less than the logits; its rows
         per chunk, or None."""
         o = self.options
-        if not o.get("chunk_loss", True) or o["budget"] is None or o["planner"] != "mutwo":
+        budget = o["budget"]
+        if not o.get("chunk_loss", True) or budget is None or o["planner"] != "mutwo" or \
+                (budget.kind == "fraction" and budget.fraction >= 1):  # no less memory asked for
             return None
         site = _loss.find(self.gm)
         if site is None:
