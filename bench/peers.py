@@ -12,7 +12,8 @@
 # per-layer checkpointing for Hugging Face zoo models); sac (selective checkpointing: matmuls and
 # attention saved); offload (every block under save_on_cpu); sac-offload (matmuls offloaded, the rest
 # recomputed); compile, compile:X (activation_memory_budget X); wrap:B, backend:B (mutwo.torch);
-# inductor:B and inductor@VARIANT (mutwo plans, Inductor compiles, at that variant's measured peak).
+# inductor:B and inductor@VARIANT (mutwo plans, Inductor compiles, at that variant's measured peak, in
+# this call or, with BENCH_PEAKS=results.jsonl, in an earlier one).
 #   python3 bench/peers.py measure --model llama --batch 8 --variants eager,checkpoint,compile:0.5
 #   python3 bench/peers.py capture --model llama --batch 8 --out steps/llama.json
 #   python3 bench/peers.py largest --cap 8GiB --models resnet-152,bert-base --variants eager,ckpt
@@ -345,7 +346,7 @@ def in_child(spec: Spec, variant: str, timeout: float) -> dict:
 def measure_all(spec: Spec, variants: list[str], timeout: float) -> None:
     """Each variant in its own process, one JSON line each; inductor@V runs at V's measured peak."""
     signal.signal(signal.SIGTERM, on_term)
-    peaks: dict[str, int] = {}
+    peaks = earlier_peaks(spec)
     for variant in variants:
         if variant.startswith("inductor@"):
             at = variant.split("@", 1)[1]
@@ -360,6 +361,24 @@ def measure_all(spec: Spec, variants: list[str], timeout: float) -> None:
             peaks[variant] = r["peak_bytes"]
         print(json.dumps(r), flush=True)
         keep_partial(r)
+
+
+def earlier_peaks(spec: Spec) -> dict[str, int]:
+    """Peaks an earlier call measured, for inductor@V when V ran there: the rows of $BENCH_PEAKS (a
+    results.jsonl) of this model, batch and autocast, on a card if this runs on one, without error (one device call cannot run a
+    whole frontier: the ladder in one call, mutwo's backend at its peaks in the next)."""
+    path = os.environ.get("BENCH_PEAKS")
+    if not path:
+        return {}
+    peaks = {}
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            same = r.get("model") == spec.model and r.get("batch") == spec.batch and \
+                r.get("autocast") == spec.autocast and ("card" in r) == spec.device.startswith("cuda")
+            if same and r.get("peak_bytes") and not r.get("error"):
+                peaks[r["variant"]] = int(r["peak_bytes"])
+    return peaks
 
 
 def keep_partial(r: dict) -> None:

@@ -158,6 +158,22 @@ def test_dist_runs_mutwo_and_the_peers_under_torchrun(tmp_path) -> None:
 
 
 @pytest.mark.skipif(not os.path.exists(MUTWO), reason=f"no mutwo CLI at {MUTWO} (set MUTWO_BIN)")
+def test_an_earlier_calls_peaks_serve_inductor_at(tmp_path, monkeypatch) -> None:
+    """BENCH_PEAKS: the ladder's peaks from an earlier call, same model, batch, autocast and card kind."""
+    import peers
+    rows = [dict(model="llama", batch=8, autocast="bf16", card="H100", variant="compile:0.5", peak_bytes=3),
+            dict(model="llama", batch=8, autocast="bf16", card="H100", variant="compile:0.2", error="oom"),
+            dict(model="llama", batch=4, autocast="bf16", card="H100", variant="compile", peak_bytes=5),
+            dict(model="llama", batch=8, autocast=None, card="H100", variant="compile", peak_bytes=7)]
+    path = tmp_path / "earlier.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    monkeypatch.setenv("BENCH_PEAKS", str(path))
+    assert peers.earlier_peaks(peers.Spec("llama", 8, device="cuda", autocast="bf16")) == {"compile:0.5": 3}
+    assert peers.earlier_peaks(peers.Spec("llama", 8, device="cpu", autocast="bf16")) == {}
+    monkeypatch.delenv("BENCH_PEAKS")
+    assert peers.earlier_peaks(peers.Spec("llama", 8)) == {}
+
+
 def test_a_real_zoo_run_on_the_cpu(tmp_path) -> None:
     run.main(["zoo", "--models", "mlp:8", "--peers", "eager", "--no-graph", "--device", "cpu", "--mutwo", MUTWO,
               "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--deadline", "0"])
