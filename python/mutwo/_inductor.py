@@ -127,6 +127,10 @@ class Attempt:
     plan_s: float = 0.0  # of it, choosing the saved set (pricing the candidates)
     saved: list[str] = field(default_factory=list)  # what the backward module compiled takes from the forward
     measured: list[tuple[int, int]] = field(default_factory=list)  # each step's (forward, backward) added peak
+    # Inductor's scheduler's own estimate of each compiled module's peak
+    # (its freeable inputs included, so not an added peak): a reference for
+    # the model, where Inductor scheduled the graph (not served from its cache).
+    inductor_peaks: dict[str, int] = field(default_factory=dict)
 
     def predicted(self) -> Optional[int]:
         return self.choice.chosen.peak(self.corrections) if self.choice else None
@@ -136,7 +140,7 @@ class Attempt:
         return {"planner_budget_bytes": self.choice.budget_bytes if self.choice else None,
                 "chosen": c.name if c else None, "predicted_peak_bytes": self.predicted(),
                 "measured_peak_bytes": [max(m) for m in self.measured], "compile_seconds": round(self.compile_s, 3),
-                "plan_seconds": round(self.plan_s, 3),
+                "plan_seconds": round(self.plan_s, 3), "inductor_estimated_peak_bytes": dict(self.inductor_peaks),
                 "residual_bytes": asdict(self.corrections.of(c)) if c else None,
                 "tags": {"recompute": len(c.recomputed), "save": len(c.saved)} if c else {}}
 
@@ -294,7 +298,11 @@ class CompiledGraph:
         self.attempts.append(attempt)
 
         def inner(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], **kwargs: Any) -> Any:
-            code = compile_fx_inner(gm, example_inputs, **kwargs)
+            estimates: list[int] = []
+            with _mincut.inductor_peaks(estimates):
+                code = compile_fx_inner(gm, example_inputs, **kwargs)
+            if estimates:  # the order Inductor keeps: its least estimate
+                attempt.inductor_peaks["bwd" if kwargs.get("is_backward") else "fwd"] = min(estimates)
             if kwargs.get("is_backward"):
                 run = code.current_callable
 

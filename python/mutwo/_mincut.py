@@ -146,3 +146,20 @@ def pin_random(joint_module: fx.GraphModule) -> int:
 def partition(joint_module: fx.GraphModule, joint_inputs: Any, kwargs: dict) -> tuple[fx.GraphModule, fx.GraphModule]:
     """PyTorch's min-cut partition, as Inductor calls it."""
     return _pt.min_cut_rematerialization_partition(joint_module, joint_inputs, **kwargs)
+
+
+@contextmanager
+def inductor_peaks(record: list[int]) -> Iterator[None]:
+    """Within: Inductor's own peak-memory estimates appended to `record`
+    (torch._inductor.memory.estimate_peak_memory, which its scheduler runs on
+    each order reorder_for_peak_memory tries; the order it keeps has the
+    least). A graph Inductor's cache serves is not scheduled: no estimate."""
+    from torch._inductor import memory as _memory
+    original = _memory.estimate_peak_memory
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        peak, timeline = original(*args, **kwargs)
+        record.append(int(peak))
+        return peak, timeline
+    with _patched(_memory, estimate_peak_memory=recording):
+        yield
