@@ -197,3 +197,21 @@ def test_compiler_and_planner_options() -> None:
         mt.backend(budget="60%", compiler="xla")
     with pytest.raises(mt.MutwoError, match="planner="):
         mt.backend(budget="60%", planner="sqrt-n")
+
+
+def test_report_names_what_the_compiled_step_recomputes() -> None:
+    """report() of the compiled route: each activation plain compile saves named by
+    its module path and op, and str() the summary (peak, recompilations, what
+    is recomputed, by module)."""
+    model, inputs, loss_fn = MODELS["llama"]()
+    backend = mt.backend(budget="lowest")
+    _run(model, inputs, loss_fn, backend, 2)
+    r = mt.report(backend)
+    recomputed = [a for a in r["activations"] if a["decision"] == "recompute"]
+    assert recomputed, r["activations"]
+    assert all(a["op"] for a in r["activations"]), r["activations"]
+    assert any(a["module"].startswith("model.layers.") for a in recomputed), recomputed
+    text = str(r)
+    for part in ("torch.compile step", "graph 0: peak", "recompilation", "recomputed ", ": model.layers."):
+        assert part in text, (part, text)
+    assert r["chosen"] == mt.report(backend)["chosen"]  # the fields, as before
