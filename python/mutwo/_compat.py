@@ -5,6 +5,8 @@
 # or mutwo.torch (CMakeLists.txt's MUTWO_TORCH_MIN says the same).
 from __future__ import annotations
 
+import re
+
 import operator
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -166,22 +168,36 @@ def compiling() -> Iterator[None]:
         compiler._is_compiling_flag = old
 
 
+_ROOT = re.compile(r"^(L\['[^']*'\]|L__self__|L__[a-z_]+__)\.?")
+_INDEX = re.compile(r"\[\s*'?\"?([A-Za-z0-9_]+)'?\"?\s*\]")
+
+
+def module_path(node: torch.fx.Node, wrapper_attr: str = "") -> Optional[str]:
+    """The module path of the innermost entry of a node's nn_module_stack, as
+    the user's model names it ("layers.3.mlp.act_fn"): Dynamo's root
+    (L['self'], L__self__) dropped, indices written with dots, and
+    `wrapper_attr.` stripped; "" for the root module itself (or the capture's
+    wrapper and its loss function), None without a stack."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return None
+    path = list(stack.values())[-1]
+    path = str(path[0] if isinstance(path, (tuple, list)) else path)
+    path = _INDEX.sub(r".\1", _ROOT.sub("", path, count=1)).strip(".")
+    if wrapper_attr and path == wrapper_attr:
+        return ""
+    if wrapper_attr and path.startswith(wrapper_attr + "."):
+        return path[len(wrapper_attr) + 1:]
+    return path
+
+
 def scopes(gm: torch.fx.GraphModule, wrapper_attr: str) -> dict[torch.fx.Node, str]:
-    """Each node's module path: the innermost entry of its nn_module_stack, or,
-    for a backward node without one, that of the forward node whose autograd
-    node it differentiates (same seq_nr); `wrapper_attr.` is stripped, and a path
-    outside the model (the capture wrapper, the loss function) gives ""."""
+    """Each node's module path (module_path), or, for a backward node without
+    one, that of the forward node whose autograd node it differentiates (same
+    seq_nr); a path outside the model (the capture wrapper, the loss
+    function) gives ""."""
     def path_of(node: torch.fx.Node) -> Optional[str]:
-        stack = node.meta.get("nn_module_stack")
-        if not stack:
-            return None
-        path = list(stack.values())[-1]
-        path = str(path[0] if isinstance(path, (tuple, list)) else path)
-        for head in ("L['self'].", "L__self__."):
-            path = path[len(head):] if path.startswith(head) else path
-        if path == wrapper_attr:
-            return ""
-        return path[len(wrapper_attr) + 1:] if path.startswith(wrapper_attr + ".") else path
+        return module_path(node, wrapper_attr)
 
     by_seq: dict[int, str] = {}
     out: dict[torch.fx.Node, str] = {}

@@ -32,7 +32,7 @@ import torch
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from torch._subclasses.fake_tensor import FakeTensor
 
-from mutwo import _frontier, _loss, _mincut
+from mutwo import _compat, _frontier, _loss, _mincut
 from mutwo._frontier import Candidate, Choice, Corrections, FloorError, Residual
 from mutwo._budget import Budget
 from mutwo._graph import is_tangent
@@ -466,7 +466,9 @@ def _activations(choice: Choice) -> list[dict]:
         if not isinstance(v, torch.Tensor):
             continue
         keep = n.name in kept
-        out.append({"name": n.name, "bytes": v.untyped_storage().nbytes(), "decision": "keep" if keep else "recompute",
+        op = n.target._schema.name.split("::")[-1] if isinstance(n.target, torch._ops.OpOverload) else str(n.target)
+        out.append({"name": n.name, "module": _compat.module_path(n) or "", "op": op,
+                    "bytes": v.untyped_storage().nbytes(), "decision": "keep" if keep else "recompute",
                      "reason": "saved, as plain torch.compile saves it" if keep else
                      f"recomputed in the backward ({choice.chosen.name})"})
     return out

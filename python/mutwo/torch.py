@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from mutwo import _budget, _compat, _registry
+from mutwo._report import Report
 from mutwo._ext import BudgetError, MutwoError, call, memory, ops
 from mutwo.capture import CaptureError, OutputSpec, data_key, document, named_state, rng_preserved, trace
 
@@ -221,9 +222,12 @@ def wrap(module: torch.nn.Module, budget: Any = None, *, planner: str = "mutwo",
     return Wrapped(module, _options(budget, planner, profile, report, type(module).__name__))
 
 
-def report(module: Any = None, directory: Optional[str] = None) -> dict:
+def report(module: Any = None, directory: Optional[str] = None) -> Report:
     """The plan of the module's latest step: predicted and measured peak, what was
-    dropped, the predicted extra time (docs/python.md lists the keys). With a
+    dropped, the predicted extra time (docs/python.md lists the keys), as a
+    dict whose str() is a short summary for a person (print(report(model))):
+    peak before and after, budget, time, what lowered the peak, what was
+    dropped or swapped by module and op, recompilations. With a
     directory, also writes there the CLI's files: profile.json and its tables and
     plots, plan.json, plan.csv, rewritten.ir, summary.json and report.md, and
     PyTorch's memory snapshots (memory_snapshot.pickle: the profiled step,
@@ -243,14 +247,14 @@ def report(module: Any = None, directory: Optional[str] = None) -> dict:
         entry = _registry.entry_of(module)
         if entry.error:
             raise entry.error
-        return {**report(entry.backend, directory), "budget_source": entry.source}
+        return Report({**report(entry.backend, directory), "budget_source": entry.source})
     compiled = [g for g in getattr(module, "graphs", []) if not isinstance(g, Wrapped)]
     if compiled:  # a backend(compiler="inductor"): each graph's plan, predicted and measured
         if directory:
             warnings.warn(f"report(backend, {directory!r}): the compiled route (compiler='inductor') writes no files; "
                           "its plans are in the dict returned. For the CLI's files (profile, plan.json, report.md, "
                           "memory snapshots) use wrap() or backend(compiler='mutwo')", stacklevel=2)
-        return {**compiled[-1].info(), "graphs": [g.info() for g in compiled], "step": module.step.report()}
+        return Report({**compiled[-1].info(), "graphs": [g.info() for g in compiled], "step": module.step.report()})
     if getattr(module, "graphs", None):  # a backend(compiler="mutwo")
         module = module.graphs[-1]
     sessions = module._sessions if isinstance(module, Wrapped) else getattr(module, "_mutwo_sessions", None)
@@ -263,7 +267,7 @@ def report(module: Any = None, directory: Optional[str] = None) -> dict:
     info["plans"] = len(sessions)
     if directory:
         last.write_report(directory)
-    return info
+    return Report(info)
 
 
 def _same_budget(parsed: Optional[_budget.Budget], made: Any, options: Optional[dict], mode: Optional[str]) -> None:

@@ -196,7 +196,8 @@ int OptimizeCommand::run() const {
   write_outputs(p, dev, seed, name, step.batch_or_none(), out, memory_snapshot);
 
   auto measurement = [&](const Measured& m, bool ran) {
-    return report::StepMeasurement{ran, m.peak_bytes, m.reserved_peak_bytes, m.step_ms, ran ? m.losses.back() : 0.0};
+    return report::StepMeasurement{ran,          m.peak_bytes,  m.reserved_peak_bytes, m.step_ms,
+                                   ran ? m.losses.back() : 0.0, m.step_ms_min, m.step_ms_max, static_cast<int>(m.losses.size())};
   };
   const report::OptimizeSummary summary{step.what(),
                                         dev.str(),
@@ -214,6 +215,7 @@ int OptimizeCommand::run() const {
              check_detail.empty() ? "" : " (" + check_detail + ")",
              check && !baseline_fits ? " against the most-recomputation step (the unplanned one does not fit)" : "");
   if (!p.plan.note.empty()) fmt::print("note: {}\n", p.plan.note);
+  fmt::print("{}", report::optimize_details(summary, p.input, 5));
   for (const Measured* m : {&mb, &mp})
     if (m != &mb || baseline_fits)
     if (std::string note = fragmentation_note(m->peak_bytes, m->reserved_peak_bytes); !note.empty())

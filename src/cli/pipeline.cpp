@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "ir/text.h"
@@ -36,6 +38,10 @@ Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, i
     m.losses.push_back(rank_mean(r.outputs).at(0));  // on several ranks: the whole batch's loss
   }
   m.step_ms = median(times);
+  if (!times.empty()) {
+    m.step_ms_min = *std::min_element(times.begin(), times.end());
+    m.step_ms_max = *std::max_element(times.begin(), times.end());
+  }
   m.device_peak_bytes = m.reserved_peak_bytes + runtime::outside_allocator_bytes(device);
   return m;
 }

@@ -25,6 +25,7 @@ struct Measured {
   int64_t device_peak_bytes = 0;    // what the device held for the process: reserved + context and libraries
   int64_t leftover_bytes = 0;  // allocated before the step's own values (nothing, in a fresh process)
   double step_ms = 0;      // median
+  double step_ms_min = 0, step_ms_max = 0;  // the fastest and slowest measured step
   std::vector<double> losses;
 };
 

@@ -2,6 +2,7 @@
 // sweep of budgets), prints the prediction and writes plan.json / plan.csv.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -43,6 +44,19 @@ void print_plan(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanne
   if (!p.swap.empty())
     fmt::print("  swapped {} storages ({}) to host memory, {} there at once; copies add {:.3f} ms\n", p.swap.size(),
                format_bytes(swapped_bytes(in.graph, p)), format_bytes(p.predicted.host_peak_bytes), p.predicted.swap_ms);
+  if (!p.drop.empty() || !p.swap.empty()) {
+    std::vector<plan::ActivationRecord> moved;  // dropped or swapped, largest first
+    for (plan::ActivationRecord& a : plan::activation_records(in, p))
+      if (a.decision != "keep") moved.push_back(std::move(a));
+    std::stable_sort(moved.begin(), moved.end(), [](const auto& a, const auto& b) { return a.bytes > b.bytes; });
+    std::string names;
+    for (size_t i = 0; i < std::min<size_t>(5, moved.size()); ++i)
+      names += fmt::format("{}{} ({}, {})", i ? "; " : "", moved[i].label(), moved[i].decision, format_bytes(moved[i].bytes));
+    fmt::print("    largest: {}{}\n", names, moved.size() > 5 ? fmt::format("; {} more in plan.csv", moved.size() - 5) : "");
+  }
+  const std::vector<plan::Decision> ds = plan::decisions(in, p);
+  if (!ds.empty()) fmt::print("  what lowered the peak:\n");
+  for (const plan::Decision& d : ds) fmt::print("    - {}\n", plan::decision_line(d));
   if (!p.note.empty()) fmt::print("  note: {}\n", p.note);
 }
 

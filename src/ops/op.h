@@ -164,6 +164,12 @@ int64_t bytes_moved(const ir::Graph& g, const ir::Node& n);
 // The op as people know it: the row's name, or for the generic op its ATen
 // schema ("aten::addmm", "aten::add.Tensor").
 std::string display_name(const ir::Node& n);
+// The op as a model's author knows it: the row's name, or for the generic op
+// the ATen name without namespace or overload ("silu", "convolution").
+std::string op_name(const ir::Node& n);
+// Where a node is in the user's model and what it does: "layers.3.mlp.act_fn:
+// silu" (its module path, then op_name), the op alone outside any module.
+std::string node_label(const ir::Node& n);
 // ir::verify with the op table as the type oracle.
 void verify(const ir::Graph& g);
 

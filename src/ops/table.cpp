@@ -205,6 +205,16 @@ std::string display_name(const ir::Node& n) {
   return name;
 }
 
+std::string op_name(const ir::Node& n) {
+  const ir::Attr* target = n.attrs.find("target");
+  if (!target || !std::holds_alternative<std::string>(*target)) return n.op;
+  const std::string& t = std::get<std::string>(*target);
+  const size_t colons = t.rfind("::");
+  return colons == std::string::npos ? t : t.substr(colons + 2);
+}
+
+std::string node_label(const ir::Node& n) { return n.scope.empty() ? op_name(n) : n.scope + ": " + op_name(n); }
+
 void verify(const ir::Graph& g) { ir::verify(g, check); }
 
 }  // namespace mutwo::ops

@@ -17,13 +17,6 @@ bool chunked_op(const ir::Node& n) {
   return n.op == "linear_cross_entropy" || n.op == "linear_cross_entropy_backward";
 }
 
-// The rows a node runs with at its chunk_rows attribute (0: the default).
-int64_t rows_of(const ir::Graph& g, const ir::Node& n) {
-  const ir::TensorType& h = g.type(n.inputs[0]);
-  const ir::TensorType& w = g.type(n.inputs[1]);
-  return ops::vocab_chunk_rows(n, h.shape[0], w.shape[0], ir::element_size(ops::vocab_logits_dtype(n, h.dtype)));
-}
-
 // The profile's workspace of node `n`, re-scaled from the chunk it was
 // measured with to `rows`: what was measured beyond the declared chunk stays.
 int64_t workspace_at(const PlanInput& in, size_t n, int64_t rows) {
@@ -35,6 +28,12 @@ int64_t workspace_at(const PlanInput& in, size_t n, int64_t rows) {
 }
 
 }  // namespace
+
+int64_t rows_of(const ir::Graph& g, const ir::Node& n) {
+  const ir::TensorType& h = g.type(n.inputs[0]);
+  const ir::TensorType& w = g.type(n.inputs[1]);
+  return ops::vocab_chunk_rows(n, h.shape[0], w.shape[0], ir::element_size(ops::vocab_logits_dtype(n, h.dtype)));
+}
 
 std::vector<ChunkChoice> choose_chunks(const PlanInput& in, int64_t budget_bytes) {
   std::vector<ChunkChoice> out;

@@ -25,6 +25,9 @@ struct ChunkChoice {
   int64_t rows = 0;
 };
 std::vector<ChunkChoice> choose_chunks(const PlanInput& in, int64_t budget_bytes);
+// The rows node `n` of `g` runs with at its chunk_rows attribute (0 or
+// absent: the default, about ops::kVocabChunkBytes of logits).
+int64_t rows_of(const ir::Graph& g, const ir::Node& n);
 // Sets each node's chunk_rows; on a PlanInput, re-scales its workspace too.
 // Apply a plan's chunks to the graph before rewriting it with the plan's drops.
 void apply_chunks(ir::Graph& g, const std::vector<ChunkChoice>& chunks);

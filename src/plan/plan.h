@@ -64,6 +64,7 @@ rewrite::Rewritten rewrite_plan(const PlanInput& in, const Plan& p, const rewrit
 struct ReplayedNode {
   std::string node, op, state;
   int64_t state_bytes = 0;
+  int32_t origin = -1;  // the random node, in `in`'s graph
 };
 std::vector<ReplayedNode> replayed_random(const PlanInput& in, const Plan& p);
 

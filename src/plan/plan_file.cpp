@@ -14,6 +14,7 @@
 
 #include "ir/text.h"
 #include "analysis/liveness.h"
+#include "ops/op.h"
 #include "plan/plan_file.h"
 #include "rewrite/recompute.h"
 #include "support/error.h"
@@ -106,11 +107,17 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
   const RecomputeWalk walk(in, p.drop);
   const analysis::Liveness L = analysis::analyze_liveness(g);
   const std::set<ir::ValueId> swapped(p.swap.begin(), p.swap.end());  // storage owners
+  const ir::UseIndex uses(g);
   std::vector<ActivationRecord> out;
   for (const ir::Value& v : g.values()) {
     if (v.role != ir::Role::activation) continue;
     ActivationRecord a;
     a.name = v.name;
+    if (const int32_t made_by = uses.producer[static_cast<size_t>(v.id)]; made_by >= 0) {
+      const ir::Node& n = g.nodes()[static_cast<size_t>(made_by)];
+      a.module = n.scope;
+      a.op = ops::op_name(n);
+    }
     a.bytes = v.type.bytes();
     const bool d = dropped.count(v.id) > 0;
     const ir::ValueId storage = L.storage[static_cast<size_t>(v.id)];
@@ -157,7 +164,9 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
            {"rank", r.rank > 0 ? json(r.rank) : json()},
            {"score", r.rank > 0 ? json(r.score) : json()},
            {"recompute_ms", r.candidate ? json(r.recompute_ms) : json()},
-           {"ratio", r.candidate && r.recompute_ms > 0 ? json(r.ratio()) : json()}};
+           {"ratio", r.candidate && r.recompute_ms > 0 ? json(r.ratio()) : json()},
+           {"module", r.module},
+           {"op", r.op}};
     if (r.storage != r.name) a["storage"] = r.storage;  // a view: memory-viewer frames name its storage
     if (r.decision == "recompute") {
       dropped_bytes += r.bytes;
@@ -178,6 +187,11 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
     const ir::Node& node = g.nodes()[static_cast<size_t>(c.node)];
     chunks.push_back({{"node", g.value(node.outputs.at(0)).name}, {"op", node.op}, {"chunk_rows", c.rows}});
   }
+  json decided = json::array();
+  for (const Decision& d : decisions(in, p))
+    decided.push_back({{"kind", d.kind}, {"count", d.count}, {"bytes", d.bytes},
+                       {"peak_without_bytes", d.peak_without_bytes}, {"lowered_bytes", d.lowered_bytes},
+                       {"text", d.text}});
   json replayed = json::array();
   for (const ReplayedNode& r : replayed_random(in, p))
     replayed.push_back({{"node", r.node}, {"op", r.op}, {"state", r.state}, {"state_bytes", r.state_bytes}});
@@ -205,20 +219,21 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
          {"activations", acts},
          {"swapped", swapped},
          {"chunks", chunks},
-         {"replayed", replayed}};
+         {"replayed", replayed},
+         {"decisions", decided}};
   write_file(path, j.dump(1) + "\n");
 }
 
 void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path) {
   OutFile out(path);
-  out << "name,bytes,decision,sources,rank,recompute_ms,ratio,reason,score\n";
+  out << "name,bytes,decision,sources,rank,recompute_ms,ratio,reason,score,module,op\n";
   for (const ActivationRecord& r : activation_records(in, p)) {
     std::string src;
     for (const std::string& s : r.sources) src += (src.empty() ? "" : "|") + s;
-    out << fmt::format("{},{},{},{},{},{},{},{},{}\n", r.name, r.bytes, r.decision, src,
+    out << fmt::format("{},{},{},{},{},{},{},{},{},{},{}\n", r.name, r.bytes, r.decision, src,
                        r.rank > 0 ? std::to_string(r.rank) : "", r.candidate ? fmt::format("{:.6f}", r.recompute_ms) : "",
                        r.candidate && r.recompute_ms > 0 ? fmt::format("{:.1f}", r.ratio()) : "", r.reason,
-                       r.rank > 0 ? fmt::format("{:.1f}", r.score) : "");
+                       r.rank > 0 ? fmt::format("{:.1f}", r.score) : "", r.module, r.op);
   }
   out.commit();
 }
@@ -245,6 +260,8 @@ ActivationRecord read_activation(const json& a, const std::string& where, int ve
   act.candidate = present("recompute_ms");
   if (act.candidate) act.recompute_ms = json_ms(a, "recompute_ms", where);
   if (a.contains("reason")) act.reason = json_field<std::string>(a, "reason", where);
+  if (a.contains("module")) act.module = json_field<std::string>(a, "module", where);
+  if (a.contains("op")) act.op = json_field<std::string>(a, "op", where);
   MUTWO_CHECK(act.recomputed() == a.contains("sources"),
               "{}: 'sources' belongs to a recomputed activation, and only to one", where);
   if (act.recomputed()) act.sources = json_field<std::vector<std::string>>(a, "sources", where);
@@ -335,6 +352,17 @@ SavedPlan read_plan(const std::string& path) {
       const int64_t rows = json_size(c, "chunk_rows", where);
       MUTWO_CHECK(rows > 0, "{}: field 'chunk_rows' must be positive", where);
       s.chunks.emplace_back(node, rows);
+    });
+  if (j.contains("decisions"))  // absent in plans written before them
+    read_list(j, "decisions", path, [&](const json& d, const std::string& where) {
+      Decision x;
+      x.kind = json_field<std::string>(d, "kind", where);
+      x.count = static_cast<int32_t>(std::min<int64_t>(json_size(d, "count", where), INT32_MAX));
+      x.bytes = json_size(d, "bytes", where);
+      x.peak_without_bytes = json_size(d, "peak_without_bytes", where);
+      x.lowered_bytes = json_field<int64_t>(d, "lowered_bytes", where);
+      x.text = json_field<std::string>(d, "text", where);
+      s.decisions.push_back(std::move(x));
     });
   if (version >= 4) {
     s.replayed.emplace();

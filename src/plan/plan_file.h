@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "plan/decisions.h"
 #include "plan/plan.h"
 
 namespace mutwo::plan {
@@ -27,6 +28,11 @@ struct ActivationRecord {
   bool candidate = false;  // recomputable: recompute_ms and ratio are meaningful
   double recompute_ms = 0;
   std::vector<std::string> sources;  // dropped only: the kept values it is recomputed from
+  // Where the model makes it: its node's module path (scope) and op (ops::op_name);
+  // empty in plans written before they were recorded.
+  std::string module, op;
+  // "layers.3.mlp.act_fn: silu" (ops::node_label), the name where no op is recorded.
+  std::string label() const { return op.empty() ? name : module.empty() ? op : module + ": " + op; }
   double ratio() const { return recompute_ms > 0 ? static_cast<double>(bytes) / recompute_ms : 0.0; }
   bool recomputed() const { return decision == "recompute"; }
   bool swapped() const { return decision == "swap"; }
@@ -37,7 +43,8 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
 // recompute time and ratio, and sources; the graph's fingerprint) and plan.csv.
 // 2: graph_fingerprint; 3: swapped; 4: replayed (random nodes recomputed from
 // their generator state). Versions 2 and 3 are read too: their plans drop no
-// random output (none was a candidate).
+// random output (none was a candidate). Added within version 4, optional on
+// reading: each activation's `module` and `op`, and `decisions` (decisions.h).
 inline constexpr int kPlanVersion = 4;
 void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak, const std::string& path);
 void write_plan_csv(const PlanInput& in, const Plan& p, const std::string& path);
@@ -66,6 +73,8 @@ struct SavedPlan {
   bool update_early = false;
   // The random nodes it replays, by first output (version 4); absent in older plans.
   std::optional<std::vector<std::string>> replayed;
+  // What lowered the peak (plan.json's `decisions`; absent in plans written before them).
+  std::vector<Decision> decisions;
 };
 // UserError naming the file and the field.
 SavedPlan read_plan(const std::string& path);

@@ -134,9 +134,9 @@ std::string floor_text(const Plan& lowest, const std::string& planner) {
       parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", ir::to_string(static_cast<ir::Role>(r)),
                            format_bytes(lowest.predicted.peak_by_role[r]));
   // The exact bytes too: rounded, a floor just above the budget would read as equal to it.
-  return fmt::format("the lowest peak the {} planner reaches is {} = {} B ({}; of it, the working set of the peak node, {}: "
-                     "its inputs, outputs and workspace, {})",
-                     planner, format_bytes(lowest.predicted.peak_bytes), lowest.predicted.peak_bytes, parts, lowest.predicted.peak_op,
+  return fmt::format("the lowest peak the {} planner reaches is {} = {} B ({}; of it, the working set of the peak node "
+                     "({}): its inputs, outputs and workspace, {})",
+                     planner, format_bytes(lowest.predicted.peak_bytes), lowest.predicted.peak_bytes, parts, lowest.predicted.peak_label,
                      format_bytes(lowest.predicted.peak_working_bytes));
 }
 

@@ -239,7 +239,8 @@ std::vector<ReplayedNode> replayed_random(const PlanInput& in, const Plan& p) {
     if (!ops::replays_rng(n)) continue;
     const ir::Node& random = in.graph.nodes()[static_cast<size_t>(r.origin[k])];
     const ir::Value& state = r.graph.value(n.inputs.back());
-    out.push_back({in.graph.value(random.outputs.at(0)).name, ops::display_name(random), state.name, state.type.bytes()});
+    out.push_back({in.graph.value(random.outputs.at(0)).name, ops::display_name(random), state.name, state.type.bytes(),
+                   r.origin[k]});
   }
   return out;
 }
@@ -352,7 +353,7 @@ Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, c
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     s.peak_working_bytes = workspace;
     for (size_t owner : touched) s.peak_working_bytes += r.graph.values()[owner].type.bytes();
-    s.peak_op = peak.op;
+    s.peak_label = ops::node_label(peak);
   }
   return s;
 }

@@ -20,7 +20,7 @@ struct Simulation {
   int32_t peak_node = -1;  // rank in the rewritten schedule
   std::array<int64_t, ir::kNumRoles> peak_by_role{};
   int64_t peak_working_bytes = 0;  // the peak node's inputs, outputs and workspace (within the above)
-  std::string peak_op;             // that node's op
+  std::string peak_label;          // that node as ops::node_label names it ("layer4.1.conv2: convolution")
   double extra_ms = 0;  // measured time of the recomputed nodes
   int32_t recompute_nodes = 0;
   std::vector<int64_t> live_after;  // per rewritten node

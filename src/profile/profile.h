@@ -74,6 +74,9 @@ struct Profile {
   // not known, and the planners do not swap.
   double h2d_gbps = 0, d2h_gbps = 0;
   double step_ms = 0;      // median wall time of the whole step (that iteration's)
+  // The fastest and slowest of the measured iterations (their spread is the
+  // step time's noise); both 0 where no step was timed (an estimate, a model).
+  double step_ms_min = 0, step_ms_max = 0;
   double node_ms_sum = 0;  // sum of the nodes' median times
 
   int64_t activation_bytes_at_peak() const { return peak_by_role[static_cast<size_t>(ir::Role::activation)]; }

@@ -96,6 +96,8 @@ std::string to_json_text(const Profile& p) {
          {"h2d_gbps", p.h2d_gbps},
          {"d2h_gbps", p.d2h_gbps},
          {"step_ms", p.step_ms},
+         {"step_ms_min", p.step_ms_min},
+         {"step_ms_max", p.step_ms_max},
          {"node_ms_sum", p.node_ms_sum},
          {"nodes", nodes},
          {"values", values},
@@ -129,6 +131,8 @@ Profile from_json_text(const std::string& text, const std::string& source) {
     MUTWO_CHECK(*field <= 1e6, "{}: field '{}' is {} GB/s, more than any bus", source, key, *field);
   }
   p.step_ms = json_ms(j, "step_ms", source);
+  if (j.contains("step_ms_min")) p.step_ms_min = json_ms(j, "step_ms_min", source);  // absent before they were kept
+  if (j.contains("step_ms_max")) p.step_ms_max = json_ms(j, "step_ms_max", source);
   p.node_ms_sum = json_ms(j, "node_ms_sum", source);
   p.graph_text = json_field<std::string>(j, "graph", source);
   const json by_role = json_field<json>(j, "peak_by_role_bytes", source);

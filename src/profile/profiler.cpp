@@ -144,6 +144,8 @@ Profile profile_step(const ir::Graph& g, const ProfileOptions& o) {
     std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return step_ms[a] < step_ms[b]; });
     mid = order[order.size() / 2];
     p.step_ms = step_ms[mid];
+    p.step_ms_min = step_ms[order.front()];
+    p.step_ms_max = step_ms[order.back()];
   }
   for (size_t n = 0; n < nn; ++n) {
     NodeRecord& r = p.nodes[n];

@@ -60,7 +60,9 @@ void write_tradeoff(const std::vector<plan::Plan>& plans, const profile::Profile
 struct StepMeasurement {
   bool measured = true;  // false: the step did not fit the device and was not run
   int64_t peak_bytes = 0, reserved_peak_bytes = 0;
-  double step_ms = 0, last_loss = 0;
+  double step_ms = 0, last_loss = 0;  // step_ms: the median of the measured steps
+  double step_ms_min = 0, step_ms_max = 0;  // their fastest and slowest
+  int steps = 0;                            // how many were measured
 };
 struct OptimizeSummary {
   std::string what, device;  // "mlp batch 64", "cpu"
@@ -70,8 +72,14 @@ struct OptimizeSummary {
   std::string check;    // passed, failed, skipped
   std::string command;  // the command line, to reproduce
 };
-// The before/after table optimize prints and report.md holds.
+// The before/after table optimize prints and report.md holds (step times
+// with their spread over the measured steps).
 std::string optimize_table(const OptimizeSummary& s);
+// What optimize prints and report.md holds below the table: what lowered the
+// peak (plan::decisions), the dropped and swapped activations by module and
+// op (at most `listed` of each, the largest first; 0: all), and a note when
+// the step times' spread is larger than the difference the table shows.
+std::string optimize_details(const OptimizeSummary& s, const plan::PlanInput& in, size_t listed);
 // DIR/report.md: the table, the before/after plot, the dropped activations by block, how to reproduce.
 void write_optimize_report(const OptimizeSummary& s, const plan::PlanInput& in, const std::string& dir);
 

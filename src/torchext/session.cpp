@@ -109,6 +109,10 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
   unplanned_peak_ = planned.unplanned_peak;
   unplanned_activation_bytes_ = planned.unplanned_activation_bytes;
   plan_ = std::move(planned.plan);
+  decisions_ = plan::decisions(input_, plan_);
+  for (plan::ActivationRecord& a : plan::activation_records(input_, plan_))
+    if (a.decision != "keep") moved_.push_back(std::move(a));
+  unplanned_peak_node_ = plan::simulate(input_, {}).peak_label;
 
   // Phase 3: the rewrite, run by the executor part by part.
   planned_ = plan::rewrite_plan(input_, plan_).graph;
@@ -238,6 +242,13 @@ std::string Session::info_json() const {
     dropped.push_back(input_.graph.value(v).name);
     dropped_bytes += input_.graph.type(v).bytes();
   }
+  json moved = json::array(), decided = json::array();
+  for (const plan::ActivationRecord& a : moved_)
+    moved.push_back({{"name", a.name}, {"module", a.module}, {"op", a.op}, {"label", a.label()}, {"bytes", a.bytes},
+                     {"decision", a.decision}});
+  for (const plan::Decision& d : decisions_)
+    decided.push_back({{"kind", d.kind}, {"count", d.count}, {"bytes", d.bytes}, {"peak_without_bytes", d.peak_without_bytes},
+                       {"lowered_bytes", d.lowered_bytes}, {"text", d.text}, {"line", plan::decision_line(d)}});
   json j{{"model", options_.label},
          {"device", device_.str()},
          {"planner", options_.planner},
@@ -251,6 +262,9 @@ std::string Session::info_json() const {
          {"predicted_peak_by_role", peak_by_role_json(plan_.predicted)},
          {"predicted_extra_ms", plan_.predicted.extra_ms},
          {"profiled_step_ms", input_.profile.step_ms},
+         {"profiled_step_ms_min", input_.profile.step_ms_min},
+         {"profiled_step_ms_max", input_.profile.step_ms_max},
+         {"profile_iterations", options_.profile == "measure" ? std::max(1, options_.profile_iters) : 0},
          {"dropped", dropped},
          {"dropped_bytes", dropped_bytes},
          {"recompute_nodes", plan_.predicted.recompute_nodes},
@@ -262,7 +276,11 @@ std::string Session::info_json() const {
          {"measured_peak_bytes", steps_ ? json(measured_peak_) : json()},
          {"last_measured_peak_bytes", steps_ ? json(last_measured_peak_) : json()},
          {"measured_between_bytes", steps_ ? json(between_) : json()},
-         {"note", plan_.note}};
+         {"note", plan_.note},
+         {"moved", moved},
+         {"decisions", decided},
+         {"unplanned_peak_node", unplanned_peak_node_},
+         {"predicted_peak_node", plan_.predicted.peak_label}};
   return j.dump();
 }
 

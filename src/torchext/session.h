@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "plan/plan.h"
+#include "plan/plan_file.h"
 #include "profile/profile.h"
 #include "stepfile/step_file.h"
 #include "support/units.h"
@@ -78,6 +79,11 @@ class Session {
   stepfile::ModuleStep step_;            // as loaded (ids of the unplanned graph)
   plan::PlanInput input_;
   plan::Plan plan_;
+  // For info_json, found once: what lowered the peak, and the activations
+  // dropped or swapped, each named by module and op.
+  std::vector<plan::Decision> decisions_;
+  std::vector<plan::ActivationRecord> moved_;
+  std::string unplanned_peak_node_;  // ops::node_label of the unplanned step's peak node
   int64_t unplanned_peak_ = 0;
   int64_t unplanned_activation_bytes_ = 0;
   ir::Graph planned_;

@@ -278,7 +278,7 @@ TEST(Core, PlanFilesRecordThePlannersReasoning) {
   std::ifstream f(csv);
   std::string header;
   std::getline(f, header);
-  EXPECT_EQ(header, "name,bytes,decision,sources,rank,recompute_ms,ratio,reason,score");
+  EXPECT_EQ(header, "name,bytes,decision,sources,rank,recompute_ms,ratio,reason,score,module,op");
 }
 
 // What is kept at backward time, at its edges (rewrite::kept_at_backward, the

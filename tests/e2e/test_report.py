@@ -31,7 +31,7 @@ def test_report_writes_the_profile_again(mlp_report: pathlib.Path, tmp_path: pat
     if shutil.which("gnuplot"):
         for f in ("memory_timeline.svg", "memory_timeline.png", "peak_breakdown.svg", "peak_breakdown.png"):
             assert (p / f).exists() and (p / f).stat().st_size, f"mutwo report did not render {f}"
-    assert "| rank | activation |" in (p / "report.md").read_text(), "report.md lacks the candidates table"
+    assert "| rank | module: op | activation |" in (p / "report.md").read_text(), "report.md lacks the candidates table"
 
 
 def test_sweep_marks_the_plan_that_missed(tmp_path: pathlib.Path) -> None:

@@ -51,7 +51,7 @@ def test_refused(case: Case, request: pytest.FixtureRequest) -> None:
 # No plan fits: plan and optimize exit 3 after writing the best plan, with one
 # line naming the lowest reachable peak and what it holds.
 FLOOR = (r"no plan fits the budget 1.0 KiB: the lowest peak the mutwo planner reaches is [0-9.]* [KMG]*i*B = [0-9]* B "
-         r"\(.*parameter.*working set of the peak node, [a-z_]*: its inputs, outputs and workspace, [0-9.]* [KMG]*i*B\)")
+         r"\(.*parameter.*working set of the peak node \(([a-z0-9_.]+: )?[a-z_]+\): its inputs, outputs and workspace, [0-9.]* [KMG]*i*B\)")
 
 
 def test_no_plan_fits(profiles: pathlib.Path, tmp_path: pathlib.Path) -> None:

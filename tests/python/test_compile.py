@@ -243,3 +243,21 @@ def test_planning_says_what_it_chose_unless_quiet(capfd, monkeypatch) -> None:
     monkeypatch.setenv("MUTWO_QUIET", "1")
     _run(model, inputs, loss_fn, mt.backend(budget="lowest"), 1)
     assert "planned" not in capfd.readouterr().err
+
+
+def test_report_names_what_the_compiled_step_recomputes() -> None:
+    """report() of the compiled route: each activation plain compile saves named by
+    its module path and op, and str() the summary (peak, recompilations, what
+    is recomputed, by module)."""
+    model, inputs, loss_fn = MODELS["llama"]()
+    backend = mt.backend(budget="lowest")
+    _run(model, inputs, loss_fn, backend, 2)
+    r = mt.report(backend)
+    recomputed = [a for a in r["activations"] if a["decision"] == "recompute"]
+    assert recomputed, r["activations"]
+    assert all(a["op"] for a in r["activations"]), r["activations"]
+    assert any(a["module"].startswith("model.layers.") for a in recomputed), recomputed
+    text = str(r)
+    for part in ("torch.compile step", "graph 0: peak", "recompilation", "recomputed ", ": model.layers."):
+        assert part in text, (part, text)
+    assert r["chosen"] == mt.report(backend)["chosen"]  # the fields, as before

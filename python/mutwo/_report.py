@@ -1,0 +1,111 @@
+# What mutwo.torch.report() returns: a dict of the plan's fields (as before:
+# r["predicted_peak_bytes"], json.dumps(r)) whose str() is a short summary for
+# a person: peak before and after, the budget, the time it costs, what lowered
+# the peak, what was dropped or swapped (by module and op), recompilations.
+from __future__ import annotations
+
+from typing import Optional
+
+_LISTED = 5  # activations named in the summary, the largest first
+
+
+def _bytes(b: Optional[int]) -> str:
+    if b is None:
+        return "-"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(b) >= size:
+            return f"{b / size:.1f} {unit}"
+    return f"{b} B"
+
+
+def _label(a: dict) -> str:
+    """"layers.3.mlp.act_fn: silu", from an activation's module and op."""
+    if a.get("label"):
+        return a["label"]
+    op, module = a.get("op") or a.get("name", "?"), a.get("module")
+    return f"{module}: {op}" if module else op
+
+
+def _named(acts: list[dict], what: str) -> list[str]:
+    """'recomputed 3 activations (1.5 MiB): a: relu (1 MiB), ...', largest first."""
+    if not acts:
+        return []
+    acts = sorted(acts, key=lambda a: -int(a.get("bytes") or 0))
+    total = sum(int(a.get("bytes") or 0) for a in acts)
+    names = ", ".join(f"{_label(a)} ({_bytes(a.get('bytes'))})" for a in acts[:_LISTED])
+    more = f", and {len(acts) - _LISTED} more" if len(acts) > _LISTED else ""
+    return [f"  {what} {len(acts)} activation{'s' if len(acts) != 1 else ''} ({_bytes(total)}): {names}{more}"]
+
+
+def _spread_note(step_ms: Optional[float], low: Optional[float], high: Optional[float], shown: Optional[float],
+                 steps: int) -> list[str]:
+    """The step time with its spread, and a note when the spread is wider than `shown` (the difference reported)."""
+    if not step_ms:
+        return []
+    if not steps or low is None or high is None or steps < 2:
+        return [f"  step: {step_ms:.2f} ms (one step timed: no spread)"]
+    lines = [f"  step: {step_ms:.2f} ms, {low:.2f} to {high:.2f} ms over {steps} profiled steps"]
+    if shown is not None and high - low > abs(shown):
+        lines.append(f"  note: the step times vary by {high - low:.2f} ms, more than the {abs(shown):.2f} ms extra "
+                     "time shown: it is within that noise")
+    return lines
+
+
+def _session_summary(r: dict) -> list[str]:
+    """wrap() and backend(compiler="mutwo"): one session's plan."""
+    budget = f"budget {r['budget']} = {_bytes(r.get('budget_bytes'))}" if r.get("budget") else "no budget"
+    measured = f", {_bytes(r['measured_peak_bytes'])} measured" if r.get("measured_peak_bytes") is not None else ""
+    lines = [f"mutwo plan of {r.get('model', '?')} on {r.get('device', '?')} (planner {r.get('planner')}, {budget})",
+             f"  peak: {_bytes(r.get('unplanned_peak_bytes'))} unplanned -> {_bytes(r.get('predicted_peak_bytes'))} "
+             f"predicted{measured}"]
+    if r.get("predicted_peak_node"):
+        lines.append(f"  peak node: {r['predicted_peak_node']}")
+    lines.append(f"  time: +{r.get('predicted_extra_ms', 0):.3f} ms predicted for recomputation")
+    lines += _spread_note(r.get("profiled_step_ms"), r.get("profiled_step_ms_min"), r.get("profiled_step_ms_max"),
+                          r.get("predicted_extra_ms"), int(r.get("profile_iterations") or 0))
+    decisions = r.get("decisions") or []
+    lines.append("  what lowered the peak:" if decisions else "  what lowered the peak: nothing (the unplanned step)")
+    lines += [f"    - {d['line']}" for d in decisions]
+    moved = r.get("moved") or []
+    lines += _named([a for a in moved if a.get("decision") == "recompute"], "recomputed")
+    lines += _named([a for a in moved if a.get("decision") == "swap"], "swapped")
+    lines.append(f"  plans: {r.get('plans', 1)} (one per input shape); steps run: {r.get('steps', 0)}")
+    if r.get("note"):
+        lines.append(f"  note: {r['note']}")
+    return lines
+
+
+def _compiled_summary(r: dict) -> list[str]:
+    """backend() with Inductor: the latest graph's plan, and the step's."""
+    graphs = r.get("graphs") or [r]
+    budget = f"budget {r['budget']} = {_bytes(r.get('budget_bytes'))}" if r.get("budget") else "no budget"
+    lines = [f"mutwo plan of a torch.compile step on {r.get('device', '?')} (Inductor, planner {r.get('planner')}, "
+             f"{budget}; {len(graphs)} graph{'s' if len(graphs) != 1 else ''})"]
+    step = r.get("step") or {}
+    if step.get("measured_peak_bytes") is not None:
+        lines.append(f"  step peak: {_bytes(step['measured_peak_bytes'])} measured, "
+                     f"{_bytes(step.get('predicted_peak_bytes'))} predicted"
+                     + (f", at {step['at_peak']}" if step.get("at_peak") else ""))
+    for i, g in enumerate(graphs):
+        lines.append(f"  graph {i}: peak {_bytes(g.get('unplanned_peak_bytes'))} as plain torch.compile plans it -> "
+                     f"{_bytes(g.get('predicted_peak_bytes'))} predicted, {_bytes(g.get('measured_peak_bytes'))} "
+                     f"measured; +{g.get('predicted_extra_ms') or 0:.3f} ms predicted ({g.get('chosen')}); "
+                     f"{g.get('recompilations', 0)} recompilation{'s' if g.get('recompilations', 0) != 1 else ''}")
+        lines += ["  " + line for line in _named([a for a in g.get("activations") or []
+                                                  if a.get("decision") == "recompute"], "recomputed")]
+    if r.get("error") or step.get("error"):
+        lines.append(f"  error: {r.get('error') or step.get('error')}")
+    return lines
+
+
+class Report(dict):
+    """report()'s answer: every field as a key (docs/python.md), and str() a summary."""
+
+    def __str__(self) -> str:
+        lines = _compiled_summary(self) if self.get("compiler") == "inductor" else _session_summary(self)
+        if self.get("budget_source"):
+            lines.append(f"  budget from: {self['budget_source']}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"{self}\n(a dict: {', '.join(sorted(map(str, self)))})"
