@@ -97,6 +97,7 @@ struct MaxBatchCommand {
   std::string out;            // --out: each answer's rewritten step
   int64_t limit = 4096;
   std::string search = "model";  // --search: "model" (predict, then confirm) or "full" (every batch profiled)
+  SwapOptions swap;
   OutputOptions output;
 
   void add_to(CLI::App& app);

@@ -500,7 +500,7 @@ TEST(PlannerProperties, BudgetsResolveAsDocumented) {
   for (const auto& [model, batch] : std::vector<std::pair<std::string, int64_t>>{
            {"resnet-18", 4}, {"bert-tiny", 64}, {"transformer-lm", 16}}) {
     SCOPED_TRACE(fmt::format("{} batch {}", model, batch));
-    plan::Planned p = plan::prepare(zoo_profile(model, batch, "cpu", 64));
+    plan::PlannedStep p = plan::prepare(zoo_profile(model, batch, "cpu", 64), {});
     const int64_t a = p.unplanned_activation_bytes, f = p.unplanned_peak - a;
     ASSERT_GT(a, 0);
     plan::PlanOptions po;
@@ -512,13 +512,13 @@ TEST(PlannerProperties, BudgetsResolveAsDocumented) {
     EXPECT_EQ(plan::budget_bytes(p, po), p.unplanned_peak);
     po.at_least_bytes = 0;
     po.budget = Budget::lowest();
-    plan::run(p, po);
+    plan::choose_plan(p, po);
     const plan::Plan floor = plan::run_planner("mutwo", p.input, 0);
     EXPECT_TRUE(p.plan.feasible);
     EXPECT_EQ(p.plan.budget_bytes, p.plan.predicted.peak_bytes);
     EXPECT_LE(p.plan.predicted.peak_bytes, floor.predicted.peak_bytes);
     po.budget = Budget::of_fraction(0.01);
-    plan::run(p, po);
+    plan::choose_plan(p, po);
     if (p.plan.feasible) continue;
     ++refused;
     const std::string text = plan::infeasible_text(p, po);
@@ -526,7 +526,7 @@ TEST(PlannerProperties, BudgetsResolveAsDocumented) {
     ASSERT_NE(at, std::string::npos) << text;
     po.budget = parse_budget(text.substr(at + 13, text.find(',', at) - at - 13));
     EXPECT_EQ(po.budget.kind, Budget::Kind::fraction) << text;
-    plan::run(p, po);
+    plan::choose_plan(p, po);
     EXPECT_TRUE(p.plan.feasible) << text;
   }
   EXPECT_GE(refused, 1) << "1% fitted everywhere: the refusals' advice went untested";
