@@ -75,7 +75,7 @@ struct OptimizeCommand {
 struct SweepCommand {
   StepOptions step;
   std::string batches = "8,16,32";
-  BudgetOptions planning{"60%"};
+  BudgetOptions planning = BudgetOptions::with_budget("60%");
   DeviceOptions device;
   int steps = 3;
   std::string out;

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -131,6 +132,11 @@ struct BudgetOptions {
   std::string budget;  // empty: none given (each command says what that means)
   std::string planner = plan::PlanOptions{}.planner;
   SwapOptions swap;  // added by each command, first (swap.add_to)
+  static BudgetOptions with_budget(std::string b) {  // a command whose --budget has a default
+    BudgetOptions o;
+    o.budget = std::move(b);
+    return o;
+  }
   // --budget with `budget_help`, --planner with `planner_help`; returns --budget.
   CLI::Option* add_to(CLI::App& app, const char* budget_help,
                       const char* planner_help = "none, per-layer, sqrt-n, mutwo or optimal");

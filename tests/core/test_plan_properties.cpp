@@ -1,4 +1,5 @@
-// Property tests for every planner (issue 5) on synthetic training steps built
+// Property tests for every planner (Checkmate's kind: plans judged by one
+// simulator, never trusted) on synthetic training steps built
 // in plain data, in milliseconds: seeded random chains, diamonds, U-Net-like
 // long skips and transformer-like blocks, with FLOP-based or random node times.
 // For each planner and budgets from 110% down to 30% of the unplanned peak:
@@ -371,7 +372,7 @@ void check_family(Family f) {
   }
 }
 
-// Issue 27: mutwo's plan is never worse than per-layer's or sqrt-n's under
+// mutwo's plan is never worse than per-layer's or sqrt-n's under
 // the same budget: where one of them fits, mutwo fits and its predicted extra
 // time is at most theirs; where mutwo does not fit, its peak is at most theirs.
 void expect_not_worse_than_peers(const plan::Plan& mutwo, const std::vector<const plan::Plan*>& peers) {
@@ -462,7 +463,7 @@ TEST(PlannerProperties, MutwoNeverWorseThanPerLayerOrSqrtNOnZooModels) {
 
 // ResNet-152 at batch 8 (224x224) with each node's time and workspace as
 // measured on an H100 (tests/core/data), recomputation only: there the greedy
-// alone stopped at 1114.3 MB, above per-layer's 1104.7 (issue 27): dropping
+// alone stopped at 1114.3 MB, above per-layer's 1104.7: dropping
 // the blocks' outputs one by one, it left every recomputation chain running
 // back through the residual adds to the stem, all held at once at layer3.0's
 // backward, with nothing idle there to drop.
@@ -537,8 +538,8 @@ TEST(PlannerProperties, Diamonds) { check_family(Family::diamond); }
 TEST(PlannerProperties, UNetSkips) { check_family(Family::unet); }
 TEST(PlannerProperties, TransformerBlocks) { check_family(Family::transformer); }
 
-// Issue 5 asks this of every planner. The optimum's plans under smaller budgets
-// fit those budgets; where none fits, what it shows must not sit above a plan
+// A smaller budget never gives a higher peak, asked of every planner. The
+// optimum's plans under smaller budgets fit those budgets; where none fits, what it shows must not sit above a plan
 // it found under a larger budget.
 TEST(PlannerProperties, OptimalPeakNeverRisesAsTheBudgetFalls) {
   if (!plan::optimal_planner_built()) GTEST_SKIP() << "built with -DMUTWO_WITH_CBC=OFF";
