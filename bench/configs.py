@@ -106,13 +106,13 @@ CONFIGS: dict[str, Config] = {
                steps=10),
     "wrap-check": _c("wrap-check", "mutwo.torch.wrap on the small LLaMA decoder: 3 steps at 80% against the "
                      "unplanned capture (bitwise) and eager (losses)", models=["llama:8"]),
-    "replay": _c("replay", "random nodes replayed (issue 26): zoo entries at 50% with --check and at their lowest "
+    "replay": _c("replay", "random nodes replayed from their generator state: zoo entries at 50% with --check and at their lowest "
                  "peaks, captured entries as `graph` with SDPA math", models=["gpt2-small:8", "bert-large:32"],
                  peers=["eager", "checkpoint"], sdpa="math", steps=5),
     "capped": _c("capped", "max-batch under --device-memory caps, each answer trained 10 steps under the cap; "
                  "--peers: PyTorch's largest batches by bisection", models=["resnet-152", "bert-base"],
                  caps=["8GiB"], planners=["none", "per-layer", "mutwo"]),
-    "shared-card": _c("shared-card", "a card another process shares (issue 27): 1 run, 2 max-batch without "
+    "shared-card": _c("shared-card", "a card another process shares (its bytes are not ours to plan): 1 run, 2 max-batch without "
                       "--memory, 3 captured HF LLaMA --check, 4 wrap HF T5, 5 CUDA pytest, 6 PyTorch's bisection",
                       models=["resnet-152", "bert-base"], sections=["1", "2", "3", "4", "5"],
                       planners=["none", "per-layer", "mutwo"], limit=4096),
@@ -120,11 +120,11 @@ CONFIGS: dict[str, Config] = {
                 "per-layer's peak, PyTorch eager and checkpoint at each batch",
                 models=["resnet-152:8,16,32,64", "bert-base:8,16,32", "bert-large:8,16,32"], budgets=["60%"],
                 peers=["eager", "ckpt"], steps=5),
-    "swap": _c("swap", "swapping beside recomputation and PyTorch's offload (issue 16): floors, below the "
+    "swap": _c("swap", "swapping beside recomputation and PyTorch's offload: floors, below the "
                "recompute floor with --check, at the peers' peaks",
                models=["resnet-152:32", "bert-large:32", "gpt2-small:8", "resnet-152:64"],
                peers=["eager", "ckpt", "offload", "sac-offload"], steps=5, graph=False),
-    "dist": _c("dist", "several GPUs (issue 17): mutwo run and optimize under torchrun, all-reduce and "
+    "dist": _c("dist", "several GPUs (data parallel): mutwo run and optimize under torchrun, all-reduce and "
                "--shard-optimizer, on 1 and --gpus GPUs, beside DDP, DDP+checkpointing and FSDP2+checkpointing",
                models=["bert-large:32", "gpt2-medium:8"], budgets=["60%", "40%"], steps=5, gpus=2),
     "ops": _c("ops", "where the step's time goes, op by op: mutwo profile's nodes.csv summed beside "
@@ -139,16 +139,16 @@ CONFIGS: dict[str, Config] = {
     "wrap-bert": _c("wrap", "README's wrap table, BERT row", models=["bert:32"], variants=WRAP_ALL.split(",")),
     "wrap-llama-gpt2": _c("wrap", "README's wrap table, LLaMA and GPT-2 rows", models=["llama:8:bf16", "gpt2:8"],
                           variants=WRAP_ALL.split(","), sdpa="efficient_attention"),
-    "compile": _c("wrap", "mutwo plans, Inductor compiles (issue 25), held to each compile point's and "
+    "compile": _c("wrap", "mutwo plans, Inductor compiles, held to each compile point's and "
                   "checkpointing's peak", variants=FULL_COMPILE.split(","),
                   timeouts={"variant": 200}),
     "frontier": _c("wrap", "torch.compile's activation_memory_budget at every ladder point, then mutwo's backend "
                    "held to each point's measured peak, and at its lowest (one model per device call; "
                    "bench/frontier_plot.py draws it)", models=["llama:8:bf16"], variants=FRONTIER,
                    timeouts={"variant": 240}),
-    "replay-gpt2": _c("replay", "docs/results.md, issue 26: the zoo's floors and checks, then captured GPT-2",
+    "replay-gpt2": _c("replay", "docs/results.md, random nodes replayed: the zoo's floors and checks, then captured GPT-2",
                       models=["gpt2-small:8", "bert-large:32", "gpt2:8"]),
-    "replay-t5": _c("replay", "docs/results.md, issue 26: the same, then captured T5",
+    "replay-t5": _c("replay", "docs/results.md, random nodes replayed: the same, then captured T5",
                     models=["gpt2-small:8", "bert-large:32", "t5:16"]),
     "capped-4gpu": _c("capped", "docs/results.md's capped table: 8 and 16 GiB, mutwo and PyTorch, one card "
                       "per cap and model", caps=["8GiB", "16GiB"], peers=["eager", "ckpt"], gpus=4),

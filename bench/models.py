@@ -2,13 +2,15 @@
 # - the zoo's, as `mutwo --model` builds them: mlp, resnet-N, bert-base, bert-large,
 #   gpt2-small, gpt2-medium (the zoo and sweep benchmarks set them beside mutwo's own);
 # - user models whose steps mutwo captures (CAPTURED: vit_b_16, llama, bert, gpt2, t5),
-#   with the one LLaMA-style decoder of bench/.
+#   the LLaMA-style decoder the one tests/ train (tests/python/llama_decoder.py), at LLaMA's sizes.
 # make(name, batch) -> Made: the model on its device in training mode, its inputs, the loss,
 # its blocks (bench/blocks.py, mutwo's definition) and how it checkpoints them. fp32, seeded;
 # small=True gives tiny captured models for CPU tests.
 from __future__ import annotations
 
 import math
+import os
+import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -18,6 +20,9 @@ import torch.nn.functional as F
 
 from blocks import blocks as blocks_of_model
 from configs import CAPTURED, is_captured
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "python"))
+from llama_decoder import Llama  # noqa: E402 (the one LLaMA-style decoder, tests/ train it too)
 
 ZOO = ("mlp", "resnet-N", "bert-base", "bert-large", "gpt2-small", "gpt2-medium")
 HF_ATTENTION = "eager"  # transformers' attention implementation, for every Hugging Face model here
@@ -31,85 +36,6 @@ class Made:
     blocks: list[nn.Module]  # what per-block checkpointing, offloading and sharding wrap
     checkpoint: Optional[Callable[[nn.Module], None]] = None  # the model's own per-block checkpointing, if any
     lr: float = 0.01  # SGD's learning rate (momentum 0.9): the zoo's peers always trained at 1e-3
-
-
-# ---------------------------------------------------------------------------------------------
-# The LLaMA-style decoder: RMSNorm, rotary embeddings, SwiGLU, causal attention.
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float = 1e-6) -> None:
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
-
-def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding of x [batch, heads, seq, head_dim] (halves rotated, as in LLaMA's HF port)."""
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)
-
-
-class Attention(nn.Module):
-    def __init__(self, dim: int, heads: int) -> None:
-        super().__init__()
-        self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim, bias=False)
-        self.out = nn.Linear(dim, dim, bias=False)
-
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        b, t, d = x.shape
-        q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
-        q, k = rotate(q, cos, sin), rotate(k, cos, sin)
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.out(y.transpose(1, 2).reshape(b, t, d))
-
-
-class SwiGLU(nn.Module):
-    def __init__(self, dim: int, hidden: int) -> None:
-        super().__init__()
-        self.w1 = nn.Linear(dim, hidden, bias=False)
-        self.w3 = nn.Linear(dim, hidden, bias=False)
-        self.w2 = nn.Linear(hidden, dim, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
-
-
-class Layer(nn.Module):
-    def __init__(self, dim: int, heads: int, hidden: int) -> None:
-        super().__init__()
-        self.attn_norm, self.attn = RMSNorm(dim), Attention(dim, heads)
-        self.mlp_norm, self.mlp = RMSNorm(dim), SwiGLU(dim, hidden)
-
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        x = x + self.attn(self.attn_norm(x), cos, sin)
-        return x + self.mlp(self.mlp_norm(x))
-
-
-class Llama(nn.Module):
-    def __init__(self, vocab: int, dim: int, layers: int, heads: int, seq: int) -> None:
-        super().__init__()
-        hidden = 256 * math.ceil(2 * 4 * dim / 3 / 256)  # LLaMA's SwiGLU width: 2048 for dim 768
-        self.embed = nn.Embedding(vocab, dim)
-        self.layers = nn.ModuleList(Layer(dim, heads, hidden) for _ in range(layers))
-        self.norm = RMSNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
-        half = dim // heads // 2
-        freqs = torch.outer(torch.arange(seq, dtype=torch.float32), 10000.0 ** (-torch.arange(half) / half))
-        self.register_buffer("cos", freqs.cos(), persistent=False)
-        self.register_buffer("sin", freqs.sin(), persistent=False)
-
-    def forward(self, ids: torch.Tensor) -> torch.Tensor:
-        t = ids.shape[1]
-        cos, sin = self.cos[:t], self.sin[:t]
-        x = self.embed(ids)
-        for layer in self.layers:
-            x = layer(x, cos, sin)
-        return self.head(self.norm(x))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,7 +132,8 @@ def _captured(name: str, batch: int, small: bool) -> Made:
         return Made(model, inputs, _classify_loss, list(model.encoder.layers))
     if name == "llama":
         vocab, dim, layers, heads, seq = (256, 64, 2, 2, 32) if small else (32000, 768, 12, 12, 1024)
-        model = Llama(vocab, dim, layers, heads, seq)
+        hidden = 256 * math.ceil(2 * 4 * dim / 3 / 256)  # LLaMA's SwiGLU width: 2048 for dim 768
+        model = Llama(vocab, dim, layers, heads, hidden, max_seq=seq, sdpa=True, tied=False)
         inputs = (torch.randint(0, vocab, (batch, seq)), torch.randint(0, vocab, (batch, seq)))
         return Made(model, inputs, _llm_loss, _blocks(model))
     if name == "bert":
@@ -226,7 +153,7 @@ def _captured(name: str, batch: int, small: bool) -> Made:
         ids = torch.randint(0, config.vocab_size, (batch, seq))
         return Made(model, (ids, torch.ones(batch, seq, dtype=torch.int64), ids.clone()), _hf_masked_loss,
                     _blocks(model))
-    # t5: t5-small's shape (issue 26): 6+6 layers, d_model 512, dropout 0.1; 256 source and 64 target tokens.
+    # t5: t5-small's shape (dropout in both stacks, for random nodes replayed): 6+6 layers, d_model 512, dropout 0.1; 256 source and 64 target tokens.
     from transformers import T5Config, T5ForConditionalGeneration
     size = dict(vocab_size=1000, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=2) if small else {}
     config = T5Config(dropout_rate=0.1, use_cache=False, decoder_start_token_id=0, pad_token_id=0, **size)

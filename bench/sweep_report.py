@@ -1,4 +1,4 @@
-"""Tables and plots from `bench/run.py sweep`'s JSON lines (issue 14): per model,
+"""Tables and plots from `bench/run.py sweep`'s JSON lines (the original study's figures): per model,
 peak memory and step time against batch size for PyTorch eager, PyTorch with
 per-block checkpointing, and mutwo (unplanned, per-layer, the greedy at a
 percentage of each batch's unplanned peak and at the per-layer plan's peak),

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CTest `docs_paths`: every repository path the docs quote exists (issue 28).
+"""CTest `docs_paths`: every repository path the docs quote exists (docs that point nowhere mislead).
 
   scripts/check-doc-paths.py [ROOT]
 

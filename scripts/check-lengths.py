@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""CTest `lengths`: no function over 150 lines and no file over 800 (issue 28).
+"""CTest `lengths`: no function over 150 lines and no file over 800 (so that each reads in one sitting).
 
   scripts/check-lengths.py [--all] [--limit N] [ROOT]
 

@@ -9,7 +9,7 @@
 # loader, in process (tests/fuzz/fuzz.py). Any sanitizer report, a leak
 # included, fails the job.
 # SANITIZE_UNIT=1 adds what links libtorch, the second build of most of
-# mutwo that CI leaves out (issue 28): the CLI, whose own argument parsing
+# mutwo that CI leaves out (too slow for every push): the CLI, whose own argument parsing
 # and runs the fuzzer then drives on the seeds and FUZZ_CLI_MUTATIONS (20)
 # mutations per parser, and the unit tests but the slowest (UNIT_FILTER).
 set -euo pipefail

@@ -57,8 +57,8 @@ def bert16_floor(bert16_profile: pathlib.Path, tmp_path_factory: pytest.TempPath
 
 @pytest.fixture(scope="session")
 def replayed(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
-    """optimize's output for a step that replays random nodes (issue 26:
-    per-layer drops the dropout masks inside transformer-lm's blocks):
+    """optimize's output for a step that replays random nodes (per-layer
+    drops the dropout masks inside transformer-lm's blocks):
     rewritten.ir, and profile.json holding the unplanned graph."""
     d = tmp_path_factory.mktemp("replayed")
     mutwo("optimize", "--model", "transformer-lm", "--batch", "4", "--planner", "per-layer", "--budget", "100%",

@@ -1,5 +1,5 @@
-# Memory that is not the whole card: a device-memory cap (capped, issue 13) and a card another process
-# shares (shared-card, issues 24 and 27).
+# Memory that is not the whole card: a device-memory cap (capped: a smaller card's answers on a large one)
+# and a card another process shares (shared-card: the other process's bytes are not ours to plan).
 #
 # capped, per cap of --caps and model of --models (batches ignored): max-batch --memory (--memory, else
 # the cap) --device-memory CAP, one planner of --planners per run (a run cut off by its timeout loses

@@ -1,5 +1,5 @@
-# The lowest peaks: random nodes replayed (replay, issue 26) and swapping beside recomputation (swap,
-# issue 16).
+# The lowest peaks: random nodes replayed (replay: dropout's outputs recomputed too) and swapping beside
+# recomputation (swap: below what recomputation alone reaches).
 #
 # replay: for each zoo entry of --models (a `mutwo --model` name), optimize at 50% with --check, then
 # at a 1-byte budget (the greedy's lowest plan is run and measured, exit 3) with recomputation alone

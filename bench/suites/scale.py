@@ -1,5 +1,5 @@
-# Batch sizes and cards: the original study's batch sweeps (sweep, issue 14) and several GPUs (dist,
-# issue 17).
+# Batch sizes and cards: the original study's batch sweeps (sweep) and several GPUs (dist, data
+# parallel).
 #
 # sweep, per MODEL:B1,B2,... of --models: PyTorch eager and per-block checkpointing (--peers) at each
 # batch, each in its own process; `mutwo sweep` over the batches (unplanned, per-layer and the greedy at

@@ -75,7 +75,7 @@ struct OptimizeCommand {
 struct SweepCommand {
   StepOptions step;
   std::string batches = "8,16,32";
-  BudgetOptions planning{"60%"};
+  BudgetOptions planning = BudgetOptions::with_budget("60%");
   DeviceOptions device;
   int steps = 3;
   std::string out;
@@ -97,6 +97,7 @@ struct MaxBatchCommand {
   std::string out;            // --out: each answer's rewritten step
   int64_t limit = 4096;
   std::string search = "model";  // --search: "model" (predict, then confirm) or "full" (every batch profiled)
+  SwapOptions swap;
   OutputOptions output;
 
   void add_to(CLI::App& app);

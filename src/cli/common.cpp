@@ -72,20 +72,13 @@ namespace {
 const std::vector<std::string> kDumpablePasses = {"autodiff",  "reinplace", "data-parallel",
                                                   "recompute", "update-early", "swap"};
 
-struct IrDump {
-  std::string passes;  // as given: "all", or a comma-separated list
-  std::string last;    // the text of the graph last reported, to say when a pass changed nothing
-  bool wants(std::string_view pass) const {
-    if (passes == "all") return true;
-    std::stringstream list(passes);
-    for (std::string p; std::getline(list, p, ',');)
-      if (p == pass) return true;
-    return false;
-  }
-};
-IrDump& ir_dump() {
-  static IrDump d;
-  return d;
+// Is `pass` among `passes` ("all", or a comma-separated list)?
+bool dump_wanted(const std::string& passes, std::string_view pass) {
+  if (passes == "all") return true;
+  std::stringstream list(passes);
+  for (std::string p; std::getline(list, p, ',');)
+    if (p == pass) return true;
+  return false;
 }
 
 const CLI::Validator kPassList = CLI::Validator(
@@ -102,20 +95,9 @@ const CLI::Validator kPassList = CLI::Validator(
 }  // namespace
 
 
-namespace {
-struct SwapFlags {
-  bool no_swap = false;
-  std::string host_memory;  // empty: plan::default_host_limit()
-};
-SwapFlags& swap_flags() {
-  static SwapFlags f;
-  return f;
-}
-}  // namespace
-
-void add_swap_flags(CLI::App& app) {
-  app.add_flag("--no-swap", swap_flags().no_swap, "plan with recomputation only: never swap to host memory");
-  app.add_option("--host-memory", swap_flags().host_memory,
+void SwapOptions::add_to(CLI::App& app) {
+  app.add_flag("--no-swap", no_swap, "plan with recomputation only: never swap to host memory");
+  app.add_option("--host-memory", host_memory,
                  "host memory the swapped copies may hold at once: 8GiB, 500MiB (default: half the machine's on CUDA; "
                  "none on the CPU, whose tensors are in host memory already)")
       ->check(kSize);
@@ -127,23 +109,29 @@ int64_t swapped_bytes(const ir::Graph& g, const plan::Plan& p) {
   return b;
 }
 
-void apply_swap_flags(plan::PlanInput& in) {
-  const SwapFlags& f = swap_flags();
-  in.swap = !f.no_swap;
-  if (!f.host_memory.empty()) {
+void SwapOptions::apply_to(plan::PlanOptions& o) const {
+  o.swap = !no_swap;
+  if (!host_memory.empty()) {
     try {
-      in.host_limit_bytes = parse_bytes(f.host_memory);
+      o.host_limit_bytes = parse_bytes(host_memory);
     } catch (const UserError& e) {
-      MUTWO_FAIL("--host-memory {}: {}", f.host_memory, e.what());
+      MUTWO_FAIL("--host-memory {}: {}", host_memory, e.what());
     }
   }
 }
 
-void dump_ir_after(std::string_view pass, const ir::Graph& g) {
-  IrDump& d = ir_dump();
+void IrDump::add_to(CLI::App& app) {
+  app.add_option("--dump-ir-after", state_->passes,
+                 "print the graph after these passes on stderr, as IR text: autodiff, reinplace, data-parallel, "
+                 "recompute, update-early, swap (comma-separated), or all")
+      ->check(kPassList);
+}
+
+void IrDump::operator()(std::string_view pass, const ir::Graph& g) const {
+  State& d = *state_;
   if (d.passes.empty()) return;
   std::string text = ir::print(g);
-  if (d.wants(pass)) {
+  if (dump_wanted(d.passes, pass)) {
     if (text == d.last) fmt::print(stderr, "# IR after {} ({}): unchanged\n", pass, g.name);
     else fmt::print(stderr, "# IR after {} ({})\n{}", pass, g.name, text);
   }
@@ -151,10 +139,7 @@ void dump_ir_after(std::string_view pass, const ir::Graph& g) {
 }
 
 void StepOptions::add_to(CLI::App& app, bool with_batch, bool with_graph) {
-    app.add_option("--dump-ir-after", ir_dump().passes,
-                   "print the graph after these passes on stderr, as IR text: autodiff, reinplace, data-parallel, recompute, update-early, swap "
-                   "(comma-separated), or all")
-        ->check(kPassList);
+    dump_ir_after.add_to(app);
     std::string names;
     for (const auto& m : models::model_list()) names += (names.empty() ? "" : ", ") + m.name;
     // What builds a zoo model; a --graph file fixes all of it, so they exclude each other.
@@ -335,6 +320,7 @@ plan::PlanOptions BudgetOptions::plan_options(bool progress) const {
   o.planner = planner;
   o.progress = progress;
   if (!budget.empty()) o.budget = parse_budget(budget);
+  swap.apply_to(o);
   return o;
 }
 

@@ -5,9 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <c10/core/Device.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ir/graph.h"
@@ -30,6 +32,29 @@ extern const CLI::Validator kPlanner;      // check_planner
 // UserError unless `name` is one of plan::planner_names().
 void check_planner(const std::string& name);
 
+// --dump-ir-after PASS[,PASS...] or all (passes: autodiff, reinplace,
+// data-parallel, recompute, update-early, swap), offered with the step
+// options: each named pass's graph goes to stderr as IR text under a line
+// "# IR after PASS (graph)", or as that line alone, saying "unchanged", where
+// the pass left the graph as it found it. Called as an ir::AfterPass by
+// StepOptions::build (autodiff, reinplace, data-parallel) and by the plan's
+// rewrite (rewrite_passes()). Copies share one state: the passes asked for,
+// and the graph last reported, whichever copy reported it.
+class IrDump {
+ public:
+  void add_to(CLI::App& app);
+  void operator()(std::string_view pass, const ir::Graph& g) const;
+  // The plan's rewrite passes verified and shown here (plan::plan_and_rewrite's passes).
+  rewrite::PassOptions rewrite_passes() const { return {/*verify=*/true, *this}; }
+
+ private:
+  struct State {
+    std::string passes;  // as given: "all", or a comma-separated list
+    std::string last;    // the text of the graph last reported, to say when a pass changed nothing
+  };
+  std::shared_ptr<State> state_ = std::make_shared<State>();
+};
+
 // Options shared by every command that builds a training step.
 struct StepOptions {
   std::string model = "mlp";
@@ -48,6 +73,7 @@ struct StepOptions {
   // Several ranks (torchrun; cli/ranks.h): the step is one rank's (dist::data_parallel).
   bool shard_optimizer = false;      // --shard-optimizer: ZeRO stages 1 and 2
   std::string bucket_size = "25MiB";  // --bucket-size: gradients per all-reduce or reduce-scatter
+  IrDump dump_ir_after;  // --dump-ir-after
 
   // with_graph: offer --graph (not where the command varies the batch).
   void add_to(CLI::App& app, bool with_batch = true, bool with_graph = true);
@@ -61,18 +87,6 @@ struct StepOptions {
   std::string what() const;  // "mlp batch 64" or "step.json"
 };
 
-// --dump-ir-after PASS[,PASS...] or all (passes: autodiff, reinplace,
-// recompute), offered with the step options: each named pass's graph goes to
-// stderr as IR text under a line "# IR after PASS (graph)", or as that line
-// alone, saying "unchanged", where the pass left the graph as it found it.
-// StepOptions::build reports autodiff and reinplace, plan_step the recompute
-// rewrite.
-void dump_ir_after(std::string_view pass, const ir::Graph& g);
-
-// --no-swap and --host-memory, for every command that plans: added to `app`,
-// then applied to each PlanInput the command makes.
-void add_swap_flags(CLI::App& app);
-void apply_swap_flags(plan::PlanInput& in);
 // Bytes of the storages a plan swaps (in `g`, the plan's profiled graph).
 int64_t swapped_bytes(const ir::Graph& g, const plan::Plan& p);
 
@@ -103,15 +117,32 @@ struct DeviceOptions {
   int64_t memory_cap(const c10::Device& opened) const;
 };
 
-// The budget and the planner: --budget, --planner (plan, optimize, sweep, train).
+// --no-swap and --host-memory, for every command that plans (plan, optimize,
+// sweep, train, max-batch).
+struct SwapOptions {
+  bool no_swap = false;
+  std::string host_memory;  // empty: the planning request's default (plan::PlanOptions)
+  void add_to(CLI::App& app);
+  void apply_to(plan::PlanOptions& o) const;
+};
+
+// The planning request as flags: --budget, --planner (plan, optimize, sweep,
+// train) and the swap flags.
 struct BudgetOptions {
   std::string budget;  // empty: none given (each command says what that means)
-  std::string planner = "mutwo";
+  std::string planner = plan::PlanOptions{}.planner;
+  SwapOptions swap;  // added by each command, first (swap.add_to)
+  static BudgetOptions with_budget(std::string b) {  // a command whose --budget has a default
+    BudgetOptions o;
+    o.budget = std::move(b);
+    return o;
+  }
   // --budget with `budget_help`, --planner with `planner_help`; returns --budget.
   CLI::Option* add_to(CLI::App& app, const char* budget_help,
                       const char* planner_help = "none, per-layer, sqrt-n, mutwo or optimal");
-  // The parsed --budget (none when not given) and --planner; `progress`: the
-  // optimal planner says on stderr how far it is (not under --quiet).
+  // The request: the parsed --budget (none when not given), --planner and the
+  // swap flags; `progress`: the optimal planner says on stderr how far it is
+  // (not under --quiet).
   plan::PlanOptions plan_options(bool progress) const;
 };
 

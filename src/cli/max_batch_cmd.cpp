@@ -119,11 +119,18 @@ class Search {
  private:
   bool full() const { return c_.search == "full"; }
   ProfilingOptions profiling(int64_t b) const { return ProfilingOptions::of(dev_, c_.device, false, c_.step.model, b); }
+  // The planning request of every plan: the swap flags, progress unless --quiet; each run sets planner and budget.
+  plan::PlanOptions request() const {
+    plan::PlanOptions o;
+    c_.swap.apply_to(o);
+    o.progress = !c_.output.quiet;
+    return o;
+  }
   const ir::Graph& step_at(int64_t b);
   // The step at b with the model's profile (predictions, and the plans of
   // real runs for planners that read no node times: the bytes are the step's own).
-  const Planned& modelled(int64_t b);
-  const Planned& profiled(int64_t b);  // the step at b profiled for real (real runs), shared by the planners
+  const PlannedOnDevice& modelled(int64_t b);
+  const PlannedOnDevice& profiled(int64_t b);  // the step at b profiled for real (real runs), shared by the planners
   bool add_point(int64_t b);
   int64_t guess(const std::string& planner);
   bool predicted_fits(const std::string& planner, int64_t b);
@@ -138,8 +145,8 @@ class Search {
   std::vector<int64_t> model_batches_;
   std::map<std::string, int64_t> predicted_;
   std::map<int64_t, ir::Graph> steps_;
-  std::map<int64_t, Planned> modelled_;
-  std::map<int64_t, Planned> profiled_;
+  std::map<int64_t, PlannedOnDevice> modelled_;
+  std::map<int64_t, PlannedOnDevice> profiled_;
   std::map<std::pair<std::string, int64_t>, Fit> runs_;
   std::map<std::string, Measured> measured_;  // by the rewritten step's text: planners that make the same step share its run
   json tried_;  // the current planner's batches tried for real, in order: batch, fits, measured peak (null: the plan refused it)
@@ -154,22 +161,22 @@ const ir::Graph& Search::step_at(int64_t b) {
   return steps_.emplace(b, s.build()).first->second;
 }
 
-const Planned& Search::modelled(int64_t b) {
+const PlannedOnDevice& Search::modelled(int64_t b) {
   auto it = modelled_.find(b);
   if (it != modelled_.end()) return it->second;
   const auto t0 = Clock::now();
-  Planned p = prepare_profile(model_.at(step_at(b), b), profiling(b));
+  PlannedOnDevice p;
+  static_cast<plan::PlannedStep&>(p) = plan::prepare(model_.at(step_at(b), b), request());
   spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
   return modelled_.emplace(b, std::move(p)).first->second;
 }
 
-const Planned& Search::profiled(int64_t b) {
+const PlannedOnDevice& Search::profiled(int64_t b) {
   auto it = profiled_.find(b);
   if (it != profiled_.end()) return it->second;
   progress_.step(fmt::format("profiling batch {}", b), kProfileSteps * static_cast<double>(b));
   const auto t0 = Clock::now();
-  Planned p = profile_for_plan(step_at(b), profiling(b));
-  p.input.replay_random = profiling(b).replay_random;
+  PlannedOnDevice p = profile_for_plan(step_at(b), profiling(b), request());
   spent_.profile_s += std::chrono::duration<double>(Clock::now() - t0).count();
   ++spent_.profiles;
   return profiled_.emplace(b, std::move(p)).first->second;
@@ -181,8 +188,7 @@ bool Search::add_point(int64_t b) {
   progress_.step(fmt::format("profiling batch {} for the model", b), kProfileSteps * static_cast<double>(b));
   const auto t0 = Clock::now();
   try {
-    Planned p = profile_for_plan(step_at(b), profiling(b));
-    p.input.replay_random = profiling(b).replay_random;
+    PlannedOnDevice p = profile_for_plan(step_at(b), profiling(b), request());
     model_.add(step_at(b), p.input.profile);
     profiled_.emplace(b, std::move(p));  // real runs at b plan from it too
   } catch (const std::exception& e) {
@@ -233,7 +239,7 @@ int64_t Search::guess(const std::string& planner) {
 }
 
 bool Search::predicted_fits(const std::string& planner, int64_t b) {
-  const Planned& p = modelled(b);
+  const PlannedOnDevice& p = modelled(b);
   const auto t0 = Clock::now();
   const plan::Plan plan = plan::run_planner(planner, p.input, cap_ - runtime::outside_allocator_bytes(dev_));
   spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
@@ -295,7 +301,7 @@ void Search::predict(const std::vector<std::string>& all) {
 // the cap (the allocator's fragmentation, workspaces), the overshoot comes off
 // the budget and the step is planned again, up to three times.
 Fit Search::try_run(const std::string& planner, int64_t b) {
-  const Planned* base = nullptr;
+  const PlannedOnDevice* base = nullptr;
   try {
     // Planners that read node times plan from the step profiled at b; the
     // others from the model, whose bytes at b are the step's own (the search
@@ -311,12 +317,11 @@ Fit Search::try_run(const std::string& planner, int64_t b) {
   for (int attempt = 0; attempt < (planner == "none" ? 1 : 3) && budget > 0; ++attempt) {
     try {
       auto t0 = Clock::now();
-      Planned p = *base;
-      plan::PlanOptions o;
+      PlannedOnDevice p = *base;
+      plan::PlanOptions o = request();
       o.planner = planner;
       o.budget = Budget::of_bytes(budget);
-      o.progress = !c_.output.quiet;
-      plan_prepared(p, o);
+      plan::plan_and_rewrite(p, o, c_.step.dump_ir_after.rewrite_passes());
       spent_.plan_s += std::chrono::duration<double>(Clock::now() - t0).count();
       ++spent_.plans;
       if (planner != "none" && !p.plan.feasible) return last;
@@ -398,7 +403,7 @@ std::string Search::spent() const {
 }  // namespace
 
 void MaxBatchCommand::add_to(CLI::App& app) {
-  add_swap_flags(app);
+  swap.add_to(app);
   step.add_to(app, /*with_batch=*/false, /*with_graph=*/false);
   app.add_option("--memory", memory,
                  "what the process may hold, e.g. 8GiB, or `free`: what the card has free now (the default on CUDA)")

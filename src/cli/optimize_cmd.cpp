@@ -31,18 +31,23 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The plan, the rewritten graph, the profile it was planned on and the
-// rewritten step's own, the before/after plots, under `out`, and the
-// before/after memory snapshot at `snapshot` (empty: in `out`).
-void write_outputs(const Planned& p, c10::Device dev, uint64_t seed, const std::string& name,
-                   int64_t batch, const std::string& out, const std::string& snapshot) {
-  const ir::Graph& planned = p.rewritten.graph;
+// The plan (plan.json, plan.csv), the profile it was planned on and the
+// rewritten step under `out`, and the before/after memory snapshot at
+// `snapshot` (empty: in `out`).
+void write_plan_files(const PlannedOnDevice& p, const std::string& out, const std::string& snapshot) {
   plan::write_plan_json(p.input, p.plan, p.unplanned_peak, out + "/plan.json");
   report::write_memory_snapshot(report::plan_memory(p.input, p.plan),
                                 snapshot.empty() ? out + "/" + report::kPlanSnapshot : snapshot);
   plan::write_plan_csv(p.input, p.plan, out + "/plan.csv");
   profile::write_profile(p.input.profile, out + "/profile.json");  // for mutwo report --profile --plan
-  write_file(out + "/rewritten.ir", ir::print(planned));
+  write_file(out + "/rewritten.ir", ir::print(p.rewritten.graph));
+}
+
+// Profiles the rewritten step once more, for its own timeline, and plots it
+// beside the profile the plan was made from (the before/after plots under `out`).
+void profile_planned_and_plot(const PlannedOnDevice& p, c10::Device dev, uint64_t seed, const std::string& name,
+                              int64_t batch, const std::string& out) {
+  const ir::Graph& planned = p.rewritten.graph;
   profile::ProfileOptions po;
   po.device = dev.str();
   po.seed = seed;
@@ -72,7 +77,7 @@ json noise_json(const Check& c) {
   return {{"tensor", c.noise->tensor}, {"absolute", c.noise->absolute}, {"relative", c.noise->relative}};
 }
 
-json optimize_json(const OptimizeCommand& cmd, const Planned& p, const Measurements& r) {
+json optimize_json(const OptimizeCommand& cmd, const PlannedOnDevice& p, const Measurements& r) {
   const Measured &mb = r.baseline, &mp = r.planned;
   const bool baseline_fits = r.baseline_fits;
   json j{{"command", "optimize"},
@@ -123,7 +128,7 @@ json optimize_json(const OptimizeCommand& cmd, const Planned& p, const Measureme
 }  // namespace
 
 void OptimizeCommand::add_to(CLI::App& app) {
-  add_swap_flags(app);
+  planning.swap.add_to(app);
   step.add_to(app);
   CLI::Option* b = planning.add_to(app, "memory budget: 2GiB, 1500MiB, 60% (of the activation memory; docs/budgets.md) or "
                                         "lowest (required unless --plan)");
@@ -162,10 +167,11 @@ int OptimizeCommand::run() const {
   ir::Graph g = step.build();
   const std::string name = step.name(g);
   const uint64_t seed = device.seed;
-  ProfilingOptions po = ProfilingOptions::of(dev, device, !output.quiet, name, step.batch_or_none());
-  po.replay_random = !cuda_graph;
-  const plan::PlanOptions options = planning.plan_options(!output.quiet);
-  Planned p = saved ? apply_saved_plan(g, po, *saved, plan_path) : plan_step(g, po, options);
+  const ProfilingOptions po = ProfilingOptions::of(dev, device, !output.quiet, name, step.batch_or_none());
+  plan::PlanOptions options = planning.plan_options(!output.quiet);
+  options.replay_random = !cuda_graph;
+  const rewrite::PassOptions passes = step.dump_ir_after.rewrite_passes();
+  PlannedOnDevice p = saved ? apply_saved_plan(g, po, *saved, plan_path, options, passes) : plan_step(g, po, options, passes);
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
@@ -193,7 +199,8 @@ int OptimizeCommand::run() const {
   for (ir::ValueId v : p.plan.drop) dropped_bytes += base.type(v).bytes();
 
   // What was written: the plan, the rewritten graph, both measured timelines, the report.
-  write_outputs(p, dev, seed, name, step.batch_or_none(), out, memory_snapshot);
+  write_plan_files(p, out, memory_snapshot);
+  profile_planned_and_plot(p, dev, seed, name, step.batch_or_none(), out);
 
   auto measurement = [&](const Measured& m, bool ran) {
     return report::StepMeasurement{ran,          m.peak_bytes,  m.reserved_peak_bytes, m.step_ms,

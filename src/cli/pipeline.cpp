@@ -1,4 +1,4 @@
-// The pipeline shared by optimize, sweep and max-batch (see pipeline.h).
+// The pipeline shared by optimize, sweep, max-batch and train (see pipeline.h).
 #include "cli/pipeline.h"
 #include "cli/ranks.h"
 
@@ -53,7 +53,7 @@ std::string& command_line() {
 
 // Profiles `g` for planning (see plan_step): the plan input, its unplanned
 // peak, and the step it was measured as when the unplanned one does not fit.
-Planned profile_for_plan(const ir::Graph& g, const ProfilingOptions& so) {
+PlannedOnDevice profile_for_plan(const ir::Graph& g, const ProfilingOptions& so, const plan::PlanOptions& plan) {
   const c10::Device& device = so.device;
   const int64_t device_memory = so.device_memory;
   profile::ProfileOptions o;
@@ -62,7 +62,7 @@ Planned profile_for_plan(const ir::Graph& g, const ProfilingOptions& so) {
   o.device = device.str();
   o.seed = so.seed;
   o.progress = so.progress;
-  Planned p;
+  PlannedOnDevice p;
   std::optional<profile::Profile> prof;
   const bool predicted_over = device_memory > 0 && analysis::analyze_liveness(g).peak_bytes > device_memory;
   if (!predicted_over) {
@@ -103,45 +103,24 @@ Planned profile_for_plan(const ir::Graph& g, const ProfilingOptions& so) {
       n.peak_during = at(3);
     }
   }
-  static_cast<plan::Planned&>(p) = plan::prepare(*prof, apply_swap_flags);
+  static_cast<plan::PlannedStep&>(p) = plan::prepare(*prof, plan);
   return p;
 }
 
-Planned prepare_profile(const profile::Profile& prof, const ProfilingOptions& o) {
-  Planned p;
-  static_cast<plan::Planned&>(p) = plan::prepare(prof, apply_swap_flags);
-  p.input.replay_random = o.replay_random;
+PlannedOnDevice plan_step(const ir::Graph& g, const ProfilingOptions& o, const plan::PlanOptions& plan,
+                          const rewrite::PassOptions& passes) {
+  PlannedOnDevice p = profile_for_plan(g, o, plan);
+  plan::plan_and_rewrite(p, plan, passes);
   return p;
 }
 
-namespace {
-
-// The plan's step: recomputation, early updates, swaps, each verified and
-// dumped by --dump-ir-after (rewrite/passes.h).
-void rewrite_planned(Planned& p) {
-  p.rewritten = plan::rewrite_plan(p.input, p.plan, {/*verify=*/true, dump_ir_after});
-}
-
-}  // namespace
-
-void plan_prepared(Planned& p, const plan::PlanOptions& plan) {
-  plan::run(p, plan);
-  rewrite_planned(p);
-}
-
-Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const plan::PlanOptions& plan) {
-  Planned p = profile_for_plan(g, o);
-  p.input.replay_random = o.replay_random;
-  plan_prepared(p, plan);
-  return p;
-}
-
-Planned apply_saved_plan(const ir::Graph& g, const ProfilingOptions& o, const plan::SavedPlan& saved,
-                         const std::string& saved_path) {
+PlannedOnDevice apply_saved_plan(const ir::Graph& g, const ProfilingOptions& o, const plan::SavedPlan& saved,
+                                 const std::string& saved_path, const plan::PlanOptions& plan,
+                                 const rewrite::PassOptions& passes) {
   plan::check_saved(saved, saved_path, o.model, o.batch, g);
-  Planned p = profile_for_plan(g, o);
+  PlannedOnDevice p = profile_for_plan(g, o, plan);
   p.plan = plan::apply_saved(p.input, saved, saved_path);
-  rewrite_planned(p);
+  p.rewritten = plan::rewrite_plan(p.input, p.plan, passes);
   return p;
 }
 

@@ -1,5 +1,6 @@
-// The whole pipeline for one training step, shared by optimize, sweep and
-// max-batch: profile -> plan -> rewrite -> run and measure.
+// The whole pipeline for one training step, shared by optimize, sweep,
+// max-batch and train: profile on the device -> plan -> rewrite (the last two
+// plan::plan_and_rewrite, as for every front end) -> run and measure.
 #pragma once
 
 #include <c10/core/Device.h>
@@ -33,8 +34,9 @@ struct Measured {
 // measured ones, from `seed`.
 Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps, bool cuda_graph = false);
 
-struct Planned : plan::Planned {  // profiled and planned (plan::prepare, plan::run), then:
-  rewrite::Rewritten rewritten;
+// A step profiled on this process's device, then planned and rewritten
+// (plan::PlannedStep), and:
+struct PlannedOnDevice : plan::PlannedStep {
   // Set when the unplanned step ran out of memory (or was predicted to pass
   // --device-memory) and was profiled under the most recomputation instead:
   // that step, which fits, is then the reference of --check.
@@ -50,9 +52,6 @@ struct ProfilingOptions {
   std::string model;         // for plan.json and the profile
   int64_t batch = 0;         // 0: none (a --graph step)
   int64_t device_memory = 0;  // --device-memory: a predicted peak above it profiles under the most recomputation
-  // Random nodes may be recomputed from their generator state; false under
-  // --cuda-graph (a capture cannot replay the generator): they are then kept.
-  bool replay_random = true;
 
   // A command's: on `dev` (opened by d.open()), from d's seed, under d's --device-memory cap.
   static ProfilingOptions of(const c10::Device& dev, const DeviceOptions& d, bool progress, std::string model,
@@ -63,26 +62,26 @@ struct ProfilingOptions {
 
 // Profiles `g` on `o.device` (under the most recomputation when the unplanned
 // step does not fit: out of memory, or a predicted peak above
-// `o.device_memory`), plans under `plan.budget` ("2GiB", "60%", ...) with
-// `plan.planner`, rewrites.
-Planned plan_step(const ir::Graph& g, const ProfilingOptions& o, const plan::PlanOptions& plan);
+// `o.device_memory`), then plans under `plan` and rewrites
+// (plan::plan_and_rewrite), each rewrite pass shown to `passes.after`.
+PlannedOnDevice plan_step(const ir::Graph& g, const ProfilingOptions& o, const plan::PlanOptions& plan,
+                          const rewrite::PassOptions& passes);
 
-// plan_step's halves, for a caller that plans one step many times or plans
-// a profile it did not measure (max-batch's model): the step profiled for
-// planning, or a given profile prepared; then planned and rewritten (as often
-// as wanted, on copies). profile_for_plan leaves replay_random to the caller;
-// prepare_profile takes it from `o`.
-Planned profile_for_plan(const ir::Graph& g, const ProfilingOptions& o);
-Planned prepare_profile(const profile::Profile& prof, const ProfilingOptions& o);
-void plan_prepared(Planned& p, const plan::PlanOptions& plan);
+// plan_step's first half, for a caller that plans one step many times
+// (max-batch, each time on a copy, with plan::plan_and_rewrite): the step
+// profiled for planning and prepared under `plan` (its swap, host limit and
+// replay; plan::prepare).
+PlannedOnDevice profile_for_plan(const ir::Graph& g, const ProfilingOptions& o, const plan::PlanOptions& plan);
 
 // As plan_step, with a saved plan (plan.json, read by plan::read_plan from
 // `saved_path`) instead of a planner: refused (UserError naming the file and
 // what differs) before anything runs when it was made for another model,
 // batch or graph, and after profiling when its activations are not the
-// step's; judged against its own budget.
-Planned apply_saved_plan(const ir::Graph& g, const ProfilingOptions& o, const plan::SavedPlan& saved,
-                         const std::string& saved_path);
+// step's; judged against its own budget. `plan`: its swap and host limit
+// for the step's input.
+PlannedOnDevice apply_saved_plan(const ir::Graph& g, const ProfilingOptions& o, const plan::SavedPlan& saved,
+                                 const std::string& saved_path, const plan::PlanOptions& plan,
+                                 const rewrite::PassOptions& passes);
 
 // The command line as the user typed it (for the reproduce line of reports).
 std::string& command_line();

@@ -79,7 +79,7 @@ json plan_json(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned
 }  // namespace
 
 void PlanCommand::add_to(CLI::App& app) {
-  add_swap_flags(app);
+  planning.swap.add_to(app);
   app.add_option("--profile", profile_path, "profile.json written by mutwo profile")->required();
   planning.add_to(app, "memory budget: 2GiB, 1500MiB, 60% (of the activation memory; docs/budgets.md) or lowest");
   app.add_option("--out", out, "plan.json to write (plan.csv beside it); with --sweep, no plan: the trade-off "
@@ -100,7 +100,8 @@ void PlanCommand::add_to(CLI::App& app) {
 int PlanCommand::run() const {
   MUTWO_CHECK(!planning.budget.empty() || !sweep.empty(),
               "--budget is required (e.g. --budget 60%, 2GiB or lowest), or --sweep 100,80,60");
-  plan::Planned planned = plan::prepare_file(profile_path, apply_swap_flags);
+  const plan::PlanOptions options = planning.plan_options(!output.quiet);
+  plan::PlannedStep planned = plan::prepare_file(profile_path, options);
   const plan::PlanInput& in = planned.input;
   const int64_t unplanned = planned.unplanned_peak;
   fs::path out_path(out);
@@ -116,7 +117,7 @@ int PlanCommand::run() const {
       bool budgeted = name == planning.planner;
       std::vector<int64_t> pcts = budgeted ? parse_int_list(sweep) : std::vector<int64_t>{100};
       for (int64_t pct : pcts) {
-        plan::PlanOptions o;
+        plan::PlanOptions o = options;
         o.budget = Budget::of_fraction(static_cast<double>(pct) / 100.0);
         plans.push_back(plan::run_planner(name, in, plan::budget_bytes(planned, o), !output.quiet));
         print_plan(in, plans.back(), unplanned);
@@ -127,8 +128,7 @@ int PlanCommand::run() const {
     if (output.json) std::cout << json{{"sweep", rows}, {"out_dir", dir}}.dump() << std::endl;
     return 0;
   }
-  const plan::PlanOptions options = planning.plan_options(!output.quiet);
-  plan::run(planned, options);
+  plan::choose_plan(planned, options);
   const plan::Plan& p = planned.plan;
   print_plan(in, p, unplanned);
   plan::write_plan_json(in, p, unplanned, out);

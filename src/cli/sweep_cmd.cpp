@@ -29,7 +29,7 @@ using nlohmann::json;
 }  // namespace
 
 void SweepCommand::add_to(CLI::App& app) {
-  add_swap_flags(app);
+  planning.swap.add_to(app);
   step.add_to(app, /*with_batch=*/false, /*with_graph=*/false);
   app.add_option("--batches", batches, "batch sizes, e.g. 8,16,32")->capture_default_str();
   planning.add_to(app, "budget for the planner at every batch: 60% (of that batch's activation memory; docs/budgets.md), "
@@ -68,7 +68,7 @@ int SweepCommand::sweep() const {
       plan::PlanOptions o = planning.plan_options(!output.quiet);
       o.planner = v;
       if (v == "per-layer") o.budget = Budget::of_fraction(1.0);  // judged against the unplanned peak
-      Planned p = plan_step(g, po, o);
+      PlannedOnDevice p = plan_step(g, po, o, step.dump_ir_after.rewrite_passes());
       if (v == "per-layer" && p.profiled_under) {
         progress.warn(fmt::format("sweep: batch {}: the unplanned step does not fit the device; no baseline point", b));
       } else if (v == "per-layer") {

@@ -179,7 +179,7 @@ struct TrainSummary {
   int64_t predicted = 0;  // the plan's simulated peak (kernel workspace included), else liveness's (without)
 };
 
-void print_summary(const TrainCommand& cmd, const std::optional<Planned>& p, const TrainSummary& t,
+void print_summary(const TrainCommand& cmd, const std::optional<PlannedOnDevice>& p, const TrainSummary& t,
                    const std::vector<Epoch>& epochs_done) {
   const Epoch& last = epochs_done.back();
   int64_t peak = 0;
@@ -222,7 +222,7 @@ void print_summary(const TrainCommand& cmd, const std::optional<Planned>& p, con
 }  // namespace
 
 void TrainCommand::add_to(CLI::App& app) {
-  add_swap_flags(app);
+  planning.swap.add_to(app);
   step.model = "transformer-lm";  // the model that trains on text by default
   step.add_to(app, /*with_batch=*/true, /*with_graph=*/false);
   app.add_option("--epochs", epochs, "passes over the training part of --data")->capture_default_str()->check(kPositive);
@@ -259,10 +259,11 @@ int TrainCommand::run() const {
   const Windows w = split_text(step.data, B, T, holdout);
 
   // The step that trains: planned and rewritten under --budget, or as built.
-  std::optional<Planned> p;
+  std::optional<PlannedOnDevice> p;
   if (!planning.budget.empty()) {
     const plan::PlanOptions options = planning.plan_options(!output.quiet);
-    p = plan_step(g, ProfilingOptions::of(dev, device, !output.quiet, step.model, B), options);
+    p = plan_step(g, ProfilingOptions::of(dev, device, !output.quiet, step.model, B), options,
+                  step.dump_ir_after.rewrite_passes());
     if (!p->plan.feasible) {
       fmt::print(stderr, "mutwo: {}\n", plan::infeasible_text(*p, options));
       return kExitInfeasible;

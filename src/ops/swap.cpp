@@ -1,4 +1,5 @@
-// Swap ops: a storage copied to host memory and back (issue 16). The swap
+// Swap ops: a storage copied to host memory and back, so the device need not
+// hold it across a gap in the step (where recomputation alone cannot fit). The swap
 // rewrite (src/rewrite/swap.cpp) emits them; the kernels
 // (src/kernels/swap.cpp) run the copies on side streams on CUDA.
 //

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "ir/graph.h"
@@ -20,7 +21,7 @@ struct PlanInput {
   std::vector<int64_t> workspace;     // per node: measured bytes beyond its outputs
   int64_t start_extra_bytes = 0;      // the most the device held beyond the graph's own tensors at any
                                       // node (CUDA libraries' workspaces); counted in every prediction
-  // Swapping (issue 16). Copy speeds from the profile (0: unknown, no swap);
+  // Swapping, below what recomputation alone reaches. Copy speeds from the profile (0: unknown, no swap);
   // on CUDA copies run on their own streams beside compute, on the CPU in line.
   double h2d_bytes_per_ms = 0, d2h_bytes_per_ms = 0;
   bool copies_overlap = false;
@@ -49,6 +50,25 @@ std::vector<Candidate> candidates(const PlanInput& in);
 
 // Storage owners the planners may swap (rewrite::swappable in the unplanned step).
 std::vector<ir::ValueId> swap_candidates(const PlanInput& in);
+
+// What recomputing a value under a drop list crosses: the producers up to
+// kept values (kept at backward time by the rewrite's own rule,
+// rewrite::kept_at_backward) or values without a producer. One index for
+// many walks (plan.json's sources and recompute times).
+class RecomputeWalk {
+ public:
+  RecomputeWalk(const PlanInput& in, const std::vector<ir::ValueId>& drop);
+  std::vector<ir::ValueId> sources(ir::ValueId v) const;  // the kept values reached from `v`
+  double ms(ir::ValueId v) const;                         // the time of the producer nodes walked from `v`
+
+ private:
+  // Calls on_node for every producer node walked from `v` and on_source for every kept value reached.
+  void walk(ir::ValueId v, const std::function<void(int32_t)>& on_node,
+            const std::function<void(ir::ValueId)>& on_source) const;
+  const PlanInput& in_;
+  ir::UseIndex uses_;
+  std::vector<bool> kept_;
+};
 
 // The kept values a dropped activation is recomputed from under `drop`.
 std::vector<ir::ValueId> recompute_sources(const PlanInput& in, const std::vector<ir::ValueId>& drop, ir::ValueId v);

@@ -15,7 +15,8 @@
 // simulated peak (its recomputation brings back more than it frees) is undone
 // and the candidate kept, so the simulated peak never rises along the way.
 // plan_mutwo then returns per-layer's or sqrt-n's plan instead where the same
-// simulator finds it better (issue 27), so mutwo is never worse than those.
+// simulator finds it better (the greedy alone stopped above per-layer on
+// ResNet-152 at batch 8, measured on an H100), so mutwo is never worse than those.
 #include <algorithm>
 #include <limits>
 #include <unordered_map>
@@ -328,12 +329,12 @@ Plan GreedySearch::run() {
   return no_fit();
 }
 
-// No plan fits: the lowest peak reached, and why.
+// Nothing fits: the lowest peak reached, and why (what to ask for instead is
+// infeasible_text's, plan/pipeline.h).
 Plan GreedySearch::no_fit() {
   best.note = fmt::format(
-      "no plan fits {}: the lowest peak the greedy reached is {} (persistent state alone is {}); "
-      "try a larger budget or a smaller batch{}",
-      format_bytes(budget), format_bytes(best.predicted.peak_bytes),
+      "the lowest peak the greedy reached is {}, above the budget {} (persistent state alone is {}){}",
+      format_bytes(best.predicted.peak_bytes), format_bytes(budget),
       format_bytes(in.profile.persistent_bytes + in.start_extra_bytes),
       gr.swaps.empty() && in.swap && in.host_limit_bytes > 0 && in.h2d_bytes_per_ms <= 0
           ? " (this profile has no copy bandwidth, so nothing was swapped: profile again with this mutwo)"
@@ -371,7 +372,7 @@ Plan greedy_plan(const PlanInput& in, int64_t budget) {
 }  // namespace
 
 // The greedy's plan, or per-layer's or sqrt-n's where one of those is better
-// by the same simulator (issue 27): the greedy never does worse than the
+// by the same simulator: the greedy never does worse than the
 // layer-wise planners. Each of them is tried as it is and with early updates
 // (which the greedy takes too). The candidates do not depend on the budget
 // except the greedy's own, and each is judged by `better`, so a smaller budget
@@ -388,11 +389,9 @@ Plan plan_mutwo(const PlanInput& in, int64_t budget) {
       Plan q = finish(in, "mutwo", budget, p.drop, {}, early);
       if (!better(q, best)) continue;
       q.from = peer;
-      q.note = fmt::format("took {}'s plan{} ({} at peak {}, {:.3f} ms extra): {}{}", peer, early ? " with early updates" : "",
+      q.note = fmt::format("took {}'s plan{} ({} at peak {}, {:.3f} ms extra): {}", peer, early ? " with early updates" : "",
                            q.feasible ? "fits" : "does not fit", format_bytes(q.predicted.peak_bytes),
-                           q.predicted.extra_ms, greedy,
-                           q.feasible ? "" : fmt::format("; no plan fits {}: try a larger budget or a smaller batch",
-                                                         format_bytes(budget)));
+                           q.predicted.extra_ms, greedy);
       best = std::move(q);
     }
   }

@@ -31,7 +31,7 @@
 // (fitting in simulation) is feasible in it, so the optimum is never worse
 // than the greedy's.
 //
-// Swapping (issue 16; where PlanInput::can_swap): swap[k] binary per storage
+// Swapping (where PlanInput::can_swap): swap[k] binary per storage
 // rewrite::swappable accepts, at most one of drop and swap per storage, the
 // swapped bytes within the host limit. A swapped storage is gone from the
 // device from the first node starting after its copy out is done to the

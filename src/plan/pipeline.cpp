@@ -1,35 +1,57 @@
-// The planning pipeline every caller shares (see plan.h, "One pipeline").
+// The planning request and the pipeline every front end shares (see pipeline.h).
+#include "plan/pipeline.h"
+
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cmath>
-#include <functional>
 
 #include "plan/plan.h"
-#include "plan/pipeline.h"
 #include "support/error.h"
+#include "support/json_input.h"
 #include "support/units.h"
 
 namespace mutwo::plan {
 
-Planned prepare(const profile::Profile& prof, const std::function<void(PlanInput&)>& adjust) {
-  Planned p;
+PlanOptions read_plan_options(const nlohmann::json& j, const std::string& where) {
+  MUTWO_CHECK(j.is_object(), "{}: expected an object, got {}", where, j.type_name());
+  PlanOptions o;
+  auto given = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
+  if (given("planner")) o.planner = json_field<std::string>(j, "planner", where);
+  if (given("budget")) {
+    o.budget = parse_budget(json_field<std::string>(j, "budget", where));
+  }
+  if (given("at_least_bytes")) o.at_least_bytes = json_size(j, "at_least_bytes", where);
+  if (given("exempt_bytes")) o.exempt_bytes = json_size(j, "exempt_bytes", where);
+  if (given("swap")) o.swap = json_field<bool>(j, "swap", where);
+  if (given("host_limit_bytes")) o.host_limit_bytes = json_size(j, "host_limit_bytes", where);
+  if (given("replay_random")) o.replay_random = json_field<bool>(j, "replay_random", where);
+  if (given("progress")) o.progress = json_field<bool>(j, "progress", where);
+  return o;
+}
+
+PlannedStep prepare(const profile::Profile& prof, const PlanOptions& o) {
+  PlannedStep p;
   p.input = make_input(prof);
-  if (adjust) adjust(p.input);
+  p.input.swap = o.swap;
+  if (o.host_limit_bytes) p.input.host_limit_bytes = *o.host_limit_bytes;
+  p.input.replay_random = o.replay_random;
   const Simulation unplanned = simulate(p.input, {});
   p.unplanned_peak = unplanned.peak_bytes;
   p.unplanned_activation_bytes = unplanned.peak_by_role[static_cast<size_t>(ir::Role::activation)];
   return p;
 }
 
-Planned prepare_file(const std::string& profile_path, const std::function<void(PlanInput&)>& adjust) {
+PlannedStep prepare_file(const std::string& profile_path, const PlanOptions& o) {
   const profile::Profile prof = profile::read_profile(profile_path);
   try {
-    return prepare(prof, adjust);
+    return prepare(prof, o);
   } catch (const UserError& e) {
     MUTWO_FAIL("{}: {}", profile_path, e.what());
   }
 }
 
-int64_t budget_bytes(const Planned& p, const PlanOptions& o) {
+int64_t budget_bytes(const PlannedStep& p, const PlanOptions& o) {
   const int64_t activation = p.unplanned_activation_bytes;
   switch (o.budget.kind) {
     case Budget::Kind::bytes: return o.budget.bytes + o.exempt_bytes;
@@ -59,7 +81,7 @@ Plan lowest_plan(const std::string& planner, const PlanInput& in, bool progress)
 
 }  // namespace
 
-void run(Planned& p, const PlanOptions& o) {
+void choose_plan(PlannedStep& p, const PlanOptions& o) {
   MUTWO_ASSERT(o.exempt_bytes >= 0 && o.exempt_bytes <= p.unplanned_peak, "exempt {} of an unplanned peak of {}",
                o.exempt_bytes, p.unplanned_peak);
   if (o.budget.kind == Budget::Kind::lowest) {
@@ -70,7 +92,18 @@ void run(Planned& p, const PlanOptions& o) {
   if (o.budget.kind == Budget::Kind::none) p.plan.feasible = true;  // no budget to miss
 }
 
-std::string infeasible_text(const Planned& p, const PlanOptions& o) {
+void plan_and_rewrite(PlannedStep& p, const PlanOptions& o, const rewrite::PassOptions& passes) {
+  choose_plan(p, o);
+  p.rewritten = rewrite_plan(p.input, p.plan, passes);
+}
+
+PlannedStep plan_and_rewrite(const profile::Profile& prof, const PlanOptions& o, const rewrite::PassOptions& passes) {
+  PlannedStep p = prepare(prof, o);
+  plan_and_rewrite(p, o, passes);
+  return p;
+}
+
+std::string infeasible_text(const PlannedStep& p, const PlanOptions& o) {
   const Plan low = run_planner(o.planner, p.input, 0);
   const int64_t lowest = low.predicted.peak_bytes, activation = p.unplanned_activation_bytes;
   const int64_t fixed = p.unplanned_peak - activation;

@@ -26,67 +26,6 @@ namespace mutwo::plan {
 
 using nlohmann::json;
 
-namespace {
-
-// What recomputing a value under a drop list crosses: the producers up to
-// kept values (or values without a producer). One index for many walks.
-class RecomputeWalk {
- public:
-  RecomputeWalk(const PlanInput& in, const std::vector<ir::ValueId>& drop)
-      : in_(in), uses_(in.graph), kept_(rewrite::kept_at_backward(in.graph, uses_, drop)) {}
-
-  // Calls on_node for every producer node walked from `v` and on_source for
-  // every kept value reached.
-  template <typename NodeFn, typename SourceFn>
-  void operator()(ir::ValueId v, NodeFn on_node, SourceFn on_source) const {
-    const ir::Graph& g = in_.graph;
-    std::set<ir::ValueId> seen;
-    std::set<int32_t> walked;
-    std::vector<ir::ValueId> stack{v};
-    while (!stack.empty()) {
-      ir::ValueId x = stack.back();
-      stack.pop_back();
-      int32_t p = uses_.producer[static_cast<size_t>(x)];
-      if (p < 0 || !walked.insert(p).second) continue;
-      on_node(p);
-      for (ir::ValueId in : g.nodes()[static_cast<size_t>(p)].inputs) {
-        if (in == ir::kNoValue || !seen.insert(in).second) continue;
-        if (kept(in)) on_source(in);
-        else stack.push_back(in);
-      }
-    }
-  }
-
-  std::vector<ir::ValueId> sources(ir::ValueId v) const {
-    std::vector<ir::ValueId> out;
-    (*this)(v, [](int32_t) {}, [&](ir::ValueId s) { out.push_back(s); });
-    return out;
-  }
-  double ms(ir::ValueId v) const {
-    double t = 0;
-    (*this)(v, [&](int32_t n) { t += in_.node_ms[static_cast<size_t>(n)]; }, [](ir::ValueId) {});
-    return t;
-  }
-
- private:
-  // Kept at backward time, by the rewrite's own rule.
-  bool kept(ir::ValueId x) const { return kept_[static_cast<size_t>(x)]; }
-
-  const PlanInput& in_;
-  ir::UseIndex uses_;
-  std::vector<bool> kept_;
-};
-
-}  // namespace
-
-std::vector<ir::ValueId> recompute_sources(const PlanInput& in, const std::vector<ir::ValueId>& drop, ir::ValueId v) {
-  return RecomputeWalk(in, drop).sources(v);
-}
-
-double recompute_ms(const PlanInput& in, const std::vector<ir::ValueId>& drop, ir::ValueId v) {
-  return RecomputeWalk(in, drop).ms(v);
-}
-
 const char* to_string(Choice::Outcome o) {
   switch (o) {
     case Choice::Outcome::dropped: return "picked";

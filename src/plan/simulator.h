@@ -11,6 +11,7 @@
 
 #include "ir/graph.h"
 #include "plan/input.h"
+#include "rewrite/passes.h"
 #include "rewrite/recompute.h"
 
 namespace mutwo::plan {
@@ -47,6 +48,15 @@ struct Simulation {
 // first (rewrite/update_early.h), before the swaps.
 Simulation simulate(const PlanInput& in, const std::vector<ir::ValueId>& drop, const std::vector<ir::ValueId>& swap = {},
                     bool update_early = false);
+
+// The plan's rewrite passes on `g` (in's graph, or it chunked), run by the
+// pass manager (rewrite/passes.h): recomputation for `drop`, then with
+// `update_early` each parameter's update moved into the backward pass, then
+// the storages in `swap` swapped (prefetch points from in's node times and
+// copy speed). The one schedule the simulator scores and rewrite_plan
+// (plan.h) makes (rewrite_plan.cpp).
+rewrite::Rewritten rewrite_step(const PlanInput& in, const ir::Graph& g, const std::vector<ir::ValueId>& drop,
+                                const std::vector<ir::ValueId>& swap, bool update_early, const rewrite::PassOptions& o);
 
 // A storage copied to host memory is held on the device past its last use
 // (`from`, the swap_out node) until its copy is done: it is freed before the

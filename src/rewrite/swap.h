@@ -1,4 +1,4 @@
-// The swap rewrite (issue 16): a storage idle across a gap in the step is
+// The swap rewrite, for steps recomputation alone cannot fit: a storage idle across a gap in the step is
 // copied to host memory after its last read before the gap and copied back
 // ahead of its first read after it, so the device does not hold it between.
 //

@@ -11,8 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <nlohmann/json.hpp>
-
+#include "plan/pipeline.h"
 #include "plan/plan.h"
 #include "runtime/memory.h"
 #include "support/error.h"
@@ -38,7 +37,7 @@ template <class F>
 auto translated(F&& f) -> decltype(f()) {
   try {
     return f();
-  } catch (const BudgetError& e) {
+  } catch (const plan::BudgetError& e) {
     throw std::runtime_error(std::string("mutwo budget: ") + e.what());
   } catch (const UserError& e) {
     throw std::runtime_error(std::string("mutwo: ") + e.what());
@@ -48,15 +47,7 @@ auto translated(F&& f) -> decltype(f()) {
 int64_t create(const std::string& step_json, std::vector<std::string> names, std::vector<at::Tensor> tensors,
                const std::string& options_json) {
   return translated([&] {
-    SessionOptions o;
-    const auto j = nlohmann::json::parse(options_json);
-    if (auto b = j.find("budget"); b != j.end() && !b->is_null()) o.budget = parse_budget(b->get<std::string>());
-    o.at_least_bytes = j.value("at_least_bytes", o.at_least_bytes);
-    o.planner = j.value("planner", o.planner);
-    o.profile = j.value("profile", o.profile);
-    o.profile_iters = j.value("profile_iters", o.profile_iters);
-    o.label = j.value("label", o.label);
-    auto s = std::make_unique<Session>(step_json, names, tensors, o);
+    auto s = std::make_unique<Session>(step_json, names, tensors, read_session_options(options_json));
     std::lock_guard<std::mutex> lock(mutex);
     sessions.emplace(next_handle, std::move(s));
     return next_handle++;

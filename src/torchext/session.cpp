@@ -19,6 +19,7 @@
 #include "runtime/memory.h"
 #include "support/error.h"
 #include "support/files.h"
+#include "support/json_input.h"
 #include "support/units.h"
 #include "plan/plan_file.h"
 #include "plan/pipeline.h"
@@ -44,6 +45,19 @@ ir::ValueId find(const ir::Graph& g, const std::string& name) {
 }
 
 }  // namespace
+
+SessionOptions read_session_options(const std::string& options_json) {
+  const std::string where = "mutwo.torch's options";
+  const json j = parse_json_input(options_json, where);
+  SessionOptions o;
+  o.plan = plan::read_plan_options(j, where);
+  o.plan.python = true;
+  auto given = [&](const char* key) { return j.contains(key) && !j.at(key).is_null(); };
+  if (given("profile")) o.profile = json_field<std::string>(j, "profile", where);
+  if (given("profile_iters")) o.profile_iters = json_field<int>(j, "profile_iters", where);
+  if (given("label")) o.label = json_field<std::string>(j, "label", where);
+  return o;
+}
 
 Session::Session(const std::string& step_json, const std::vector<std::string>& names, const std::vector<at::Tensor>& tensors,
                  const SessionOptions& options)
@@ -96,15 +110,9 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
     prof.model = options_.label;
   }
 
-  // Phase 2: the plan.
-  plan::Planned planned = plan::prepare(prof);
-  plan::PlanOptions po;
-  po.planner = options_.planner;
-  po.budget = options_.budget;
-  po.at_least_bytes = options_.at_least_bytes;
-  po.python = true;
-  plan::run(planned, po);
-  if (!planned.plan.feasible) throw BudgetError(plan::infeasible_text(planned, po));
+  // Phases 2 and 3: the plan and its rewrite, run by the executor part by part.
+  plan::PlannedStep planned = plan::plan_and_rewrite(prof, options_.plan);
+  if (!planned.plan.feasible) throw plan::BudgetError(plan::infeasible_text(planned, options_.plan));
   input_ = std::move(planned.input);
   unplanned_peak_ = planned.unplanned_peak;
   unplanned_activation_bytes_ = planned.unplanned_activation_bytes;
@@ -113,9 +121,7 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
   for (plan::ActivationRecord& a : plan::activation_records(input_, plan_))
     if (a.decision != "keep") moved_.push_back(std::move(a));
   unplanned_peak_node_ = plan::simulate(input_, {}).peak_label;
-
-  // Phase 3: the rewrite, run by the executor part by part.
-  planned_ = plan::rewrite_plan(input_, plan_).graph;
+  planned_ = std::move(planned.rewritten.graph);
   const auto& nodes = planned_.nodes();
   forward_end_ = nodes.size();
   for (size_t n = 0; n < nodes.size(); ++n)
@@ -251,9 +257,9 @@ std::string Session::info_json() const {
                        {"lowered_bytes", d.lowered_bytes}, {"text", d.text}, {"line", plan::decision_line(d)}});
   json j{{"model", options_.label},
          {"device", device_.str()},
-         {"planner", options_.planner},
+         {"planner", options_.plan.planner},
          {"profile", options_.profile},
-         {"budget", options_.budget.kind == Budget::Kind::none ? json() : json(budget_text(options_.budget))},
+         {"budget", options_.plan.budget.kind == Budget::Kind::none ? json() : json(budget_text(options_.plan.budget))},
          {"unplanned_activation_bytes", unplanned_activation_bytes_},
          {"budget_bytes", plan_.budget_bytes},
          {"feasible", plan_.feasible},

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "plan/pipeline.h"
 #include "plan/plan.h"
 #include "plan/plan_file.h"
 #include "profile/profile.h"
@@ -29,20 +30,15 @@ class Executor;
 namespace mutwo::torchext {
 
 struct SessionOptions {
-  Budget budget;                   // none by default (support/units.h; docs/budgets.md)
-  int64_t at_least_bytes = 0;      // a fraction's bytes at least (plan::PlanOptions: an earlier shape's budget)
-  std::string planner = "mutwo";   // plan::planner_names()
-  std::string profile = "measure"; // measure: run the step on the user's tensors, timed per node; flops: estimate
-  int profile_iters = 2;           // measured steps after one warm-up step
-  std::string label = "module";    // the model's name, for reports
+  plan::PlanOptions plan;           // the planning request (plan/pipeline.h), refusals in Python's words
+  std::string profile = "measure";  // measure: run the step on the user's tensors, timed per node; flops: estimate
+  int profile_iters = 2;            // measured steps after one warm-up step
+  std::string label = "module";     // the model's name, for reports
 };
-
-// Thrown when no plan reaches the budget; what() names the lowest peak the
-// planner reaches and what it consists of.
-class BudgetError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// mutwo.torch's options as it writes them (json.dumps): the planning
+// request's keys (plan::read_plan_options) and "profile", "profile_iters",
+// "label"; any other key (mutwo.torch's own "report") is left to it.
+SessionOptions read_session_options(const std::string& options_json);
 
 // What is live at a predicted peak, by role, leaving out roles that hold
 // nothing: report()'s predicted_peak_by_role, for sessions and compiled steps.

@@ -2,7 +2,7 @@
 // them (python3 -m mutwo.capture on a GPT-like LM: lm_head = nn.Linear on a
 // (B, T, H) hidden state, F.cross_entropy(logits.view(-1, V), target.view(-1))),
 // written as a step file and its tensor file for the loader's fusion
-// (src/stepfile/fuse_loss.h): test_core.cpp checks the graph, test_vocab_loss.cpp
+// (src/stepfile/fuse_loss.h): test_step_file.cpp checks the graph, test_vocab_loss.cpp
 // the numbers. With `upcast`, the head is bf16 and its logits are cast to
 // `upcast` before the loss (Hugging Face LLaMA's `logits.float()`, as torch
 // 2.11 captures it: `_to_copy` forward, `_to_copy` back to bf16 in the

@@ -1,4 +1,4 @@
-// Bad input files are the user's errors (issue 27): a JSON number no double
+// Bad input files are the user's errors, never crashes: a JSON number no double
 // holds, NaN or Infinity in a profile, step file or any JSON mutwo reads, and
 // a node without an attribute its op needs, or with one of another type, are
 // UserErrors naming the field or the node, never an internal error. ATen-free.

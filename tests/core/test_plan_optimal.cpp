@@ -237,7 +237,7 @@ TEST(Optimal, SaysHowToEnableItWhenBuiltWithoutCbc) {
   }
 }
 
-// Swapping in the MILP (issue 16). Copies at `bytes_per_ms` each way, in line
+// Swapping in the MILP. Copies at `bytes_per_ms` each way, in line
 // (the CPU: the simulator's copy time is their whole time, which the model
 // counts exactly) or on CUDA's copy streams, the host unlimited.
 plan::PlanInput with_copies(plan::PlanInput in, double bytes_per_ms, bool overlap) {

@@ -1,4 +1,5 @@
-// Property tests for every planner (issue 5) on synthetic training steps built
+// Property tests for every planner (Checkmate's kind: plans judged by one
+// simulator, never trusted) on synthetic training steps built
 // in plain data, in milliseconds: seeded random chains, diamonds, U-Net-like
 // long skips and transformer-like blocks, with FLOP-based or random node times.
 // For each planner and budgets from 110% down to 30% of the unplanned peak:
@@ -371,7 +372,7 @@ void check_family(Family f) {
   }
 }
 
-// Issue 27: mutwo's plan is never worse than per-layer's or sqrt-n's under
+// mutwo's plan is never worse than per-layer's or sqrt-n's under
 // the same budget: where one of them fits, mutwo fits and its predicted extra
 // time is at most theirs; where mutwo does not fit, its peak is at most theirs.
 void expect_not_worse_than_peers(const plan::Plan& mutwo, const std::vector<const plan::Plan*>& peers) {
@@ -462,7 +463,7 @@ TEST(PlannerProperties, MutwoNeverWorseThanPerLayerOrSqrtNOnZooModels) {
 
 // ResNet-152 at batch 8 (224x224) with each node's time and workspace as
 // measured on an H100 (tests/core/data), recomputation only: there the greedy
-// alone stopped at 1114.3 MB, above per-layer's 1104.7 (issue 27): dropping
+// alone stopped at 1114.3 MB, above per-layer's 1104.7: dropping
 // the blocks' outputs one by one, it left every recomputation chain running
 // back through the residual adds to the stem, all held at once at layer3.0's
 // backward, with nothing idle there to drop.
@@ -500,7 +501,7 @@ TEST(PlannerProperties, BudgetsResolveAsDocumented) {
   for (const auto& [model, batch] : std::vector<std::pair<std::string, int64_t>>{
            {"resnet-18", 4}, {"bert-tiny", 64}, {"transformer-lm", 16}}) {
     SCOPED_TRACE(fmt::format("{} batch {}", model, batch));
-    plan::Planned p = plan::prepare(zoo_profile(model, batch, "cpu", 64));
+    plan::PlannedStep p = plan::prepare(zoo_profile(model, batch, "cpu", 64), {});
     const int64_t a = p.unplanned_activation_bytes, f = p.unplanned_peak - a;
     ASSERT_GT(a, 0);
     plan::PlanOptions po;
@@ -512,13 +513,13 @@ TEST(PlannerProperties, BudgetsResolveAsDocumented) {
     EXPECT_EQ(plan::budget_bytes(p, po), p.unplanned_peak);
     po.at_least_bytes = 0;
     po.budget = Budget::lowest();
-    plan::run(p, po);
+    plan::choose_plan(p, po);
     const plan::Plan floor = plan::run_planner("mutwo", p.input, 0);
     EXPECT_TRUE(p.plan.feasible);
     EXPECT_EQ(p.plan.budget_bytes, p.plan.predicted.peak_bytes);
     EXPECT_LE(p.plan.predicted.peak_bytes, floor.predicted.peak_bytes);
     po.budget = Budget::of_fraction(0.01);
-    plan::run(p, po);
+    plan::choose_plan(p, po);
     if (p.plan.feasible) continue;
     ++refused;
     const std::string text = plan::infeasible_text(p, po);
@@ -526,7 +527,7 @@ TEST(PlannerProperties, BudgetsResolveAsDocumented) {
     ASSERT_NE(at, std::string::npos) << text;
     po.budget = parse_budget(text.substr(at + 13, text.find(',', at) - at - 13));
     EXPECT_EQ(po.budget.kind, Budget::Kind::fraction) << text;
-    plan::run(p, po);
+    plan::choose_plan(p, po);
     EXPECT_TRUE(p.plan.feasible) << text;
   }
   EXPECT_GE(refused, 1) << "1% fitted everywhere: the refusals' advice went untested";
@@ -537,8 +538,8 @@ TEST(PlannerProperties, Diamonds) { check_family(Family::diamond); }
 TEST(PlannerProperties, UNetSkips) { check_family(Family::unet); }
 TEST(PlannerProperties, TransformerBlocks) { check_family(Family::transformer); }
 
-// Issue 5 asks this of every planner. The optimum's plans under smaller budgets
-// fit those budgets; where none fits, what it shows must not sit above a plan
+// A smaller budget never gives a higher peak, asked of every planner. The
+// optimum's plans under smaller budgets fit those budgets; where none fits, what it shows must not sit above a plan
 // it found under a larger budget.
 TEST(PlannerProperties, OptimalPeakNeverRisesAsTheBudgetFalls) {
   if (!plan::optimal_planner_built()) GTEST_SKIP() << "built with -DMUTWO_WITH_CBC=OFF";

@@ -1,4 +1,5 @@
-"""bert-tiny at batch 16 under issue 16's budgets: 60% of its unplanned peak
+"""bert-tiny at batch 16, a vocabulary head larger than the rest of the step,
+under two budgets: 60% of its unplanned peak
 (the vocabulary loss chunked), and below its recompute-only floor by
 swapping, each checked bit for bit.
 """
@@ -12,7 +13,7 @@ BERT = ["--model", "bert-tiny", "--batch", "16"]
 
 
 def test_sixty_percent_fits(tmp_path: pathlib.Path) -> None:
-    # Issue 16: bert-tiny at batch 16, whose 30,522-word head made 238.5 MiB of
+    # bert-tiny at batch 16, whose 30,522-word head made 238.5 MiB of
     # logits, fits 60% of its unplanned peak: its head is one linear_cross_entropy
     # (the logits never whole), its chunk picked under the budget; --check passes
     # (exit 0) and the measured peak is within the budget. (The swapping checks

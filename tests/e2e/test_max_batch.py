@@ -1,4 +1,4 @@
-"""mutwo max-batch's search (issue 39): answers predicted from a model of
+"""mutwo max-batch's search, fast enough to use: answers predicted from a model of
 the step against the batch, then confirmed by real runs, against the search
 before the model (--search full: doubling and bisection, a profile at every
 batch tried).

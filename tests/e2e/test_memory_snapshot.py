@@ -1,4 +1,5 @@
-"""PyTorch's memory viewer opens mutwo's timelines (issue 37): the snapshots
+"""PyTorch's memory viewer opens mutwo's timelines, so users read them with
+a tool they know: the snapshots
 that profile and optimize write load with PyTorch's reader (pickle, as
 `python -m torch.cuda._memory_viz` reads them) and its functions; their
 allocations, replayed, give mutwo's peaks to the byte; `trace_plot` makes the

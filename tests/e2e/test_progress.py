@@ -1,4 +1,4 @@
-"""Progress on stderr (issue 37): max-batch, sweep, optimize's optimal
+"""Progress on stderr, so long work is never silent: max-batch, sweep, optimize's optimal
 planner and mutwo.capture say what they try, how far they are and what is
 left; one redrawn line on a terminal, one line per step otherwise, nothing
 under --quiet, and --json's stdout still one JSON line.

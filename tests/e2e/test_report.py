@@ -16,7 +16,7 @@ GENERATED = ["nodes.csv", "activations.csv", "trace.json", "memory_snapshot.pick
 
 def test_report_writes_the_profile_again(mlp_report: pathlib.Path, tmp_path: pathlib.Path) -> None:
     """mutwo report writes a profile's files again from profile.json alone,
-    byte for byte (issue 14), and a plan's report.md. (A plan made from
+    byte for byte (reports made again from saved files, nothing run), and a plan's report.md. (A plan made from
     another profile, exit 2: tests/errors/cases.py.)"""
     p, saved = tmp_path / "p", tmp_path / "saved"
     shutil.copytree(mlp_report, p)

@@ -11,7 +11,8 @@ from mutwo_cli import last_json, mutwo
 
 
 def test_saved_plan_gives_the_same_rewritten_step(bert8_plan: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    """A saved plan is applied by optimize --plan (issue 15): bert-tiny's plan
+    """A saved plan is applied by optimize --plan (the same step again without
+    planning): bert-tiny's plan
     at batch 8 and its lowest peak (activations dropped and the vocabulary loss chunked
     below its default) gives the same rewritten step as the optimize that made
     it. (Its refusals are rows of tests/errors/cases.py.)"""
@@ -23,7 +24,7 @@ def test_saved_plan_gives_the_same_rewritten_step(bert8_plan: pathlib.Path, tmp_
 
 
 def test_replayed_masks_run_from_ir(replayed: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    """A rewritten step that replays random nodes (issue 26: per-layer drops the
+    """A rewritten step that replays random nodes (per-layer drops the
     dropout masks inside the blocks), saved as IR by optimize, runs again with
     run --graph as the graph it was planned from: the same losses and the same
     parameters after three steps, bit for bit."""

@@ -1,4 +1,4 @@
-"""mutwo train over the shipped text, planned (issue 14, item 5)."""
+"""mutwo train over the shipped text, planned: a plan that trains, not only steps."""
 from __future__ import annotations
 
 import json

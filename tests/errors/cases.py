@@ -54,7 +54,7 @@ CASES: list[Case] = [
     Case("profile --model mlp --batch 8 --quiet --out {out}/p --memory-snapshot {blocker}/snap.pickle", 2,
          "cannot write {blocker}/snap.pickle: {blocker} is not a folder"),
     # A loaded graph that recomputes a random op without its generator state, or
-    # names no outputs, is refused (issues 15 and 26).
+    # names no outputs, is refused: it could not run as planned.
     Case("run --graph {graphs}/random.ir --steps 1", 2,
          "dropout_mask may not be recomputed without its generator state: it is random"),
     Case("run --graph {graphs}/mlp.ir --model bert-base --steps 1", 2, "--model excludes --graph"),
@@ -65,7 +65,7 @@ CASES: list[Case] = [
     Case("plan --profile {graphs}/deep.json --budget 60%", 2, "nested deeper than 64 levels"),
     Case("run --graph {graphs}/deep.json --steps 1", 2, "nested deeper than 64 levels"),
     Case("run --graph {graphs}/no_outputs.ir --steps 1", 2, "the graph names no outputs"),
-    # A profile is validated after parsing (issue 15): each mutation exits 2 naming the field, never a crash.
+    # A profile is validated after parsing: each mutation exits 2 naming the field, never a crash.
     Case("plan --profile {profiles}/rank.json --budget 60% --out {out}/plan.json", 2, "rank"),
     Case("plan --profile {profiles}/negative_ms.json --budget 60% --out {out}/plan.json", 2, "must not be negative"),
     Case("plan --profile {profiles}/reversed.json --budget 60% --out {out}/plan.json", 2, "rank"),
@@ -98,7 +98,7 @@ CASES: list[Case] = [
     Case("run --graph {replayed}/rewritten.ir --cuda-graph --steps 1", 2,
          "--cuda-graph: the step recomputes the random node %transformer.h.1.attn.attn_dropout_mask.recompute "
          "(dropout_mask) by replaying"),
-    # A saved plan (optimize --plan, issue 15) is refused naming what differs for
+    # A saved plan (optimize --plan) is refused naming what differs for
     # another batch, model or graph; a plan that lies about its activations is
     # refused naming the field.
     Case("optimize --plan {bert8_plan}/plan.json --model bert-tiny --batch 4 --steps 1 --out {out}/c", 2,
@@ -120,7 +120,7 @@ CASES: list[Case] = [
          "the plan has %zzz"),
     Case("optimize --plan {plans}/budget.json --model bert-tiny --batch 8 --steps 1 --quiet --out {out}/c", 2,
          "'budget_bytes' must not be negative"),
-    # Swapping (issue 16): a plan swapping what the step lacks is refused naming it.
+    # Swapping: a plan swapping what the step lacks is refused naming it.
     Case("optimize --plan {swaps}/bad.json --model bert-tiny --batch 16 --steps 1 --quiet --out {out}/c", 2,
          "it swaps %zzz"),
     Case("plan --profile {bert16_profile}/profile.json --budget 60% --host-memory lots --out {out}/c/plan.json", 2,
@@ -133,7 +133,7 @@ CASES: list[Case] = [
     Case("run --graph {steps}/dev_zero/step.json --steps 1", 2, "the tensor file /dev/zero is not a regular file"),
     Case("run --graph {steps}/groups.json --steps 1", 2, "groups (argument 9) must be a positive integer, got 0"),
     Case("run --graph {steps}/long/step.json --steps 1", 2, "bytes for"),
-    # Issue 27: a number no double holds (1e400, -1e400), NaN or Infinity in any
+    # Never a crash: a number no double holds (1e400, -1e400), NaN or Infinity in any
     # JSON input is exit 2 naming the field; an IR node without an attribute
     # its op needs, or with one of another kind, is exit 2 naming the node, op
     # and attribute.
@@ -156,7 +156,7 @@ CASES: list[Case] = [
     Case("run --graph {numbers}/dim_huge.ir --steps 1", 2, "integer out of range"),
     # One budget language (docs/budgets.md), checked when parsed: a bad size,
     # a bare number below 1 MiB, a bad planner or flag is refused before
-    # anything is profiled (issue 39).
+    # anything is profiled, not after minutes of work.
     Case("optimize --model mlp --batch 8 --budget abc --steps 1 --out {out}/o", 2, "--budget: 'abc' is not a size",
          before_work=True),
     Case("optimize --model mlp --batch 8 --budget -5GiB --steps 1 --out {out}/o", 2,

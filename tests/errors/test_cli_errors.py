@@ -66,8 +66,8 @@ def test_no_plan_fits(profiles: pathlib.Path, tmp_path: pathlib.Path) -> None:
 
 
 def test_max_batch_json_on_failure() -> None:
-    """max-batch --json ends with one JSON object on failure (issue 27); an
-    unknown planner is refused before any batch is tried (issue 39)."""
+    """max-batch --json ends with one JSON object on failure, so scripts can read
+    it; an unknown planner is refused before any batch is tried."""
     r = mutwo("max-batch", "--model", "mlp", "--memory", "10MiB", "--planners", "none,nope", "--limit", "4", "--quiet",
               "--json", expect=2)
     j = last_json(r)
@@ -75,12 +75,12 @@ def test_max_batch_json_on_failure() -> None:
 
 
 def test_minus_zero_is_zero(numbers: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    """A profile's step_ms of -0 reads as 0 (issue 27)."""
+    """A profile's step_ms of -0 reads as 0 (never printed as -0)."""
     mutwo("plan", "--profile", str(numbers / "profile_zero.json"), "--budget", "100%", "--out", str(tmp_path / "plan.json"))
 
 
 def test_unwritable_snapshot_leaves_nothing(tmp_path: pathlib.Path) -> None:
-    """A --memory-snapshot that cannot be written (issue 37): exit 2 before
+    """A --memory-snapshot that cannot be written: exit 2 before
     the step runs, with nothing written; and where the default snapshot's
     path turns out unwritable only at the end (a folder made in its place),
     exit 2 with no snapshot file, whole or partial, and no .tmp left."""

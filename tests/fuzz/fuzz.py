@@ -61,7 +61,8 @@ EXTREMES: list[Any] = [0, -1, -2, -(1 << 63), INT64_MAX, 1 << 63, 1 << 64, MAX_B
 # Raw tokens put in place of a number of the seed, as text (Python's json
 # cannot write them all), and whether every reader must refuse them: literals
 # that are not JSON (Python's json writes NaN and Infinity by default), numbers
-# beyond a double's range (issue 27), and valid spellings of zero.
+# beyond a double's range (which nlohmann's parser reads as infinity), and valid
+# spellings of zero.
 RAW_TOKENS = {"NaN": True, "Infinity": True, "-Infinity": True, "1e400": True, "-1e400": True,
               "1" + "0" * 400: True, "-0": False, "-0.0": False, "0e0": False, "1e-400": False}
 
@@ -279,7 +280,7 @@ def mutate_ir(rng: random.Random, data: bytes) -> Mutation:
                                   "Infinity", -(1 << 63), 3]))
             lines[i] = lines[i].replace(old, new, 1)
             return Mutation("\n".join(lines).encode(), f"line {i + 1}: {old} -> {new}", False)
-    if kind == "attr":  # an attribute dropped, or given a value of another type (issue 27)
+    if kind == "attr":  # an attribute dropped, or given a value of another type: a user error, never a crash
         attrs = [(i, m) for i, l in enumerate(lines) for m in [re.search(r"\{([^}]*)\}", l)] if m]
         if attrs:
             i, m = rng.choice(attrs)

@@ -48,10 +48,10 @@ struct Options {
 
 // `mutwo plan --profile PATH --budget 100% --out OUT/plan.json` (cli/plan_cmd.cpp).
 void load_profile(const std::string& path, const Options& o) {
-  plan::Planned p = plan::prepare_file(path);
+  plan::PlannedStep p = plan::prepare_file(path, {});
   plan::PlanOptions po;
   po.budget = Budget::of_fraction(1.0);
-  plan::run(p, po);
+  plan::choose_plan(p, po);
   if (o.out.empty()) return;
   plan::write_plan_json(p.input, p.plan, p.unplanned_peak, o.out + "/plan.json");
   plan::write_plan_csv(p.input, p.plan, o.out + "/plan.csv");
@@ -62,7 +62,7 @@ void load_profile(const std::string& path, const Options& o) {
 // an estimated profile; made once.
 struct ZooStep {
   ir::Graph graph;
-  plan::Planned planned;
+  plan::PlannedStep planned;
 };
 const ZooStep& zoo_step(const Options& o) {
   static std::optional<ZooStep> step;
@@ -72,7 +72,7 @@ const ZooStep& zoo_step(const Options& o) {
     mo.batch = o.batch;
     models::Model m = models::build_model(mo);
     ir::Graph g = autodiff::build_training_step(std::move(m.graph), m.loss, autodiff::OptimizerConfig{});
-    plan::Planned planned = plan::prepare(profile::estimate_profile(g, "cpu"));
+    plan::PlannedStep planned = plan::prepare(profile::estimate_profile(g, "cpu"), {});
     step = ZooStep{std::move(g), std::move(planned)};
   }
   return *step;

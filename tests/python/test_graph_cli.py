@@ -189,7 +189,7 @@ def test_vocabulary_head_is_fused_and_lowers_the_peak(tmp_path) -> None:
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA: swapping inside a captured CUDA graph")
 def test_swapped_step_runs_as_a_captured_cuda_graph(tmp_path) -> None:
-    """Issue 16: below recomputation's floor, a plan that swaps fits node by node
+    """Below recomputation's floor, a plan that swaps fits node by node
     (bit for bit with --check) and as a captured CUDA graph, at the predicted peak."""
     prof = tmp_path / "profile"
     mutwo("profile", "--model", "bert-tiny", "--batch", "16", "--device", "cuda", "--quiet", "--out", str(prof))

@@ -1,5 +1,5 @@
-# Vocabulary heads in the forms Hugging Face models write them (issue 26 item
-# 2), captured from hf_models.py's tiny configs and fused on load into one
+# Vocabulary heads in the forms Hugging Face models write them, so that each
+# is fused (its logits never whole), captured from hf_models.py's tiny configs and fused on load into one
 # linear_cross_entropy (src/stepfile/fuse_loss.cpp, docs/step-file.md):
 # - T5: the hidden state scaled by d_model ** -0.5, then the projection tied to
 #   the shared input embedding (its gradient adds the embedding's);

@@ -1,4 +1,4 @@
-# torch.compile(model, backend="mutwo") by name (issue 37; docs/python.md, "By
+# torch.compile(model, backend="mutwo") by name, as Hugging Face and torch users name backends (docs/python.md, "By
 # name"): the entry point pyproject.toml declares, found by torch's registry in
 # a fresh process (a dist-info folder made here stands in for pip install .,
 # which scripts/test-install.sh does for real); options= and its errors; the

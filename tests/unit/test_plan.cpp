@@ -129,7 +129,7 @@ TEST(Rewrite, RecomputedStepIsBitwiseEqualAndMatchesTheSimulatedPeak) {
   }
 }
 
-// Issue 16 on CPU: swapping to host memory (a plain copy there) changes
+// Swapping on the CPU: swapping to host memory (a plain copy there) changes
 // nothing in the arithmetic, alone or beside recomputation, and the executed
 // peak is the simulated one (the host copies outside it).
 TEST(Rewrite, SwappedStepIsBitwiseEqualAndMatchesTheSimulatedPeak) {

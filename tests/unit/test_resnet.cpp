@@ -432,7 +432,7 @@ void expect_matches_torchvision(int64_t depth, double tolerance) {
       worst_buffer);
 }
 
-// Tolerance: 1e-4 relative to each tensor's largest element, as the issue asks.
+// Tolerance: 1e-4 relative to each tensor's largest element (float32 sums in another order stay far inside it).
 // Measured here (the same torch 2.11 wheel for both, CPU): 0, i.e.
 // loss, gradients and running statistics are bit-identical, since every node
 // calls the kernel autograd calls on the same operands. The bound leaves room

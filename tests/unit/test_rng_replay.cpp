@@ -1,4 +1,4 @@
-// Generator replay (issue 26, item 1): random nodes recomputed from the
+// Generator replay (so that dropout's outputs are candidates too): random nodes recomputed from the
 // generator state an rng_save node took in the forward pass. On the CPU:
 // planned steps with the dropout masks dropped equal the unplanned step bit for
 // bit over three steps (losses, every gradient, the generator's state after

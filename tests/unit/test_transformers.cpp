@@ -47,7 +47,7 @@ int64_t parameter_count(const ir::Graph& g) {
 TEST(TransformerParams, BertAndGpt2CountsEqualHuggingFace) {
   // sum(p.numel() for p in BertForMaskedLM / GPT2LMHeadModel .parameters()),
   // tied weights counted once; bert-base, bert-large and both GPT-2 numbers are
-  // the issue's, the smaller BERTs follow the same module sizes.
+  // Hugging Face's own (counted as above), the smaller BERTs follow the same module sizes.
   const std::map<std::string, int64_t> expected{
       {"bert-tiny", 4416698},     {"bert-mini", 11201594},    {"bert-small", 28795194},
       {"bert-medium", 41404730},  {"bert-base", 109514298},   {"bert-large", 335174458},

@@ -223,7 +223,7 @@ TEST(VocabLoss, HoldsOneChunkOfLogitsNotTheWhole) {
 // workspace_at), and the prediction is exact on the CPU only if it holds.
 // Per-row temporaries made chunk by chunk broke it by 8 bytes a row (a plan
 // that shrank the backward chunk from 160 to 128 rows was predicted 256 B over
-// its measured peak: issue 24's flaky cli_errors case).
+// its measured peak: a cli_errors case that failed now and then).
 TEST(VocabLoss, WhatItHoldsBeyondTheChunkDoesNotDependOnTheChunk) {
   runtime::track_cpu_memory();
   const c10::Device cpu(c10::kCPU);
