@@ -47,9 +47,10 @@ std::vector<Decision> decisions(const PlanInput& in, const Plan& p) {
     d.kind = "recompute";
     d.count = static_cast<int32_t>(p.drop.size());
     for (ir::ValueId v : p.drop) d.bytes += in.graph.type(v).bytes();
-    d.text = fmt::format("{} activation{} ({}) dropped and recomputed in the backward pass ({} recompute nodes, "
+    d.text = fmt::format("{} activation{} ({}) dropped and recomputed in the backward pass ({} recompute node{}, "
                          "{:.3f} ms predicted)", d.count, d.count == 1 ? "" : "s", format_bytes(d.bytes),
-                         p.predicted.recompute_nodes, p.predicted.extra_ms);
+                         p.predicted.recompute_nodes, p.predicted.recompute_nodes == 1 ? "" : "s",
+                         p.predicted.extra_ms);
     d.peak_without_bytes = simulate(chunked, {}, p.swap, p.update_early).peak_bytes;
     out.push_back(std::move(d));
   }
