@@ -28,7 +28,7 @@ int refuse_arena_over_cap(const runtime::Executor& ex, const c10::Device& device
 std::string arena_line(const analysis::ArenaPlan& a, const runtime::ArenaUse& u) {
   return fmt::format(
       "arena: {} planned ({} live at most, best fit by {}); per step at most {} allocation(s) of {} fell back to the "
-      "allocator, {} output(s) moved to their offset, {} left elsewhere{}",
+      "allocator, {} output(s) moved to their offset, {} missed it (copied out to the allocator){}",
       format_bytes(a.bytes), format_bytes(a.live_peak_bytes), a.order, u.fallback_allocations,
       format_bytes(u.fallback_bytes), u.moved_storages, u.missed_storages,
       a.left_out ? fmt::format(", {} storage(s) swap_out copies from left to the allocator", a.left_out) : "");
