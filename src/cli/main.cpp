@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "autodiff/autodiff.h"
+#include "cli/arena_output.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "cli/pipeline.h"
@@ -44,6 +45,7 @@ struct RunCommand {
   OutputOptions output;  // --json only
   bool cuda_graph = false;
   bool deterministic = false;
+  bool arena = false;
   std::string save;
 
   void add_to(CLI::App& app) {
@@ -53,6 +55,9 @@ struct RunCommand {
                  "CUDA: steps 1-2 node by node, then the step captured once as a CUDA graph and replayed");
     app.add_flag("--deterministic", deterministic,
                  "deterministic kernels (warn-only), so that two runs from one seed give the same losses");
+    app.add_flag("--arena", arena,
+                 "serve the step's allocations from one arena planned ahead from the liveness (offsets by best fit); "
+                 "what it cannot serve falls back to the allocator, counted in the JSON");
     device.add_to(app);
     app.add_option("--save", save,
                    "after the last step, write the parameters, buffers and optimizer state to this file "
@@ -70,10 +75,13 @@ struct RunCommand {
     ir::Graph g = step.build();
     runtime::ExecutorOptions o{dev, seed};
     o.cuda_graph = cuda_graph;
+    o.arena = arena;
     runtime::Executor ex(g, o);
+    if (int rc = refuse_arena_over_cap(ex, dev); rc != 0) return rc;
     ex.initialize();
     std::vector<double> losses, times;
     int64_t peak = 0, reserved = 0;
+    runtime::ArenaUse arena_use;
     const std::string what = step.what();
     fmt::print("mutwo run: {} on {}, {} nodes, {} steps\n", what, dev.str(),
                g.nodes().size(), steps);
@@ -86,6 +94,7 @@ struct RunCommand {
       times.push_back(r.ms);
       peak = std::max(peak, r.peak_bytes);
       reserved = std::max(reserved, r.reserved_peak_bytes);
+      arena_use = runtime::most(arena_use, r.arena);
       fmt::print("step {:>4}  loss {:.6f}  {:.2f} ms  peak {}\n", s + 1, r.outputs[0], r.ms, format_bytes(r.peak_bytes));
       std::fflush(stdout);
     }
@@ -101,6 +110,7 @@ struct RunCommand {
     fmt::print("peak memory {} (liveness predicts {} before kernel workspace), median step {:.2f} ms\n",
                format_bytes(peak), format_bytes(L.peak_bytes), median(times));
     if (std::string note = fragmentation_note(peak, reserved); !note.empty()) fmt::print("{}\n", note);
+    if (ex.arena_plan()) fmt::print("{}\n", arena_line(*ex.arena_plan(), arena_use));
     if (output.json) {
       json j{{"command", "run"},         {"model", step.name(g)},
              {"batch", step.graph.empty() ? json(step.batch) : json()}, {"graph", step.graph},
@@ -112,6 +122,7 @@ struct RunCommand {
              {"predicted_peak_bytes", L.peak_bytes},
              {"persistent_bytes", L.persistent_bytes}, {"nodes", g.nodes().size()}};
       add_rank_json(j);
+      if (ex.arena_plan()) add_arena_json(j, *ex.arena_plan(), arena_use);
       if (world_size() > 1) j["shard_optimizer"] = step.shard_optimizer;
       std::cout << j.dump() << std::endl;
     }

@@ -73,6 +73,13 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
     program_.push_back(std::move(ins));
     swaps_ |= node.op == "swap_in";  // every swap copies back (rewrite/swap.h)
   }
+  MUTWO_CHECK(!options_.arena || options_.device.is_cpu(),
+              "--arena: serving a step from its arena runs on the CPU only so far (CUDA needs the caching allocator "
+              "wrapped, not written yet); leave out --arena on {}",
+              options_.device.str());
+  if (options_.arena)
+    arena_ = std::make_shared<Arena>(
+        graph_, analysis::plan_arena(graph_, liveness_, {options_.device.is_cuda() ? 512 : 64, options_.arena_workspace}));
   if (options_.cuda_graph) {
     for (const ir::Node& node : graph_.nodes())
       MUTWO_CHECK(!ops::has(node, ops::kStepCount),
@@ -186,6 +193,7 @@ void Executor::initialize(const std::map<std::string, at::Tensor>& given) {
                                          : options_.device.is_cpu()                      ? t
                                                                                          : t.to(options_.device);
   }
+  if (arena_) arena_->allocate(options_.device);  // after the persistent state, as the step's own memory
   step_ = 0;
 }
 
@@ -212,11 +220,35 @@ void Executor::run(size_t begin, size_t end) {
   run_range(begin, end);
 }
 
+namespace {
+
+// The arena ahead of the device's allocator while alive, the source before it back after.
+class ServedBy {
+ public:
+  ServedBy(const c10::Device& device, std::shared_ptr<Arena> arena)
+      : device_(device), before_(set_allocation_source(device, std::move(arena))) {}
+  ~ServedBy() { set_allocation_source(device_, std::move(before_)); }
+  ServedBy(const ServedBy&) = delete;
+  ServedBy& operator=(const ServedBy&) = delete;
+
+ private:
+  c10::Device device_;
+  std::shared_ptr<AllocationSource> before_;
+};
+
+}  // namespace
+
 void Executor::run_range(size_t begin, size_t end) {
   const auto options = at::TensorOptions().device(options_.device);
+  std::optional<ServedBy> served;
+  if (arena_) {
+    arena_->allocate(options_.device);
+    served.emplace(options_.device, arena_);
+  }
   for (size_t n = begin; n < end; ++n) {
     Instr& ins = program_[n];
     if (observer_) observer_->before(n);
+    if (arena_) arena_->begin_node(n);
     kernels::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_, ins.state.get(),
                           options_.collectives};
     if (ins.rng_state) {
@@ -226,6 +258,12 @@ void Executor::run_range(size_t begin, size_t end) {
       ins.kernel(k);
     }
     check_aliasing(ins);
+    if (arena_) {
+      std::vector<std::pair<ir::ValueId, at::Tensor*>> made;
+      for (size_t i = 0; i < ins.node->outputs.size(); ++i)
+        if (liveness_.owns_storage(ins.node->outputs[i])) made.emplace_back(ins.node->outputs[i], ins.out[i]);
+      arena_->place(made);
+    }
     for (at::Tensor* t : ins.release) t->reset();
     if (observer_) observer_->after(n);
   }
@@ -254,6 +292,7 @@ StepResult Executor::step() {
   const MemoryStats after = memory_stats(dev);
   r.peak_bytes = after.peak;
   r.reserved_peak_bytes = after.reserved_peak;
+  if (arena_) r.arena = arena_->take_use();
   for (ir::ValueId v : graph_.outputs) {
     at::Tensor& t = slots_[static_cast<size_t>(v)];
     r.outputs.push_back(t.numel() == 1 ? t.item<double>() : 0.0);

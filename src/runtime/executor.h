@@ -13,6 +13,7 @@
 
 #include "analysis/liveness.h"
 #include "ir/graph.h"
+#include "runtime/arena.h"
 
 namespace mutwo::kernels {
 class Collectives;
@@ -35,6 +36,13 @@ struct ExecutorOptions {
   // The other ranks, for a data-parallel step's collectives (src/dist);
   // null: the process's group (runtime::process_group(), null in one process).
   kernels::Collectives* collectives = nullptr;
+  // The step's allocations served from one arena planned ahead from the
+  // liveness (runtime/arena.h: each node's outputs at their offsets, its
+  // workspace in its own block), allocated once at the plan's size;
+  // what it cannot serve falls back to the device's allocator, counted in
+  // StepResult::arena.
+  bool arena = false;
+  std::vector<int64_t> arena_workspace;  // per node: the workspace the plan states; empty: none
 };
 
 struct StepResult {
@@ -43,6 +51,7 @@ struct StepResult {
   int64_t reserved_peak_bytes = 0;  // measured, what the allocator held (CUDA caching; CPU = peak_bytes)
   int64_t start_bytes = 0;      // measured when the step began (persistent state)
   double ms = 0;                // wall time of the step, device synchronised
+  ArenaUse arena;               // with ExecutorOptions::arena: what fell back to the allocator
 };
 
 // Called around every node, for profiling: before() ahead of the kernel,
@@ -91,6 +100,8 @@ class Executor {
   const ir::Graph& graph() const { return graph_; }
   const analysis::Liveness& liveness() const { return liveness_; }
   const c10::Device& device() const { return options_.device; }
+  // The arena's plan (ExecutorOptions::arena), null without one.
+  const analysis::ArenaPlan* arena_plan() const { return arena_ ? &arena_->plan() : nullptr; }
 
   // Persistent values (parameters, inputs, state): read or replace.
   at::Tensor& value(ir::ValueId v);
@@ -117,6 +128,7 @@ class Executor {
   int64_t step_ = 0;
   NodeObserver* observer_ = nullptr;
   std::unique_ptr<CudaGraph> cuda_graph_;
+  std::shared_ptr<Arena> arena_;
 };
 
 // A tensor filled as `init` says, for a value of type `t` (on the CPU).

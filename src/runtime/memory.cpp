@@ -12,6 +12,7 @@
 #include <new>
 #include <string>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -29,6 +30,9 @@
 #include "support/units.h"
 
 namespace mutwo::runtime {
+
+// cuda_source.cpp.
+std::shared_ptr<AllocationSource> set_cuda_allocation_source(const c10::Device& device, std::shared_ptr<AllocationSource> source);
 
 namespace {
 
@@ -61,10 +65,28 @@ class CountingAllocator final : public c10::Allocator {
     return limit_;
   }
 
+  std::shared_ptr<AllocationSource> set_source(std::shared_ptr<AllocationSource> source) {
+    std::lock_guard<std::mutex> lock(mu_);
+    source_thread_ = std::this_thread::get_id();
+    std::swap(source_, source);
+    return source;
+  }
+
   static CountingAllocator* instance;
 
  private:
   c10::DataPtr allocate_impl(size_t n) const {
+    std::shared_ptr<AllocationSource> source;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (source_ && n > 0 && std::this_thread::get_id() == source_thread_) source = source_;
+    }
+    if (source)
+      if (void* p = source->take(n)) {
+        std::lock_guard<std::mutex> lock(mu_);
+        served_.emplace(p, std::move(source));
+        return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
+      }
     if (limit_ > 0) {
       std::lock_guard<std::mutex> lock(mu_);
       TORCH_CHECK(stats_.current + static_cast<int64_t>(n) <= limit_, "CPU out of memory: allocating ", n, " bytes with ",
@@ -88,6 +110,19 @@ class CountingAllocator final : public c10::Allocator {
     // does with an empty scratchpad: like free(nullptr), a no-op.
     if (p == nullptr) return;
     c10::DataPtr inner;
+    std::shared_ptr<AllocationSource> source;
+    {
+      std::lock_guard<std::mutex> lock(instance->mu_);
+      // Served by a source first: its memory's own allocation may start at the same address.
+      if (auto s = instance->served_.find(p); s != instance->served_.end()) {
+        source = std::move(s->second);
+        instance->served_.erase(s);
+      }
+    }
+    if (source) {
+      source->give_back(p);  // the source, perhaps its memory too, is let go here, outside the lock
+      return;
+    }
     {
       std::lock_guard<std::mutex> lock(instance->mu_);
       auto it = instance->table_.find(p);
@@ -107,6 +142,9 @@ class CountingAllocator final : public c10::Allocator {
   mutable std::mutex mu_;
   mutable MemoryStats stats_;
   mutable std::unordered_map<void*, Entry> table_;
+  mutable std::unordered_map<void*, std::shared_ptr<AllocationSource>> served_;  // by the source, not counted
+  std::shared_ptr<AllocationSource> source_;  // asked first, for allocations on source_thread_
+  std::thread::id source_thread_;
   int64_t limit_ = 0;  // 0: none
 };
 
@@ -120,6 +158,14 @@ void track_cpu_memory() {
     CountingAllocator::instance = new CountingAllocator(c10::GetCPUAllocator());  // lives for the process
     c10::SetAllocator(c10::DeviceType::CPU, CountingAllocator::instance);
   });
+}
+
+std::shared_ptr<AllocationSource> set_allocation_source(const c10::Device& device, std::shared_ptr<AllocationSource> source) {
+  if (device.is_cpu()) {
+    track_cpu_memory();
+    return CountingAllocator::instance->set_source(std::move(source));
+  }
+  return set_cuda_allocation_source(device, std::move(source));
 }
 
 MemoryStats memory_stats(const c10::Device& device) {

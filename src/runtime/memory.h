@@ -21,6 +21,24 @@ struct MemoryStats {
   int64_t reserved_peak = 0;  // most bytes reserved at once since reset_peak
 };
 
+// Allocations served before the device's allocator is asked, while installed
+// (the executor's arena, runtime/arena.h): take() gives an address for an
+// allocation of `bytes` made now, or null to leave it to the allocator;
+// give_back() is called when a tensor it served is freed. Bytes it serves are
+// not counted again as allocated (its own memory was, once).
+class AllocationSource {
+ public:
+  virtual ~AllocationSource() = default;
+  virtual void* take(size_t bytes) = 0;
+  virtual void give_back(void* p) = 0;
+};
+
+// Installs `source` ahead of `device`'s allocator for this thread's
+// allocations (null: none); returns the one installed before. CPU: the
+// counting allocator asks it; CUDA: a wrapper of the caching allocator,
+// installed by start_device, asks it.
+std::shared_ptr<AllocationSource> set_allocation_source(const c10::Device& device, std::shared_ptr<AllocationSource> source);
+
 // Installs the counting CPU allocator (idempotent). CPU tensors allocated
 // before this call are not counted; call it before building any tensor.
 void track_cpu_memory();

@@ -38,6 +38,9 @@ CASES: list[Case] = [
     Case("run --model mlp --no-fuse-loss --steps 1", 2, "--no-fuse-loss requires --graph"),
     Case("run --graph {bad_ir} --steps 1", 2, "--graph {bad_ir}: line 1"),
     Case("run --device cuda --steps 1", 2, "CUDA", unless="cuda"),
+    # The arena (--arena) and the persistent state past --device-memory: exits 3 with the planned size.
+    Case("run --model mlp --batch 64 --arena --device-memory 6MiB --steps 1", 3,
+         "the planned arena of 2.7 MiB (2809984 bytes)"),
     Case("info --image-size 0", 2, "--image-size"),
     Case("run --data /nonexistent/file.txt", 2, "--data"),
     # An --out that cannot be a folder is exit 2 naming it (a file stands in the way).

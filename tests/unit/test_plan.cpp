@@ -60,14 +60,21 @@ struct Trace {
   std::vector<double> losses;
   std::vector<at::Tensor> params;
   int64_t peak = 0;  // above what was allocated when the step began
+  runtime::ArenaUse arena;  // with `arena`: the most any step left to the allocator
+  int64_t arena_bytes = 0;
 };
-Trace execute(const ir::Graph& g, int steps) {
+Trace execute(const ir::Graph& g, int steps, bool arena = false, std::vector<int64_t> workspace = {}) {
   runtime::track_cpu_memory();
-  runtime::Executor ex(g, {c10::Device(c10::kCPU), 5});
+  runtime::ExecutorOptions o{c10::Device(c10::kCPU), 5};
+  o.arena = arena;
+  o.arena_workspace = std::move(workspace);
+  runtime::Executor ex(g, o);
   ex.initialize();
   Trace r;
+  if (arena) r.arena_bytes = ex.arena_plan()->bytes;
   for (int s = 0; s < steps; ++s) {
     runtime::StepResult res = ex.step();
+    r.arena = runtime::most(r.arena, res.arena);
     r.losses.push_back(res.outputs.at(0));
     r.peak = std::max(r.peak, res.peak_bytes - res.start_bytes);  // the step's own, whatever else is allocated
   }
@@ -182,6 +189,38 @@ TEST(Rewrite, SwappedStepIsBitwiseEqualAndMatchesTheSimulatedPeak) {
       }
       EXPECT_GT(p.predicted.host_peak_bytes, 0);
       EXPECT_GT(p.predicted.swap_ms, 0) << "on the CPU every copy costs its time";
+    }
+  }
+}
+
+// Issue 36: a step served from its arena (runtime/arena.h) gives the same
+// bits as without it: unplanned, recomputed, and swapped (the storages
+// swap_out copies from are left to the allocator). Every planned storage lands
+// at its offset, and the step holds the arena and what fell back, no more.
+TEST(Rewrite, ArenaStepIsBitwiseEqual) {
+  for (const char* model : {"mlp", "bert-tiny", "resnet-18"}) {
+    SCOPED_TRACE(model);
+    ir::Graph g = step_of(model, model == std::string("mlp") ? 16 : 2, model == std::string("resnet-18") ? -1 : 0.1);
+    plan::PlanInput in = measured_input(g);
+    const std::vector<ir::ValueId> drop = all_droppable(in);
+    for (const plan::Plan& p : {plan::finish(in, "none", 0, {}, {}), plan::finish(in, "recompute", 0, drop, {}),
+                                plan::finish(in, "swap", 0, {}, plan::swap_candidates(in))}) {
+      SCOPED_TRACE(p.planner);
+      const rewrite::Rewritten r = plan::rewrite_plan(in, p);
+      std::vector<int64_t> workspace;
+      for (int32_t origin : r.origin) workspace.push_back(origin >= 0 ? in.workspace[static_cast<size_t>(origin)] : 0);
+      const Trace heap = execute(r.graph, 2), arena = execute(r.graph, 2, true, workspace);
+      EXPECT_EQ(heap.losses, arena.losses);
+      ASSERT_EQ(heap.params.size(), arena.params.size());
+      for (size_t i = 0; i < heap.params.size(); ++i) EXPECT_TRUE(at::equal(heap.params[i], arena.params[i]));
+      EXPECT_EQ(arena.arena.missed_storages, 0);
+      EXPECT_GT(arena.arena_bytes, 0);
+      // The arena is allocated before the step: the step itself adds only what fell back.
+      EXPECT_LE(arena.peak, arena.arena.fallback_bytes);
+      std::printf("arena %s %s: %lld bytes, heap peak %lld, arena-run peak %lld, %lld fallbacks of %lld bytes\n", model,
+                  p.planner.c_str(), static_cast<long long>(arena.arena_bytes), static_cast<long long>(heap.peak),
+                  static_cast<long long>(arena.peak), static_cast<long long>(arena.arena.fallback_allocations),
+                  static_cast<long long>(arena.arena.fallback_bytes));
     }
   }
 }

@@ -1,0 +1,48 @@
+// What run and optimize say of the arena (see arena_output.h).
+#include "cli/arena_output.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "runtime/memory.h"
+#include "support/units.h"
+
+namespace mutwo::cli {
+
+int refuse_arena_over_cap(const runtime::Executor& ex, const c10::Device& device) {
+  const analysis::ArenaPlan* a = ex.arena_plan();
+  const int64_t cap = runtime::memory_limit(device);
+  if (!a || cap <= 0) return 0;
+  const int64_t persistent = ex.liveness().persistent_bytes;
+  if (persistent + a->bytes <= cap) return 0;
+  fmt::print(stderr,
+             "--arena: the planned arena of {} ({} bytes) and the persistent state of {} pass --device-memory {}; "
+             "give --device-memory at least {} or plan the step under a lower budget (mutwo optimize)\n",
+             format_bytes(a->bytes), a->bytes, format_bytes(persistent), format_bytes(cap), format_bytes(persistent + a->bytes));
+  return kExitInfeasible;
+}
+
+std::string arena_line(const analysis::ArenaPlan& a, const runtime::ArenaUse& u) {
+  return fmt::format(
+      "arena: {} planned ({} live at most, best fit by {}); per step at most {} allocation(s) of {} fell back to the "
+      "allocator, {} output(s) moved to their offset, {} missed it (copied out to the allocator){}",
+      format_bytes(a.bytes), format_bytes(a.live_peak_bytes), a.order, u.fallback_allocations,
+      format_bytes(u.fallback_bytes), u.moved_storages, u.missed_storages,
+      a.left_out ? fmt::format(", {} storage(s) swap_out copies from left to the allocator", a.left_out) : "");
+}
+
+void add_arena_json(nlohmann::json& j, const analysis::ArenaPlan& a, const runtime::ArenaUse& u) {
+  j["arena_bytes"] = a.bytes;
+  j["arena_live_peak_bytes"] = a.live_peak_bytes;
+  j["arena_order"] = a.order;
+  j["arena_left_out"] = a.left_out;
+  j["arena_fallback_allocations"] = u.fallback_allocations;
+  j["arena_fallback_bytes"] = u.fallback_bytes;
+  j["arena_moved_storages"] = u.moved_storages;
+  j["arena_missed_storages"] = u.missed_storages;
+}
+
+}  // namespace mutwo::cli
