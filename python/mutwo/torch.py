@@ -206,9 +206,8 @@ def wrap(module: torch.nn.Module, budget: Any = None, *, planner: str = "mutwo",
     budget (docs/budgets.md): bytes ("6GiB", "1500MiB"), a fraction of the
     activation memory the plan can free (0.6 or "60%": 100% is the unplanned
     peak), "lowest" (the lowest peak the planner reaches), or None (no
-    budget). It covers the module's step: its parameters, inputs, activations
-    and gradients (not the optimizer's state, which the user's optimizer
-    owns). A percentage is resolved on the first input shape; a later shape
+    budget). What it covers is stated once, in src/plan/pipeline.h (here:
+    the module's step, not the user's optimizer state). A percentage is resolved on the first input shape; a later shape
     is planned under at least the bytes an earlier one was, so a smaller
     batch (a DataLoader's last) never fails where a larger one fitted.
     planner: mutwo (the μ-TWO greedy), per-layer, sqrt-n, optimal or none.
