@@ -28,6 +28,8 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
+from mutwo import _mincut
+
 # Between the linear layer and the cross-entropy, the ops that only reshape or
 # upcast its output (Dynamo's names: methods and functions).
 _PASS_METHODS = {"reshape", "view", "flatten", "float", "contiguous"}
@@ -130,13 +132,7 @@ def pin(joint: fx.GraphModule) -> int:
     saved, never made again by running the whole loss in the backward (which
     min-cut, seeing an operator whose inputs the backward holds anyway, would
     otherwise choose). Returns how many were marked."""
-    policy = torch.utils.checkpoint.CheckpointPolicy
-    marked = 0
-    for n in joint.graph.nodes:
-        if n.op == "call_function" and n.target is OP:
-            n.meta["recompute"] = policy.MUST_SAVE
-            marked += 1
-    return marked
+    return _mincut.pin(joint, lambda n: n.target is OP)
 
 
 # -- the rewrite

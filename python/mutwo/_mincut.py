@@ -132,14 +132,19 @@ def pin_random(joint_module: fx.GraphModule) -> int:
     activation_memory_budget below 1) leave Inductor's `inductor_seeds` free
     to recompute, and the backward then draws new seeds, so its dropout masks
     are not the forward's. Returns how many were marked."""
+    return pin(joint_module, lambda n: n.target is torch.ops.prims.inductor_seeds.default or
+               torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()))
+
+
+def pin(joint_module: fx.GraphModule, test: Callable[[Node], bool]) -> int:
+    """Marks every call for which `test` holds MUST_SAVE (unless a policy is
+    already set): min-cut then never recomputes it. Returns how many were marked."""
     policy = torch.utils.checkpoint.CheckpointPolicy
     marked = 0
     for n in joint_module.graph.nodes:
-        if n.op == "call_function" and (n.target is torch.ops.prims.inductor_seeds.default or
-                                        torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())):
-            if n.meta.get("recompute") is None:
-                n.meta["recompute"] = policy.MUST_SAVE
-                marked += 1
+        if n.op == "call_function" and n.meta.get("recompute") is None and test(n):
+            n.meta["recompute"] = policy.MUST_SAVE
+            marked += 1
     return marked
 
 

@@ -2,7 +2,7 @@
 # traced (capture.Joint) walked node by node, each ATen call a row with its
 # arguments, values with dtype, shape and storage, and the tensors of the
 # parameters, buffers and inputs for the safetensors side file. capture.py
-# traces; this module writes; _capture_cli.py is the command line.
+# traces; this module writes; capture.py's main() is the command line.
 from __future__ import annotations
 
 import math
