@@ -206,6 +206,7 @@ class CompiledGraph:
         self.menu: list[Candidate] = []  # every candidate priced at the first compile (a byte budget's)
         self.target: Optional[str] = None  # the candidate the step chose, for the next compile
         self._replan = False
+        self.trains = True  # until a call shows it does not (an evaluation's graph)
         self.loss_rows = self._chunk_loss()
         self.fn = self._compile()
 
@@ -218,7 +219,7 @@ class CompiledGraph:
         if not o.get("chunk_loss", True) or budget is None or o["planner"] != "mutwo" or \
                 (budget.kind == "fraction" and budget.fraction >= 1):  # no less memory asked for
             return None
-        site = _loss.find(self.gm)
+        site = _loss.find(self.gm, _loss.ambient_autocast(self.device))
         if site is None:
             return None
         weight = site.linear.args[1].meta.get("example_value")
@@ -342,6 +343,12 @@ class CompiledGraph:
         inference graph)."""
         self.target, self._replan = name, True
 
+    def unsettled(self) -> bool:
+        """Its plan will compile again, or has not run a measured step yet."""
+        if not self.trains:
+            return self._replan  # an inference graph: nothing of its own to measure
+        return self._replan or not self.attempts or not self.attempts[-1].measured
+
     def running_name(self) -> str:
         choice = self.attempts[-1].choice
         return choice.chosen.name if choice else ""
@@ -376,8 +383,9 @@ class CompiledGraph:
             tracker.abandon()
             raise
         outs = out if isinstance(out, (list, tuple)) else [out]
-        tracker.forward_ends(self.index, torch.is_grad_enabled() and any(
-            isinstance(t, torch.Tensor) and t.requires_grad for t in outs))
+        trains = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in outs)
+        self.trains = trains or bool(self.attempts and self.attempts[-1].measured)
+        tracker.forward_ends(self.index, trains)
         return out
 
     def measured(self, fwd: int, bwd: int, retained: int) -> bool:

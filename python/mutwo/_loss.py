@@ -164,12 +164,22 @@ def _passes(n: fx.Node) -> bool:
     return n.op == "call_function" and n.target in _PASS_FUNCTIONS
 
 
-def find(gm: fx.GraphModule) -> Optional[Site]:
+def ambient_autocast(device: str) -> Optional[torch.dtype]:
+    """The dtype of the autocast region the graph is compiled in (entered
+    outside torch.compile, so not in the graph), or None. The compiled code
+    runs with autocast off, its casts traced in; the operator must make its
+    own."""
+    kind = torch.device(device).type
+    return torch.get_autocast_dtype(kind) if torch.is_autocast_enabled(kind) else None
+
+
+def find(gm: fx.GraphModule, ambient: Optional[torch.dtype] = None) -> Optional[Site]:
     """The graph's vocabulary loss, if it has one the operator computes the
     same: cross_entropy(x, y) with no class weights or label smoothing, x 2-D
     and reached from a linear layer only by reshapes and an upcast, the
-    linear's output read by nothing else."""
-    autocast: list[Optional[torch.dtype]] = [None]  # the open autocast regions, innermost last
+    linear's output read by nothing else. `ambient`: the autocast dtype the
+    graph runs under from outside (ambient_autocast)."""
+    autocast: list[Optional[torch.dtype]] = [ambient]  # the open autocast regions, innermost last
     for n in gm.graph.nodes:
         if n.op == "call_function" and n.target is torch.amp.autocast_mode._enter_autocast:
             enabled = n.args[2] if len(n.args) > 2 else True

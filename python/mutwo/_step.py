@@ -38,11 +38,19 @@ class Tracker:
     boundary reads the allocator (current bytes, peak since the last read),
     gives the peak to the open interval of every tracker on the device (two
     backends in one step measure each other's graphs as code between theirs)
-    and starts the peak again."""
+    and starts the peak again.
 
-    def __init__(self, memory: Callable[[str, bool], tuple[int, int]], device: str) -> None:
-        self.memory, self.device = memory, device
+    Starting the allocator's peak again is what the user's own
+    torch.cuda.max_memory_allocated() reads too, so a step is measured only
+    when `wanted()` says so at its start (a plan not yet measured): once the
+    plans settle, the tracker only counts which forwards await their backward
+    and leaves the allocator's statistics alone."""
+
+    def __init__(self, memory: Callable[[str, bool], tuple[int, int]], device: str,
+                 wanted: Callable[[], bool] = lambda: True) -> None:
+        self.memory, self.device, self.wanted = memory, device, wanted
         self.longest = 0
+        self.quiet = False  # this step is not measured
         self._clear()
         _TRACKERS.add(self)
 
@@ -72,6 +80,12 @@ class Tracker:
         self.open.peak = self.open.start
 
     def forward_begins(self, graph: int, running: str) -> None:
+        if self.open is None and not +self.alive:  # a step starts: measure it?
+            self.quiet = not self.wanted()
+            if self.quiet:
+                self.base = self.memory(self.device, False)[0]  # a read, no reset
+        if self.quiet:
+            return
         current = self._read()
         if self.open is None or len(self.intervals) > max(4 * self.longest, 4096):
             # A new step (or one whose backward never came, dropped).
@@ -83,6 +97,9 @@ class Tracker:
         self._begin("fwd", graph, current, self.alive)
 
     def forward_ends(self, graph: int, trains: bool) -> None:
+        if self.quiet:
+            self.alive[graph] += trains
+            return
         current = self._read()
         iv = self._close(current)
         if iv is None:
@@ -101,6 +118,8 @@ class Tracker:
         self._begin("gap", None, current, self.alive)
 
     def backward_begins(self, graph: int) -> None:
+        if self.quiet:
+            return
         current = self._read()
         if self.open is None or self.alive[graph] <= 0:  # a step not measured from its start
             self._clear()
@@ -110,6 +129,11 @@ class Tracker:
 
     def backward_ends(self, graph: int) -> Optional[Record]:
         """The measured step, when this was its last backward."""
+        if self.quiet:
+            self.alive[graph] -= 1
+            if not +self.alive:
+                self._clear()
+            return None
         current = self._read()
         iv = self._close(current)
         if iv is None:
@@ -128,11 +152,12 @@ class Tracker:
     def abandon(self) -> None:
         """A compiled call raised: the step is not measured."""
         self._clear()
+        self.quiet = False
 
     @contextmanager
     def compiling(self) -> Iterator[None]:
         """A compile inside a step: what it allocates on the way is not the step's."""
-        if self.open is None:
+        if self.open is None or self.quiet:
             yield
             return
         kind, graph = self.open.kind, self.open.graph
@@ -169,8 +194,13 @@ class Step:
 
     def tracker(self, device: str) -> Tracker:
         if device not in self.trackers:
-            self.trackers[device] = Tracker(self.memory, device)
+            self.trackers[device] = Tracker(self.memory, device, self.unsettled)
         return self.trackers[device]
+
+    def unsettled(self) -> bool:
+        """Whether the next step is to be measured: a graph's plan has not
+        been measured yet, or will compile again."""
+        return self.error is None and any(g.unsettled() for g in self.graphs)
 
     def add(self, graph: Any) -> int:
         self.graphs.append(graph)
@@ -180,7 +210,8 @@ class Step:
         """What the step in progress holds now above its start (0 between steps):
         a graph compiled in the middle of a step plans under the rest of the budget."""
         t = self.tracker(device)
-        return max(self.memory(device, False)[0] - t.base, 0) if t.open is not None else 0
+        in_step = t.open is not None or (t.quiet and +t.alive)
+        return max(self.memory(device, False)[0] - t.base, 0) if in_step else 0
 
     # -- after each measured step
     def done(self, record: Record) -> None:

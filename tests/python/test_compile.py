@@ -32,7 +32,7 @@ import torch.nn.functional as F
 import hf_models
 import models
 import mutwo.torch as mt
-from mutwo import _mincut
+from mutwo import _ext, _mincut
 from mutwo._graph import is_tangent
 
 TOLERANCE = 1e-5  # relative, on the loss and each gradient: fusion may reorder a sum
@@ -190,6 +190,32 @@ for _ in range(3):
 info = mt.report(be)
 print(json.dumps({k: info[k] for k in ("compiles", "residual_cached", "measured_peak_bytes", "budget_bytes")}))
 """
+
+
+def test_a_settled_plan_leaves_the_peak_statistic_alone() -> None:
+    """Measuring resets the allocator's peak at every compiled call's
+    boundary; once each graph's plan has run a measured step, the steps are
+    left alone, so the user's own peak reading covers a whole step again."""
+    model, inputs, loss_fn = MODELS["mlp"]()
+    torch._dynamo.reset()
+    backend = mt.backend(budget="lowest")
+    step = _Step(copy.deepcopy(model), loss_fn)
+    compiled = torch.compile(step, backend=backend, dynamic=False)
+
+    def one() -> None:
+        compiled(*inputs).backward()
+        step.zero_grad(set_to_none=True)
+
+    for _ in range(3):
+        one()
+    info = mt.report(backend)
+    measured = info["step"]["steps_measured"]
+    assert 1 <= measured <= info["compiles"], info["step"]
+    start, _ = _ext.memory("cpu", True)
+    one()
+    _, peak = _ext.memory("cpu")
+    assert mt.report(backend)["step"]["steps_measured"] == measured, "a settled step was measured again"
+    assert peak - start >= 0.99 * info["measured_peak_bytes"], (peak - start, info["measured_peak_bytes"])
 
 
 def test_a_warm_second_run_compiles_once(tmp_path) -> None:

@@ -62,6 +62,38 @@ def test_tracker_records_two_blocks_of_one_graph() -> None:
     assert r.peak == 500 and r.at_peak().label() == "fwd 0"  # the second forward: 100 kept and 400
 
 
+def test_tracker_leaves_the_allocator_alone_once_settled() -> None:
+    """A step that starts while nothing is to be measured reads nothing and
+    resets nothing (the user's max_memory_allocated stays theirs); the next
+    step after a replan is measured again, from its start."""
+    resets = []
+
+    class Counting(FakeMemory):
+        def __call__(self, device: str, reset: bool) -> tuple[int, int]:
+            resets.append(reset)
+            return super().__call__(device, reset)
+
+    mem, wanted = Counting(), [False]
+    t = _step.Tracker(mem, "cpu", lambda: wanted[0])
+
+    def step() -> object:
+        t.forward_begins(0, "a")
+        mem.alloc(400)
+        mem.free(300)
+        t.forward_ends(0, trains=True)
+        wanted[0] = True  # a replan within the step: measured from the next step's start
+        t.backward_begins(0)
+        mem.alloc(70)
+        mem.free(170)
+        return t.backward_ends(0)
+
+    assert step() is None and not any(resets) and t.quiet
+    assert mem.peak == 400, "the peak statistic saw the whole step"
+    r = step()
+    assert r is not None and not t.quiet and any(resets)
+    assert r.fwd == {0: 400} and r.bwd == {0: 70} and r.retained == {0: 100}
+
+
 def test_tracker_record_contents() -> None:
     mem = FakeMemory()
     t = _step.Tracker(mem, "cpu")

@@ -127,3 +127,23 @@ def test_the_rewrite_sees_autocast() -> None:
     assert site is not None and site.compute == torch.bfloat16 and site.upcast
     _loss.rewrite(gm, site)
     torch.testing.assert_close(gm(*_inputs(gm, head, h, y))[0], step(h, y), rtol=1e-2, atol=1e-2)
+
+
+def test_the_rewrite_sees_autocast_entered_outside_the_graph() -> None:
+    """torch.compile called inside autocast: the graph holds no autocast
+    region, and its compiled code runs with autocast off. The operator must
+    still compute the linear in bf16, as autocast would (an fp32 matmul here
+    was 3x slower than plain compile on an H200)."""
+    head = torch.nn.Linear(32, 2000, bias=False)
+    h, y = torch.randn(64, 32), torch.randint(2000, (64,))
+    gm = _graph(lambda h, y: F.cross_entropy(head(h), y), h, y)
+    assert _loss.find(gm).compute is None
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        ambient = _loss.ambient_autocast("cpu")
+    assert ambient == torch.bfloat16 and _loss.ambient_autocast("cpu") is None
+    site = _loss.find(gm, ambient)
+    assert site is not None and site.compute == torch.bfloat16 and site.upcast
+    _loss.rewrite(gm, site)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = F.cross_entropy(head(h), y)
+    torch.testing.assert_close(gm(*_inputs(gm, head, h, y))[0], expected, rtol=1e-2, atol=1e-2)
