@@ -187,6 +187,10 @@ class _Partitioner(CustomPartitionerFn):
         return f"mutwo-{_SOURCE_HASH}"
 
 
+class _ChunkFirst(Exception):
+    """Raised from the partitioner: no plan fits unless the loss is chunked."""
+
+
 class CompiledGraph:
     """One graph Dynamo hands the backend: compiled under mutwo's plan,
     measured each step, planned again while over budget. Under a byte budget
@@ -207,25 +211,38 @@ class CompiledGraph:
         self.target: Optional[str] = None  # the candidate the step chose, for the next compile
         self._replan = False
         self.trains = True  # until a call shows it does not (an evaluation's graph)
-        self.loss_rows = self._chunk_loss()
+        self.loss_rows: Optional[int] = None  # rows per chunk of the chunked loss, once the graph has it
+        self.chunkable = self._chunkable()
+        if self.chunkable and options["budget"].kind == "lowest":
+            self._chunk_loss()
         self.fn = self._compile()
 
-    def _chunk_loss(self) -> Optional[int]:
-        """Under a budget, the graph's vocabulary loss as mutwo's chunked
-        operator (_loss.py), where it holds less than the logits; its rows
-        per chunk, or None."""
+    def _chunkable(self) -> bool:
+        """Under a budget, whether the graph's vocabulary loss can become
+        mutwo's chunked operator (_loss.py), holding less than the logits.
+        The operator costs time (on an H200, 17 ms a step on the bench's
+        decoder), so it is used only under "lowest" or where no plan of the
+        whole loss fits the budget (_compile)."""
         o = self.options
         budget = o["budget"]
         if not o.get("chunk_loss", True) or budget is None or o["planner"] != "mutwo" or \
                 (budget.kind == "fraction" and budget.fraction >= 1):  # no less memory asked for
-            return None
+            return False
+        site = _loss.find(self.gm, _loss.ambient_autocast(self.device))
+        weight = site.linear.args[1].meta.get("example_value") if site else None
+        return isinstance(weight, torch.Tensor) and _loss.worth_it(site, weight.element_size())
+
+    def _chunk_loss(self) -> bool:
+        """Rewrites the graph's loss as the chunked operator; False where it is
+        no longer found (Inductor's passes on the graph changed it)."""
+        self.chunkable = False
         site = _loss.find(self.gm, _loss.ambient_autocast(self.device))
         if site is None:
-            return None
-        weight = site.linear.args[1].meta.get("example_value")
-        if not isinstance(weight, torch.Tensor) or not _loss.worth_it(site, weight.element_size()):
-            return None
-        return _loss.rewrite(self.gm, site)
+            return False
+        self.loss_rows = _loss.rewrite(self.gm, site)
+        # A new joint graph: its own key, corrections and candidates.
+        self.key, self.corrections, self.cached, self.menu = None, Corrections(), False, []
+        return True
 
     @property
     def joint(self) -> bool:
@@ -276,12 +293,16 @@ class CompiledGraph:
             earlier = load_choice(key, self.step.label) if len(self.attempts) == 1 else None
             choice = _frontier.choose(q, self.device, left, corrections, o["planner"], remembered, menu=True,
                                       prefer=earlier, priced=priced)
+            if self.chunkable and left.kind == "bytes" and choice.chosen.peak(corrections) > left.bytes:
+                raise _ChunkFirst()
             self.menu = list(choice.candidates)
             return choice
         try:
             return _frontier.choose(q, self.device, o["budget"], corrections, o["planner"], remembered,
                                     priced=priced)
         except FloorError as e:
+            if self.chunkable:
+                raise _ChunkFirst() from None
             raise self.budget_error(self.floor_text(e)) from None
 
     def floor_text(self, e: FloorError) -> str:
@@ -328,7 +349,12 @@ class CompiledGraph:
         # the partitioned graphs' kernels still serves.
         with torch._inductor.config.patch(custom_partitioner_fn=_Partitioner(self, attempt)), \
                 torch._functorch.config.patch(enable_autograd_cache=False):
-            fn = compile_fx(self.gm, self.example_inputs, inner_compile=inner)
+            try:
+                fn = compile_fx(self.gm, self.example_inputs, inner_compile=inner)
+            except _ChunkFirst:  # no plan of the whole loss fits: the same compile, the loss chunked
+                self._chunk_loss()  # if no longer found: the budget's own error, or the lowest plan
+                attempt.inductor_peaks.clear()
+                fn = compile_fx(self.gm, self.example_inputs, inner_compile=inner)
         attempt.compile_s = time.perf_counter() - start
         return fn
 

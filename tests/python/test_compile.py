@@ -176,6 +176,17 @@ def test_the_chunked_loss_lowers_the_floor() -> None:
         for g, h in zip(run["grads"], plain["grads"]):
             assert _close(g, h), (chunk, (g - h).abs().max())
     assert peaks[True] < peaks[False], peaks
+    # A byte budget chunks only where no plan of the whole loss fits (the
+    # operator costs time): above the unchunked floor the loss stays whole,
+    # below it the loss is chunked and the budget holds.
+    above = int(peaks[False] * 1.3)
+    below = int((peaks[True] + peaks[False]) / 2)
+    for budget, chunked in ((above, False), (below, True)):
+        backend = mt.backend(budget=f"{budget}B")
+        _run(model, inputs, loss_fn, backend, 3)
+        info = mt.report(backend)
+        assert (info["loss_chunk_rows"] is not None) == chunked, (budget, info["loss_chunk_rows"], peaks)
+        assert info["measured_peak_bytes"] <= budget, (budget, info["measured_peak_bytes"], peaks)
 
 
 _WARM = """

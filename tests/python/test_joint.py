@@ -241,6 +241,7 @@ class FakeGraph:
         self.menu, self.names = options, [options[0].name]
         self.step, self.index, self.key = step, step.add(self), f"graph{len(step.graphs)}"
         self.attempts = [object()]
+        self.seen = 0  # how many of its attempts a measured step ran
 
     def options_for_step(self) -> list[Option]:
         return self.menu
@@ -252,7 +253,11 @@ class FakeGraph:
         return next(o.key for o in self.menu if o.name == self.names[-1])
 
     def measured(self, fwd: int, bwd: int, retained: int) -> bool:
+        self.seen = len(self.attempts)
         return False
+
+    def unsettled(self) -> bool:
+        return self.seen < len(self.attempts)
 
     def remember(self) -> None:
         self.remembered = self.running_name()
