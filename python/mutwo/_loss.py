@@ -40,33 +40,39 @@ _PASS_FUNCTIONS = {torch.reshape, torch.flatten}
 def _chunks(h: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor], target: torch.Tensor,
             ignore_index: int, mean: bool, rows: int, upcast: bool,
             compute: Optional[torch.dtype]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    # Eleven kernels a chunk: the operator runs eagerly, chunk by chunk, so
+    # what does not depend on the chunk (casts, the rows' weights in the
+    # mean, the clamped targets) is made once, before the loop.
     n = h.shape[0]
     w = weight if compute is None else weight.to(compute)  # autocast's copy, as its linear makes one
     b = bias if compute is None or bias is None else bias.to(compute)
+    hs = h if compute is None else h.to(compute)
     valid = target != ignore_index
     count = valid.sum().clamp(min=1).to(torch.float32) if mean else torch.ones((), device=h.device)
-    loss = torch.zeros((), dtype=torch.float32, device=h.device)
+    scale = valid.to(torch.float32) / count  # d loss / d (each row's loss)
+    y = target.clamp(min=0).unsqueeze(1)
+    soft = torch.float32 if upcast else torch.result_type(hs, w)  # the dtype cross-entropy runs in
+    minus_one = torch.full((min(rows, n), 1), -1.0, dtype=soft, device=h.device)
+    picked = torch.empty(n, dtype=soft, device=h.device)  # each row's log-probability of its target
     grad_h = torch.empty_like(h)
     grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
     grad_b = torch.zeros(weight.shape[0], dtype=torch.float32, device=weight.device)
     for start in range(0, n, rows):
-        hc, yc, vc = h[start:start + rows], target[start:start + rows], valid[start:start + rows]
-        if compute is not None:
-            hc = hc.to(compute)
-        z = F.linear(hc, w, b)
-        if upcast:
-            z = z.float()
-        lse = torch.logsumexp(z, dim=-1)
-        picked = z.gather(1, yc.clamp(min=0).unsqueeze(1)).squeeze(1)
-        loss += ((lse - picked).float() * vc).sum()
-        g = z.sub_(lse.unsqueeze(1)).exp_()  # softmax, in the logits' own memory
-        g[torch.arange(g.shape[0], device=g.device), yc.clamp(min=0)] -= 1
-        g.mul_((vc.to(g.dtype) / count.to(g.dtype)).unsqueeze(1))
-        g = g.to(w.dtype)
-        grad_h[start:start + rows] = g @ w
+        end = min(start + rows, n)
+        hc, yc = hs[start:end], y[start:end]
+        logp = torch.log_softmax(F.linear(hc, w, b), dim=-1, dtype=soft)
+        torch.gather(logp, 1, yc, out=picked[start:end].unsqueeze(1))
+        g = logp.exp_()  # softmax, in the log-probabilities' own memory
+        g.scatter_add_(1, yc, minus_one[:end - start])  # less the target's one-hot
+        g = g.mul_(scale[start:end].to(soft).unsqueeze(1)).to(w.dtype)
+        if grad_h.dtype == g.dtype:
+            torch.mm(g, w, out=grad_h[start:end])
+        else:
+            grad_h[start:end] = g @ w
         grad_w += g.t() @ hc
         if bias is not None:
-            grad_b += g.float().sum(0)
+            grad_b += g.sum(0, dtype=torch.float32)
+    loss = -(picked.float() * valid).sum()
     out_dtype = torch.float32 if upcast else h.dtype
     return (loss / count).to(out_dtype), grad_h, grad_w.to(weight.dtype), grad_b.to(weight.dtype)
 
@@ -116,14 +122,15 @@ def _size(dtype: torch.dtype) -> int:
 def workspace_bytes(node: fx.Node) -> int:
     """What the operator holds at its peak beyond its outputs: one chunk's
     logits (with their upcast and the gradient's cast), the weight's fp32
-    gradient accumulator, and under autocast its copy of the weight."""
+    gradient accumulator, and under autocast its copies of the weight and
+    the hidden states."""
     if node.target is not OP:
         return 0
     h, weight = (a.meta["val"] for a in node.args[:2])
     rows, upcast, compute = node.args[6], node.args[7], node.args[8]
     size = weight.element_size() if compute is None else _size(compute)
     logits = min(rows, h.shape[0]) * weight.shape[0]
-    copy = weight.numel() * size if compute is not None else 0
+    copy = (weight.numel() + (h.numel() if h.dtype != compute else 0)) * size if compute is not None else 0
     return logits * (2 * size + (4 if upcast else 0)) + weight.numel() * 4 + copy
 
 
