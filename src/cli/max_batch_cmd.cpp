@@ -539,13 +539,18 @@ int MaxBatchCommand::find(nlohmann::json& result) const {
   for (const std::string& planner : names) result["results"].push_back(s.answer(planner));
   progress.done();
   progress.note(fmt::format("max-batch: done in {:.1f} s: {}", progress.elapsed_s(), s.spent()));
+  // An answer that did not fit in a fresh process is no answer: exit 1, the rows printed first.
+  const std::string unconfirmed =
+      s.unconfirmed().empty()
+          ? std::string()
+          : fmt::format("max-batch: an answer fitted in this process but not in a fresh one, after {} tries each: {}; "
+                        "the rows say what each fresh process measured (their max_batch is the last batch tried, "
+                        "unconfirmed); lower --memory by the overshoot, or re-run max-batch",
+                        kFreshTries, fmt::join(s.unconfirmed(), "; "));
+  if (!unconfirmed.empty()) result["error"] = unconfirmed;
   if (output.json) std::cout << result.dump() << std::endl;
-  if (s.unconfirmed().empty()) return 0;
-  fmt::print(stderr,
-             "mutwo: max-batch: an answer fitted in this process but not in a fresh one, after {} tries each: {}; the "
-             "rows say what each fresh process measured (their max_batch is the last batch tried, unconfirmed); lower "
-             "--memory by the overshoot, or re-run max-batch\n",
-             kFreshTries, fmt::join(s.unconfirmed(), "; "));
+  if (unconfirmed.empty()) return 0;
+  fmt::print(stderr, "mutwo: {}\n", unconfirmed);
   return 1;
 }
 

@@ -165,6 +165,7 @@ def test_fresh_never_fits_fails(tmp_path: pathlib.Path) -> None:
     j, err, calls = planted(tmp_path, "over:1048576", expect=1)
     f = j["results"][0]["fresh_process"]
     assert len(calls) == 3 and f["fits"] is False and len(f["tries"]) == 3, (calls, f)
+    assert j["error"].startswith("max-batch: an answer fitted in this process but not in a fresh one"), j
     assert f["margin_bytes"] < 0 and [t["batch"] for t in f["tries"]] == sorted({t["batch"] for t in f["tries"]})[::-1]
     assert re.search(r"^mutwo: max-batch: an answer fitted in this process but not in a fresh one, after 3 tries each: "
                      r"none ", err, re.M), err
