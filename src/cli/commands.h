@@ -15,6 +15,9 @@ namespace mutwo::cli {
 // user's mistake (one line on stderr), 3 no plan fits the budget (plan and
 // optimize, after writing the best plan found).
 inline constexpr int kExitInfeasible = 3;
+// How stderr's line starts when a command ran out of memory (exit 1);
+// max-batch reads it from the child that trains an answer in a fresh process.
+inline constexpr const char* kOutOfMemoryLine = "mutwo: out of memory: ";
 
 // mutwo profile: phase 1, the graph profiler.
 struct ProfileCommand {
@@ -97,6 +100,7 @@ struct MaxBatchCommand {
   std::string out;            // --out: each answer's rewritten step
   int64_t limit = 4096;
   std::string search = "model";  // --search: "model" (predict, then confirm) or "full" (every batch profiled)
+  bool no_fresh_check = false;   // --no-fresh-check: answers not trained again in a fresh process
   SwapOptions swap;
   OutputOptions output;
 

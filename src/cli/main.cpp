@@ -357,8 +357,8 @@ int main_or_exit(int argc, char** argv) {
   } catch (const c10::Error& e) {
     if (mutwo::runtime::is_out_of_memory(e)) {
       std::string what = e.what_without_backtrace();
-      fmt::print(stderr, "mutwo: out of memory: {}; plan the step under a budget (mutwo optimize --budget) or lower the batch\n",
-                 what.substr(0, what.find('\n')));
+      fmt::print(stderr, "{}{}; plan the step under a budget (mutwo optimize --budget) or lower the batch\n",
+                 mutwo::cli::kOutOfMemoryLine, what.substr(0, what.find('\n')));
       return 1;
     }
     fmt::print(stderr, "mutwo: ATen error: {}\n", e.what_without_backtrace());

@@ -5,6 +5,8 @@
 // the answer and the batch above it with real runs, searching around the
 // prediction with real runs where it was off. `--search full` is the search
 // before the model: doubling then bisection, a real profile at every batch.
+// Each answer is then trained in a fresh process (cli/fresh_run.h) and
+// stepped down where it does not fit there (--no-fresh-check skips it).
 // With --json, stdout ends with one JSON object, on failure too.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,6 +20,7 @@
 
 #include "cli/commands.h"
 #include "cli/ending_in_json.h"
+#include "cli/fresh_run.h"
 #include "cli/pipeline.h"
 #include "ir/text.h"
 #include "profile/batch_model.h"
@@ -41,6 +44,8 @@ constexpr int64_t kFirstModelBatch = 8;
 // measures (1 warm-up, 2 measured): the progress estimate's cost of each,
 // times the batch.
 constexpr double kProfileSteps = 4, kRunSteps = 3;
+// Fresh processes an answer is tried in, each one lower than the last.
+constexpr int kFreshTries = 3;
 
 // Whether a planner reads node times (the others' plans follow from bytes alone).
 bool timed(const std::string& planner) { return planner == "mutwo" || planner == "optimal"; }
@@ -101,8 +106,16 @@ struct Fit {
 
 // Where the search's time went, for the closing line.
 struct Spent {
-  double profile_s = 0, plan_s = 0, run_s = 0;
-  int profiles = 0, plans = 0, runs = 0;
+  double profile_s = 0, plan_s = 0, run_s = 0, fresh_s = 0;
+  int profiles = 0, plans = 0, runs = 0, fresh = 0;
+};
+
+// An answer trained in a fresh process: the batch it settled on, whether it
+// fitted there, and its JSON (`fresh_process`).
+struct Confirmed {
+  int64_t batch = 0;
+  bool fits = false;
+  json row;
 };
 
 class Search {
@@ -112,9 +125,11 @@ class Search {
 
   // --search model: profiles at one or two batches, then each planner's predicted answer.
   void predict(const std::vector<std::string>& planners);
-  // One planner's answer, confirmed by real runs: its JSON row.
+  // One planner's answer, confirmed by real runs (and in a fresh process): its JSON row.
   json answer(const std::string& planner);
   std::string spent() const;
+  // Planners whose answer did not fit in a fresh process, with what happened.
+  const std::vector<std::string>& unconfirmed() const { return unconfirmed_; }
 
  private:
   bool full() const { return c_.search == "full"; }
@@ -136,6 +151,7 @@ class Search {
   bool predicted_fits(const std::string& planner, int64_t b);
   const Fit& run(const std::string& planner, int64_t b);
   Fit try_run(const std::string& planner, int64_t b);
+  Confirmed confirm_fresh(const std::string& planner, int64_t b);
 
   const MaxBatchCommand& c_;
   const c10::Device dev_;
@@ -151,6 +167,7 @@ class Search {
   std::map<std::string, Measured> measured_;  // by the rewritten step's text: planners that make the same step share its run
   json tried_;  // the current planner's batches tried for real, in order: batch, fits, measured peak (null: the plan refused it)
   Spent spent_;
+  std::vector<std::string> unconfirmed_;
 };
 
 const ir::Graph& Search::step_at(int64_t b) {
@@ -286,9 +303,11 @@ void Search::predict(const std::vector<std::string>& all) {
   std::string line;
   for (const std::string& p : planners) {
     line += fmt::format("{}{} {}", line.empty() ? "" : ", ", p, predicted_[p]);
-    // The answer, one above and 5% above, each run (and profiled, for a planner that reads node times).
+    // The answer, one above and 5% above, each run (and profiled, for a
+    // planner that reads node times); the answer again in a fresh process.
     const auto a = static_cast<double>(predicted_[p]);
-    progress_.expect(((timed(p) ? kProfileSteps : 0) + kRunSteps) * (a + (a + 1) + std::max(a + 1, a * 1.05)));
+    progress_.expect(((timed(p) ? kProfileSteps : 0) + kRunSteps) * (a + (a + 1) + std::max(a + 1, a * 1.05)) +
+                     (c_.no_fresh_check ? 0 : kRunSteps * a));
   }
   std::string from = model_batches_.empty() ? std::string("the roofline estimate (no batch could be profiled)")
                                             : fmt::format("profiles at batch {}", fmt::join(model_batches_, " and "));
@@ -335,7 +354,8 @@ Fit Search::try_run(const std::string& planner, int64_t b) {
       }
       last = {false, true, m->second.peak_bytes, m->second.device_peak_bytes, {}};
       if (m->second.device_peak_bytes <= cap_ && m->second.peak_bytes <= cap_)
-        return {true, true, m->second.peak_bytes, m->second.device_peak_bytes, c_.out.empty() ? std::string() : text};
+        return {true, true, m->second.peak_bytes, m->second.device_peak_bytes,
+                c_.out.empty() && c_.no_fresh_check ? std::string() : text};
       budget -= m->second.device_peak_bytes - cap_;
     } catch (const std::exception& e) {
       if (!runtime::is_out_of_memory(e)) throw;  // any other failure is an error, not a smaller batch
@@ -358,34 +378,108 @@ const Fit& Search::run(const std::string& planner, int64_t b) {
   return it->second;
 }
 
+// Trains planner's answer b, which fitted in this process, in a fresh one
+// (cli/fresh_run.h). Where its measured peak passes the limit, or it runs out
+// of memory, the answer steps down and is tried again, kFreshTries times in
+// all: by the overshoot at the step's bytes per sample (its peak over its
+// batch: at least what one more sample adds, so the step is not too far), by
+// 5% after an out-of-memory error (how far over is unknown); at least one
+// batch each time, to the largest lower batch that fits in this process.
+Confirmed Search::confirm_fresh(const std::string& planner, int64_t b) {
+  Confirmed c;
+  json tries = json::array();
+  for (int attempt = 0; attempt < kFreshTries && b > 0; ++attempt) {
+    const Fit& f = run(planner, b);
+    MUTWO_ASSERT(f.fits && !f.step.empty(), "{} at batch {}: no fitting step to train in a fresh process", planner, b);
+    progress_.step(fmt::format("{}: batch {} in a fresh process", planner, b), kRunSteps * static_cast<double>(b));
+    runtime::release_cached_memory(dev_);  // the device for the child (this process keeps its context)
+    const FreshRun r = run_fresh(f.step, fmt::format("{} at batch {}", planner, b), c_.device, dev_);
+    spent_.fresh_s += r.seconds;
+    ++spent_.fresh;
+    const int64_t high = std::max(r.peak_bytes, r.device_peak_bytes);
+    c = {b, !r.out_of_memory && high <= cap_, json()};
+    tries.push_back({{"batch", b},
+                     {"fits", c.fits},
+                     {"out_of_memory", r.out_of_memory},
+                     {"peak_bytes", r.out_of_memory ? json() : json(r.peak_bytes)},
+                     {"device_peak_bytes", r.out_of_memory ? json() : json(r.device_peak_bytes)},
+                     {"seconds", r.seconds}});
+    if (c.fits) break;
+    const int64_t per_sample = std::max<int64_t>(1, high / b);
+    const int64_t down = r.out_of_memory ? b / 20 : (high - cap_ + per_sample - 1) / per_sample;
+    const int64_t next = b - std::max<int64_t>(1, down);
+    progress_.warn(fmt::format("max-batch: {}: batch {} fitted in this process but not in a fresh one ({}){}", planner,
+                               b,
+                               r.out_of_memory ? std::string("out of memory")
+                                               : fmt::format("peak {}, {} over --memory", format_bytes(high),
+                                                             format_bytes(high - cap_)),
+                               attempt + 1 < kFreshTries && next > 0 ? fmt::format("; trying {} and below", next) : ""));
+    if (attempt + 1 < kFreshTries)
+      b = next > 0 ? largest_fitting(next, next, [&](int64_t x) { return run(planner, x).fits; }) : 0;
+  }
+  const json& last = tries.back();
+  c.row = {{"batch", c.batch},
+           {"fits", c.fits},
+           {"peak_bytes", last["peak_bytes"]},
+           {"device_peak_bytes", last["device_peak_bytes"]},
+           {"margin_bytes", last["out_of_memory"].get<bool>()
+                                ? json()
+                                : json(cap_ - std::max(last["peak_bytes"].get<int64_t>(),
+                                                       last["device_peak_bytes"].get<int64_t>()))},
+           {"seconds", last["seconds"]},
+           {"tries", tries}};
+  if (b == 0) c.batch = 0;  // no lower batch fits even in this process
+  return c;
+}
+
+// The table's fresh-process cell: "fits, 12.0 KiB to spare", "skipped".
+std::string fresh_cell(const json& f) {
+  if (f.is_null()) return "not run";
+  if (f["margin_bytes"].is_null()) return fmt::format("batch {}: OUT OF MEMORY", f["batch"].get<int64_t>());
+  const int64_t margin = f["margin_bytes"].get<int64_t>();
+  return f["fits"].get<bool>() ? fmt::format("fits, {} to spare", format_bytes(margin))
+                               : fmt::format("batch {}: {} OVER", f["batch"].get<int64_t>(), format_bytes(-margin));
+}
+
 json Search::answer(const std::string& planner) {
   tried_ = json::array();
   const auto pr = predicted_.find(planner);
-  const int64_t lo = largest_fitting(pr == predicted_.end() ? 1 : pr->second, c_.limit,
-                                     [&](int64_t b) { return run(planner, b).fits; });
-  const Fit best = lo > 0 ? run(planner, lo) : Fit{};
-  // The search refused lo + 1; a batch 5% above the answer is tried on its
-  // own as well, so that an answer that happens to sit below a batch that
+  const int64_t searched = largest_fitting(pr == predicted_.end() ? 1 : pr->second, c_.limit,
+                                           [&](int64_t b) { return run(planner, b).fits; });
+  // The search refused searched + 1; a batch 5% above the answer is tried on
+  // its own as well, so that an answer that happens to sit below a batch that
   // fits after all (the search assumes fitting is monotone in the batch) shows.
-  const int64_t above = std::max(lo + 1, (lo * 105 + 99) / 100);
-  const bool above_fits = lo > 0 && above <= c_.limit && run(planner, above).fits;
-  fmt::print("| {} | {} | {} | {} |\n", planner, lo, format_bytes(best.peak), format_bytes(best.device_peak));
+  const int64_t above = std::max(searched + 1, (searched * 105 + 99) / 100);
+  const bool above_fits = searched > 0 && above <= c_.limit && run(planner, above).fits;
+  if (above_fits)
+    progress_.warn(fmt::format("max-batch: {} also fits batch {}, 5% above its answer {}: fitting is not monotone here",
+                               planner, above, searched));
+  const Confirmed fresh = c_.no_fresh_check || searched == 0 ? Confirmed{searched, true, json()}
+                                                             : confirm_fresh(planner, searched);
+  const int64_t lo = fresh.batch;
+  const Fit best = lo > 0 ? run(planner, lo) : Fit{};
+  fmt::print("| {} | {} | {} | {} | {} |\n", planner, lo, format_bytes(best.peak), format_bytes(best.device_peak),
+             c_.no_fresh_check ? std::string("skipped") : fresh_cell(fresh.row));
   int measured = 0;
   for (const json& t : tried_) measured += !t["peak_bytes"].is_null();
   json r{{"planner", planner},   {"max_batch", lo},          {"peak_bytes", best.peak},
          {"device_peak_bytes", best.device_peak}, {"above_batch", above}, {"above_fits", above_fits},
-         {"predicted_batch", pr == predicted_.end() ? json() : json(pr->second)}, {"runs", tried_}};
+         {"predicted_batch", pr == predicted_.end() ? json() : json(pr->second)}, {"runs", tried_},
+         {"searched_batch", searched}, {"fresh_process", fresh.row}};
   if (pr != predicted_.end())
     progress_.note(fmt::format("max-batch: {}: {} (predicted {}; {} batch(es) tried: {} run and measured, {} refused "
                                "by the plan)",
                                planner,
-                               lo == 0         ? std::string("batch 1 does not fit")
-                               : lo == c_.limit ? fmt::format("batch {} fits, the --limit", lo)
-                                                : fmt::format("batch {} fits, {} does not", lo, lo + 1),
+                               searched == 0         ? std::string("batch 1 does not fit")
+                               : searched == c_.limit ? fmt::format("batch {} fits, the --limit", searched)
+                                                      : fmt::format("batch {} fits, {} does not", searched, searched + 1),
                                pr->second, tried_.size(), measured, tried_.size() - measured));
-  if (above_fits)
-    progress_.warn(fmt::format("max-batch: {} also fits batch {}, 5% above its answer {}: fitting is not monotone here",
-                               planner, above, lo));
+  if (fresh.fits && !fresh.row.is_null())
+    progress_.note(fmt::format("max-batch: {}: batch {} confirmed in a fresh process: peak {}, {} under --memory", planner,
+                               lo, format_bytes(fresh.row["device_peak_bytes"].get<int64_t>()),
+                               format_bytes(fresh.row["margin_bytes"].get<int64_t>())));
+  if (!fresh.fits)
+    unconfirmed_.push_back(fmt::format("{} (fresh-process tries: {})", planner, fresh.row["tries"].dump()));
   if (!c_.out.empty() && lo > 0) {
     make_dirs(c_.out);
     const std::string path = c_.out + "/" + planner + ".ir";
@@ -396,8 +490,10 @@ json Search::answer(const std::string& planner) {
 }
 
 std::string Search::spent() const {
-  return fmt::format("{} profile(s) {:.1f} s, {} plan(s) {:.1f} s, {} measured run(s) {:.1f} s", spent_.profiles,
-                     spent_.profile_s, spent_.plans, spent_.plan_s, spent_.runs, spent_.run_s);
+  return fmt::format("{} profile(s) {:.1f} s, {} plan(s) {:.1f} s, {} measured run(s) {:.1f} s, {} fresh process(es) "
+                     "{:.1f} s",
+                     spent_.profiles, spent_.profile_s, spent_.plans, spent_.plan_s, spent_.runs, spent_.run_s,
+                     spent_.fresh, spent_.fresh_s);
 }
 
 }  // namespace
@@ -417,6 +513,8 @@ void MaxBatchCommand::add_to(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"model", "full"}));
   app.add_option("--out", out, "directory for each answer's rewritten step, PLANNER.ir (train it with run --graph)");
+  app.add_flag("--no-fresh-check", no_fresh_check,
+               "report each answer as found in this process, without training it again in a fresh process");
   output.add_to(app);
 }
 
@@ -437,12 +535,23 @@ int MaxBatchCommand::find(nlohmann::json& result) const {
   Progress progress("max-batch", {!output.quiet});
   Search s(*this, dev, cap, progress);
   s.predict(names);
-  fmt::print("| planner | largest batch | measured peak | device peak |\n|---|---|---|---|\n");
+  fmt::print("| planner | largest batch | measured peak | device peak | fresh process |\n|---|---|---|---|---|\n");
   for (const std::string& planner : names) result["results"].push_back(s.answer(planner));
   progress.done();
   progress.note(fmt::format("max-batch: done in {:.1f} s: {}", progress.elapsed_s(), s.spent()));
+  // An answer that did not fit in a fresh process is no answer: exit 1, the rows printed first.
+  const std::string unconfirmed =
+      s.unconfirmed().empty()
+          ? std::string()
+          : fmt::format("max-batch: an answer fitted in this process but not in a fresh one, after {} tries each: {}; "
+                        "the rows say what each fresh process measured (their max_batch is the last batch tried, "
+                        "unconfirmed); lower --memory by the overshoot, or re-run max-batch",
+                        kFreshTries, fmt::join(s.unconfirmed(), "; "));
+  if (!unconfirmed.empty()) result["error"] = unconfirmed;
   if (output.json) std::cout << result.dump() << std::endl;
-  return 0;
+  if (unconfirmed.empty()) return 0;
+  fmt::print(stderr, "mutwo: {}\n", unconfirmed);
+  return 1;
 }
 
 }  // namespace mutwo::cli

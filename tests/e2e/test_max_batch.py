@@ -1,11 +1,18 @@
 """mutwo max-batch's search, fast enough to use: answers predicted from a model of
 the step against the batch, then confirmed by real runs, against the search
 before the model (--search full: doubling and bisection, a profile at every
-batch tried).
+batch tried); each answer trained again in a fresh process, and stepped down
+where a planted wrapper of that child says it does not fit.
 """
 from __future__ import annotations
 
-from mutwo_cli import last_json, mutwo
+import json
+import os
+import pathlib
+import re
+import sys
+
+from mutwo_cli import MUTWO, last_json, mutwo
 
 # transformer-lm is small enough for a full search in seconds, and has
 # numbered blocks, so per-layer and sqrt-n differ from none.
@@ -14,7 +21,9 @@ ARGS = ["max-batch", "--model", "transformer-lm", "--memory", "2MiB", "--limit",
 
 
 def answers(search: str) -> dict[str, dict]:
-    j = last_json(mutwo(*ARGS, "--search", search))
+    """Each planner's row; the full search without the fresh-process check
+    (what it compares is the search)."""
+    j = last_json(mutwo(*ARGS, "--search", search, *(["--no-fresh-check"] if search == "full" else [])))
     assert j["search"] == search, j
     return {r["planner"]: r for r in j["results"]}
 
@@ -49,8 +58,125 @@ def test_model_search_answers_as_the_full_search() -> None:
 
 def test_runs_are_real() -> None:
     """Every batch a row says fit was measured at or under the memory, and
-    the one above each answer, 5% up, was tried for real too."""
+    the one above each answer, 5% up, was tried for real too; each answer
+    trained again in a fresh process, under the memory by the margin the row
+    states (on the CPU at the peak measured in process, to the byte)."""
     for p, r in answers("model").items():
         assert r["above_fits"] is False and any(x["batch"] == r["above_batch"] for x in r["runs"]), (p, r)
         for x in r["runs"]:
             assert not x["fits"] or (x["peak_bytes"] is not None and x["peak_bytes"] <= 2 << 20), (p, x)
+        f = r["fresh_process"]
+        assert f["batch"] == r["max_batch"] == r["searched_batch"] and f["fits"] is True and len(f["tries"]) == 1, (p, f)
+        assert f["margin_bytes"] == (2 << 20) - max(f["peak_bytes"], f["device_peak_bytes"]) >= 0, (p, f)
+        assert f["peak_bytes"] == r["peak_bytes"] and f["seconds"] > 0, (p, f, r)
+
+
+def test_no_fresh_check() -> None:
+    """--no-fresh-check: no child, the row's fresh_process null, the table says skipped."""
+    r = mutwo("max-batch", "--model", "transformer-lm", "--memory", "2MiB", "--limit", "64", "--planners", "none",
+              "--no-fresh-check", "--json", "--quiet")
+    row = last_json(r)["results"][0]
+    assert row["fresh_process"] is None and row["max_batch"] == row["searched_batch"] > 0, row
+    assert re.search(r"^\| none \| \d+ \| .* \| skipped \|$", r.stdout, re.M), r.stdout
+
+
+# The child of the fresh-process check, planted: a wrapper (MUTWO_TEST_FRESH_EXE)
+# that logs its arguments and, call by call as FRESH_PLAN says, runs mutwo and
+# passes its output on ("ok"), adds bytes to the peaks it reports
+# ("over:BYTES"), says it ran out of memory ("oom") or prints no JSON
+# ("garbage"); the last entry holds for every later call.
+WRAPPER = """#!{python}
+import json, os, subprocess, sys
+log = os.path.join(os.environ["FRESH_DIR"], "argv.log")
+n = sum(1 for _ in open(log)) if os.path.exists(log) else 0
+with open(log, "a") as f:
+    f.write(json.dumps(sys.argv[1:]) + "\\n")
+plan = os.environ["FRESH_PLAN"].split(",")
+mode = plan[min(n, len(plan) - 1)]
+if mode == "garbage":
+    print("no JSON here")
+    sys.exit(0)
+if mode == "oom":
+    print("mutwo: out of memory: planted by the test", file=sys.stderr)
+    sys.exit(1)
+r = subprocess.run([{mutwo!r}, *sys.argv[1:]], capture_output=True, text=True)
+sys.stderr.write(r.stderr)
+lines = r.stdout.splitlines()
+if mode.startswith("over:") and r.returncode == 0:
+    j = json.loads(lines[-1])
+    j["peak_bytes"] += int(mode[5:])
+    j["device_peak_bytes"] += int(mode[5:])
+    lines[-1] = json.dumps(j)
+print("\\n".join(lines))
+sys.exit(r.returncode)
+"""
+
+
+def planted(tmp_path: pathlib.Path, plan: str, *args: str, expect: int | None) -> tuple[dict, str, list[list[str]]]:
+    """max-batch on transformer-lm under 2 MiB (planner none, seed 3, capped
+    there too) with the planted child: its JSON line, its stderr and the
+    child's argument lists."""
+    exe = tmp_path / "child.py"
+    exe.write_text(WRAPPER.format(python=sys.executable, mutwo=MUTWO))
+    exe.chmod(0o755)
+    r = mutwo("max-batch", "--model", "transformer-lm", "--memory", "2MiB", "--device-memory", "2MiB", "--limit", "64",
+              "--planners", "none", "--seed", "3", "--json", "--quiet", *args, expect=expect,
+              env={"MUTWO_TEST_FRESH_EXE": str(exe), "FRESH_DIR": str(tmp_path), "FRESH_PLAN": plan})
+    log = tmp_path / "argv.log"
+    calls = [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
+    return last_json(r), r.stderr, calls
+
+
+def test_fresh_child_argv(tmp_path: pathlib.Path) -> None:
+    """The child trains the answer's rewritten step with max-batch's device,
+    its cap in bytes, its seed, as many steps as a run in process."""
+    j, _, calls = planted(tmp_path, "ok", expect=0)
+    row = j["results"][0]
+    assert len(calls) == 1 and row["fresh_process"]["fits"], (calls, row)
+    a = calls[0]
+    assert a[:2] == ["run", "--graph"] and a[2].endswith(".ir") and not os.path.exists(a[2]), a
+    assert a[3:] == ["--device", "cpu", "--device-memory", str(2 << 20), "--seed", "3", "--steps", "3", "--json"], a
+
+
+def test_fresh_overshoot_steps_down(tmp_path: pathlib.Path) -> None:
+    """A first child over the limit by 100 KiB, then one out of memory: the
+    answer steps down twice (by the overshoot at the step's bytes per sample,
+    then by at least one batch), each a batch that fits in process, and the
+    third child's batch is the answer; stderr says so."""
+    j, err, calls = planted(tmp_path, "over:102400,oom,ok", expect=0)
+    row = j["results"][0]
+    f, searched = row["fresh_process"], row["searched_batch"]
+    tries = f["tries"]
+    assert [t["fits"] for t in tries] == [False, False, True] and len(calls) == 3, f
+    assert tries[0]["batch"] == searched and tries[0]["peak_bytes"] > 2 << 20 and tries[1]["out_of_memory"], f
+    per_sample = tries[0]["device_peak_bytes"] // searched
+    assert tries[1]["batch"] <= searched - -(-(tries[0]["device_peak_bytes"] - (2 << 20)) // per_sample), f
+    assert tries[2]["batch"] < tries[1]["batch"] and f["fits"] and f["batch"] == row["max_batch"] == tries[2]["batch"], f
+    assert f["margin_bytes"] == (2 << 20) - f["device_peak_bytes"] >= 0, f
+    fits = {x["batch"]: x["fits"] for x in row["runs"]}
+    assert all(fits[t["batch"]] for t in tries), (tries, row["runs"])
+    assert re.search(rf"^max-batch: none: batch {searched} fitted in this process but not in a fresh one \(peak "
+                     r"[\d.]+ MiB, [\d.]+ KiB over --memory\); trying \d+ and below$", err, re.M), err
+
+
+def test_fresh_never_fits_fails(tmp_path: pathlib.Path) -> None:
+    """Every child over the limit: three tries, then exit 1 naming the planner;
+    the JSON line still holds the row, its fresh_process.fits false."""
+    j, err, calls = planted(tmp_path, "over:1048576", expect=1)
+    f = j["results"][0]["fresh_process"]
+    assert len(calls) == 3 and f["fits"] is False and len(f["tries"]) == 3, (calls, f)
+    assert j["error"].startswith("max-batch: an answer fitted in this process but not in a fresh one"), j
+    assert f["margin_bytes"] < 0 and [t["batch"] for t in f["tries"]] == sorted({t["batch"] for t in f["tries"]})[::-1]
+    assert re.search(r"^mutwo: max-batch: an answer fitted in this process but not in a fresh one, after 3 tries each: "
+                     r"none ", err, re.M), err
+
+
+def test_fresh_child_error_names_the_command(tmp_path: pathlib.Path) -> None:
+    """A child whose output has no JSON line: exit 1, the message names the
+    command that re-runs it, whose step file is still there."""
+    j, err, _ = planted(tmp_path, "garbage", expect=1)
+    m = re.search(r"the fresh-process check of none at batch \d+ failed: its last line on stdout is not .*"
+                  r"re-run it alone to see why: \S+ run --graph (\S+\.ir) --device cpu", err)
+    assert m and os.path.exists(m.group(1)) and "--no-fresh-check" in err, err
+    assert "fresh-process check" in j["error"] and j["results"] == [], j
+    os.remove(m.group(1))
