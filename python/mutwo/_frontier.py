@@ -293,7 +293,6 @@ class Choice:
     default: Candidate  # plain torch.compile's
     candidates: list[Candidate]
     budget_bytes: Optional[int]  # the byte budget the candidates were held to (None: no budget)
-    partial: bool = False  # a step's menu of plain compile's candidate alone (it fits): priced no further
 
 
 class Frontier:
@@ -443,7 +442,7 @@ class Frontier:
 
 def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner: str,
            remembered: Sequence[Candidate] = (), menu: bool = False, prefer: Optional[str] = None,
-           priced: Optional[Callable[[str], None]] = None, full: bool = True) -> Choice:
+           priced: Optional[Callable[[str], None]] = None) -> Choice:
     """The fastest candidate whose corrected peak fits `budget` (a
     _budget.Budget: bytes, a fraction of the activations, "lowest"; None: plain
     compile's). Raises FloorError when none fits, unless `menu` (a graph of a
@@ -452,12 +451,9 @@ def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner
     lowest runs where none fits; `prefer` names the candidate an earlier
     process's step chose, which runs instead. `remembered`: an earlier
     compile's candidates of the same joint graph (Frontier); `priced` is told
-    each candidate as it is priced. `full=False`: a step's menu stops at plain
-    compile's candidate where it fits (the fastest, and the one pricing
-    nothing else: Choice.partial), for the step to ask for the whole menu
-    if a measured step does not fit."""
+    each candidate as it is priced."""
     f = Frontier(q, device, remembered, priced)
-    choice = _choose(f, budget, corrections, planner, menu, full)
+    choice = _choose(f, budget, corrections, planner, menu)
     if menu and prefer is not None and choice.chosen.name != prefer:
         choice.chosen = next((c for c in choice.candidates if c.name == prefer), choice.chosen)
     choice.chosen = f.fresh(choice.chosen)
@@ -472,11 +468,8 @@ def named(q: Query, device: str, name: str, remembered: Sequence[Candidate] = ()
     return Choice(chosen, f.default, list(f.seen.values()), None)
 
 
-def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, menu: bool = False,
-            full: bool = True) -> Choice:
+def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, menu: bool = False) -> Choice:
     if menu and planner != "none" and budget is not None and budget.kind == "bytes":
-        if not full and f.default.peak(corrections) <= budget.bytes:
-            return Choice(f.default, f.default, [f.default], budget.bytes, partial=True)
         f.pytorch_ladder()
         f.spread()
         f.greedy(budget.bytes, corrections)

@@ -211,11 +211,6 @@ class CompiledGraph:
         self.target: Optional[str] = None  # the candidate the step chose, for the next compile
         self._replan = False
         self.trains = True  # until a call shows it does not (an evaluation's graph)
-        # Under a step's byte budget, the first compile prices plain compile's
-        # candidate alone where it fits (partial_menu); the whole menu is
-        # priced on a compile the step asks for (full_menu) when a measured
-        # step does not fit.
-        self.partial_menu, self.full_menu = False, False
         self.loss_rows: Optional[int] = None  # rows per chunk of the chunked loss, once the graph has it
         self.chunkable = self._chunkable()
         if self.chunkable and options["budget"].kind == "lowest":
@@ -297,8 +292,7 @@ class CompiledGraph:
                 Budget("bytes", bytes=self.step.budget - self.step.allocated_in_step(self.device))
             earlier = load_choice(key, self.step.label) if len(self.attempts) == 1 else None
             choice = _frontier.choose(q, self.device, left, corrections, o["planner"], remembered, menu=True,
-                                      prefer=earlier, priced=priced, full=self.full_menu or earlier is not None)
-            self.partial_menu = choice.partial
+                                      prefer=earlier, priced=priced)
             if self.chunkable and left.kind == "bytes" and choice.chosen.peak(corrections) > left.bytes:
                 raise _ChunkFirst()
             self.menu = list(choice.candidates)
@@ -371,12 +365,6 @@ class CompiledGraph:
         """The step's choice for this graph, for a later process's first compile."""
         if self.key and self.joint:
             save_choice(self.key, self.step.label, self.target or self.running_name())
-
-    def reprice(self) -> None:
-        """Compile again on the next call, pricing every candidate and choosing
-        the fastest that fits what the step leaves (its first compile priced
-        plain compile's alone, and the step did not fit)."""
-        self.target, self.full_menu, self.partial_menu, self._replan = None, True, False, True
 
     def retarget(self, name: str) -> None:
         """Compile with candidate `name` on the next call (autograd runs the

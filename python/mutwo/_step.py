@@ -265,10 +265,6 @@ class Step:
             return {"choice": running, "error": None}
         lowest = self.budget == "lowest"
         over = not lowest and record.peak > self.budget
-        partial = [g for g in menus if getattr(self.graphs[g], "partial_menu", False)
-                   and len(self.graphs[g].attempts) < MAX_COMPILES]
-        if over and partial:  # price their whole menus first, on their next compile
-            return {"choice": running, "error": None, "reprice": [str(g) for g in partial]}
         settled = {**fixed, **{g: k for g, k in self._running_indices(menus).items()
                                if len(self.graphs[g].attempts) > 1}}
         records = list(self.records.values())
@@ -298,8 +294,6 @@ class Step:
         if proposal.get("error"):
             self.error = proposal["error"]
             return
-        for g in proposal.get("reprice", []):
-            self.graphs[int(g)].reprice()
         if any(self.graphs[int(g)].running_name() != name for g, name in proposal["choice"].items()):
             self.plans.append({"after_step": self.steps, "choice": dict(proposal["choice"]),
                                "predicted_peak_bytes": self.joint.peak if self.joint else None})

@@ -311,30 +311,6 @@ def test_the_step_replans_its_graphs_together_and_a_later_graph_with_them() -> N
     assert step.last.peak == 1500 * K and step.joint is not None and step.joint.peak == step.last.peak
 
 
-def test_a_partial_menu_is_priced_whole_before_the_step_replans() -> None:
-    """A graph whose first compile priced plain compile's plan alone (it was
-    predicted to fit): measured over budget, the step asks that graph to
-    price its whole menu on its next compile, raises nothing, and then
-    chooses from the whole menu."""
-    mem = FakeMemory()
-    step = _step.Step(1100 * K, mem, RuntimeError)
-    whole = _menu("a")
-    a = FakeGraph(step, whole[:1])
-    a.partial_menu = True
-    repriced = []
-
-    def reprice() -> None:  # what CompiledGraph.reprice leads to: a compile pricing every candidate
-        repriced.append(len(a.attempts))
-        a.menu, a.partial_menu = whole, False
-        a.attempts.append(object())
-    a.reprice = reprice
-    a.measured = lambda fwd, bwd, retained: True  # each step the first of its plan: the step proposes
-    _run_step(step, mem, [a])  # 1200 measured, over 1100
-    assert repriced == [1] and step.error is None and a.names == ["a:1"]
-    _run_step(step, mem, [a])  # the whole menu, measured again: a:0.5 fits
-    assert a.names == ["a:1", "a:0.5"] and step.error is None and repriced == [1]
-
-
 def test_the_step_names_its_floor() -> None:
     mem = FakeMemory()
     step = _step.Step(600 * K, mem, RuntimeError)
