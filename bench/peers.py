@@ -217,7 +217,11 @@ def report_fields(variant: str, reported: Any) -> dict:
                     compile_s=round(sum(a["compile_seconds"] for g in info["graphs"] for a in g["attempts"]), 2),
                     plan_s=round(sum(a["plan_seconds"] for g in info["graphs"] for a in g["attempts"]), 2),
                     recomputed=sum(a["decision"] == "recompute" for a in info["activations"]),
-                    loss_chunk_rows=[g.get("loss_chunk_rows") for g in info["graphs"]])
+                    loss_chunk_rows=[g.get("loss_chunk_rows") for g in info["graphs"]],
+                    # Each measured step resets the allocator's peak at the graphs' boundaries: past the
+                    # warm-up steps (timed_steps), the row's peak_bytes may miss the step's peak.
+                    steps_measured=info["step"]["steps_measured"],
+                    peak_valid=info["step"]["steps_measured"] <= WARMUP_STEPS)
     return {}
 
 
@@ -237,6 +241,7 @@ def sgd_step(loss_fn: Callable, model: torch.nn.Module, inputs: tuple, opt: torc
 
 
 FIRST_STEP_S: list[float] = []  # the first step's wall time, its compiles included
+WARMUP_STEPS = 2  # before the timed ones (timed_steps)
 
 
 def timed_steps(step: Callable, steps: int, device: str) -> tuple[list[float], Optional[int], torch.Tensor]:
