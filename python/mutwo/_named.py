@@ -29,7 +29,7 @@ KEYS = {
     "compiler": "inductor (mutwo plans, Inductor compiles) or mutwo (mutwo's executor)",
     "profile": "measure or flops (compiler mutwo)",
     "report": "a directory for the plan's files (compiler mutwo)",
-    "chunk_loss": "True (the default) or False: the vocabulary loss chunked under a budget (compiler inductor)",
+    "chunk_loss": "True (the default) or False: the vocabulary loss chunked where a budget needs it (compiler inductor)",
 }
 PLANNERS = ("mutwo", "per-layer", "sqrt-n", "optimal", "none")  # src/plan/planners.cpp's names
 COMPILERS = ("inductor", "mutwo")

@@ -314,9 +314,10 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
     twice per graph; then the next call raises BudgetError naming the lowest
     measured peak. Under torchrun the ranks agree on the plan (docs/python.md,
     "Under torchrun"). planner: "mutwo" or "none" (plain compile's partition).
-    chunk_loss: under a budget, a vocabulary loss (a linear layer read only by
-    a cross-entropy, in one graph) runs as mutwo's chunked operator, which
-    never holds the whole logits (docs/python.md, "The chunked loss").
+    chunk_loss: under "lowest", or a budget no plan of the whole loss fits, a
+    vocabulary loss (a linear layer read only by a cross-entropy, in one
+    graph) runs as mutwo's chunked operator, which never holds the whole
+    logits (docs/python.md, "The chunked loss"); False: never.
 
     compiler="mutwo": each graph is captured and run by mutwo's own executor,
     as wrap() runs a module (`profile` and `report` apply to it). A
