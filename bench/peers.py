@@ -245,16 +245,16 @@ WARMUP_STEPS = 2  # before the timed ones (timed_steps)
 
 
 def timed_steps(step: Callable, steps: int, device: str) -> tuple[list[float], Optional[int], torch.Tensor]:
-    """2 warm-up steps, then `steps` measured ones: their times (ms, each synchronized), the peak
-    allocated bytes over them (None off CUDA) and the last loss."""
+    """WARMUP_STEPS warm-up steps, then `steps` measured ones: their times (ms, each synchronized),
+    the peak allocated bytes over them (None off CUDA) and the last loss."""
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    t0 = time.perf_counter()
-    step()
-    sync()
-    FIRST_STEP_S[:] = [time.perf_counter() - t0]  # compiles included
-    step()
-    sync()
+    for i in range(WARMUP_STEPS):
+        t0 = time.perf_counter()
+        step()
+        sync()
+        if i == 0:
+            FIRST_STEP_S[:] = [time.perf_counter() - t0]  # compiles included
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()

@@ -210,7 +210,7 @@ class CompiledGraph:
         self.menu: list[Candidate] = []  # every candidate priced at the first compile (a byte budget's)
         self.target: Optional[str] = None  # the candidate the step chose, for the next compile
         self._replan = False
-        self.trains = True  # until a call shows it does not (an evaluation's graph)
+        self.called = self.trained = False  # called yet; any call trained (else an evaluation's graph)
         self.loss_rows: Optional[int] = None  # rows per chunk of the chunked loss, once the graph has it
         self.chunkable = self._chunkable()
         if self.chunkable and options["budget"].kind == "lowest":
@@ -374,7 +374,7 @@ class CompiledGraph:
 
     def unsettled(self) -> bool:
         """Its plan will compile again, or has not run a measured step yet."""
-        if not self.trains:
+        if self.called and not self.trained:
             return self._replan  # an inference graph: nothing of its own to measure
         return self._replan or not self.attempts or not self.attempts[-1].measured
 
@@ -413,7 +413,7 @@ class CompiledGraph:
             raise
         outs = out if isinstance(out, (list, tuple)) else [out]
         trains = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in outs)
-        self.trains = trains or bool(self.attempts and self.attempts[-1].measured)
+        self.called, self.trained = True, self.trained or trains
         tracker.forward_ends(self.index, trains)
         return out
 
