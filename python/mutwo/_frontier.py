@@ -34,7 +34,7 @@ import torch.fx as fx
 
 from mutwo import _budget, _layers, _loss
 from mutwo._budget import Budget
-from mutwo._mincut import Query
+from mutwo._mincut import Query, Schedule
 
 LADDER = (0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)  # activation_memory_budget values, besides 1
 SPREAD = 8  # mutwo:K candidates priced for choosing across graphs (Frontier.spread)
@@ -125,16 +125,17 @@ def _reduction(node: fx.Node) -> bool:
     return torch.Tag.reduction in getattr(node.target, "tags", ())
 
 
-def _unmaterialized(node: fx.Node, outputs: set) -> bool:
+def _unmaterialized(node: fx.Node, module: Schedule, outputs: set) -> bool:
     """A temporary Inductor's GPU code never writes to memory: made by a
     pointwise node and read, fewer than 4 times (Inductor realizes a buffer
     read more often), only by pointwise nodes or reductions, which take its
     loop in; not an output of its module."""
     if node.op != "call_function" or not _pointwise(node) or node in outputs:
         return False
-    if not node.users or len(node.users) >= 4:
+    users = module.users[node]
+    if not users or len(users) >= 4:
         return False
-    return all(u.op == "call_function" and (_pointwise(u) or _reduction(u)) for u in node.users)
+    return all(u.op == "call_function" and (_pointwise(u) or _reduction(u)) for u in users)
 
 
 def _tensors(val: Any) -> list[torch.Tensor]:
@@ -161,30 +162,30 @@ class _Walk:
     values were recomputed; on an H100 counting them over-predicted the
     added peak about twofold."""
 
-    def __init__(self, gm: fx.GraphModule, live: dict[int, int], fused: bool) -> None:
-        self.gm, self.live, self.fused = gm, dict(live), fused
+    def __init__(self, module: Schedule, live: dict[int, int], fused: bool) -> None:
+        self.module, self.live, self.fused = module, dict(live), fused
         self.bytes = sum(self.live.values())
         self.peak = self.bytes
         self.carried = set(live)  # storages live before the module: the backward's saved set
         self.saved_at_peak = 0  # bytes of the saved set (forward: of what it returns) live at the peak
 
     def run(self, keep_outputs: bool) -> dict[int, int]:
-        nodes = list(self.gm.graph.nodes)
-        out_node = nodes[-1]
-        outputs = set(_flat_nodes(out_node.args))
+        nodes, outputs = self.module.nodes, set(self.module.outputs)
         kept = {k for n in outputs for k, _ in map(_storage, _tensors(n.meta.get("val")))}
         last: dict[int, int] = {}
         for i, n in enumerate(nodes):
             for a in n.all_input_nodes:
                 for k, _ in map(_storage, _tensors(a.meta.get("val"))):
                     last[k] = i
+        for n in outputs:  # read by the output node, after every node
+            for k, _ in map(_storage, _tensors(n.meta.get("val"))):
+                last[k] = len(nodes)
         given = set(self.live)
-        for n in nodes:
-            if n.op == "placeholder":
-                for k, size in map(_storage, _tensors(n.meta.get("val"))):
-                    given.add(k)
+        for n in self.module.inputs:
+            for k, size in map(_storage, _tensors(n.meta.get("val"))):
+                given.add(k)
         for i, n in enumerate(nodes):
-            if n.op == "call_function" and not (self.fused and _unmaterialized(n, outputs)):
+            if n.op == "call_function" and not (self.fused and _unmaterialized(n, self.module, outputs)):
                 for k, size in map(_storage, _tensors(n.meta.get("val"))):
                     if k not in self.live and k not in given:
                         self.live[k] = size
@@ -201,15 +202,7 @@ class _Walk:
         return self.live
 
 
-def _flat_nodes(x: Any) -> list[fx.Node]:
-    if isinstance(x, fx.Node):
-        return [x]
-    if isinstance(x, (tuple, list)):
-        return [n for v in x for n in _flat_nodes(v)]
-    return []
-
-
-def memory(fw: fx.GraphModule, bw: fx.GraphModule, fused: bool) -> tuple[int, int, int, int]:
+def memory(fw: Schedule, bw: Schedule, fused: bool) -> tuple[int, int, int, int]:
     """(forward's added peak, backward's added peak, saved bytes live at the
     higher of the two, bytes the forward leaves allocated) of one partition:
     the forward from nothing but its inputs; the backward from what the
@@ -255,10 +248,10 @@ def node_ms(node: fx.Node, device: str) -> float:
 
 
 def predict(q: Query, name: str, saved: list[fx.Node], device: str) -> Candidate:
-    fw, bw = q.modules(saved)
+    fw, bw = q.schedules(saved)
     fwd_peak, bwd_peak, at_peak, retained = memory(fw, bw, fused=device == "cuda")
     forward = {n.name: n for n in q.joint_graph.nodes if n.op == "call_function" and q.is_forward(n)}
-    recomputed = [n.name for n in bw.graph.nodes if n.op == "call_function" and n.name in forward]
+    recomputed = [n.name for n in bw.nodes if n.op == "call_function" and n.name in forward]
     kept = [n for n in saved if isinstance(n.meta.get("val"), torch.Tensor)]
     return Candidate(name, list(saved), fwd_peak, bwd_peak, retained, saved_at_peak=at_peak,
                      saved_bytes=sum(v for _, v in {_storage(n.meta["val"]) for n in kept}),

@@ -19,6 +19,17 @@ from llama_decoder import Llama
 Factory = tuple[nn.Module, tuple, Callable]
 
 
+class Step(nn.Module):
+    """A factory's model and loss in one module, so that one compiled graph holds the whole step."""
+
+    def __init__(self, model: nn.Module, loss_fn: Callable) -> None:
+        super().__init__()
+        self.model, self.loss_fn = model, loss_fn
+
+    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.loss_fn(self.model, *inputs)
+
+
 def classification_loss(model: nn.Module, images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(model(images), labels)
 

@@ -46,17 +46,6 @@ def _own_cache(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("MUTWO_CACHE_DIR", str(tmp_path / "cache"))
 
 
-class _Step(nn.Module):
-    """model and loss in one module, so that the compiled graph holds the whole step."""
-
-    def __init__(self, model: nn.Module, loss_fn: Callable) -> None:
-        super().__init__()
-        self.model, self.loss_fn = model, loss_fn
-
-    def forward(self, *inputs: torch.Tensor) -> torch.Tensor:
-        return self.loss_fn(self.model, *inputs)
-
-
 def _mlp() -> tuple[nn.Module, tuple, Callable]:
     torch.manual_seed(0)
     layers: list[nn.Module] = [nn.Linear(64, 256)]
@@ -79,7 +68,7 @@ def _run(model: nn.Module, inputs: tuple, loss_fn: Callable, backend: Any, steps
     step's loss and gradients."""
     torch._dynamo.reset()
     torch.manual_seed(0)
-    step = _Step(copy.deepcopy(model), loss_fn)
+    step = models.Step(copy.deepcopy(model), loss_fn)
     compiled = torch.compile(step, backend=backend, dynamic=False)
     first = None
     for _ in range(steps):
@@ -210,7 +199,7 @@ def test_a_settled_plan_leaves_the_peak_statistic_alone() -> None:
     model, inputs, loss_fn = MODELS["mlp"]()
     torch._dynamo.reset()
     backend = mt.backend(budget="lowest")
-    step = _Step(copy.deepcopy(model), loss_fn)
+    step = models.Step(copy.deepcopy(model), loss_fn)
     compiled = torch.compile(step, backend=backend, dynamic=False)
 
     def one() -> None:
