@@ -11,8 +11,8 @@
 # loss's incoming gradient. No FLOP is added: the two gradient matmuls move
 # from the backward into the forward. What is held from the forward to the
 # backward is the hidden states' gradient and the weight's, instead of the
-# logits; at its peak the operator holds one chunk of logits and the weight's
-# fp32 gradient (`workspace_bytes`).
+# logits; at its peak the operator holds a chunk's logits in two forms and
+# the weight's fp32 gradient (`workspace_bytes`, measured in its test).
 #
 # The CLI's executor chunks the same loss its own way (docs/planners.md, "The
 # vocabulary chunk"); this is a torch operator, which Inductor runs as an
@@ -57,14 +57,18 @@ def _chunks(h: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
     grad_h = torch.empty_like(h)
     grad_w = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device)
     grad_b = torch.zeros(weight.shape[0], dtype=torch.float32, device=weight.device)
-    for start in range(0, n, rows):
+    for start in range(0, n, rows):  # each chunk's temporaries freed before the next chunk's (workspace_bytes)
         end = min(start + rows, n)
         hc, yc = hs[start:end], y[start:end]
-        logp = torch.log_softmax(F.linear(hc, w, b), dim=-1, dtype=soft)
+        z = F.linear(hc, w, b)
+        z = z.to(soft)  # the upcast, the chunk's logits in the compute dtype freed
+        logp = torch.log_softmax(z, dim=-1)
+        del z
         torch.gather(logp, 1, yc, out=picked[start:end].unsqueeze(1))
         g = logp.exp_()  # softmax, in the log-probabilities' own memory
         g.scatter_add_(1, yc, minus_one[:end - start])  # less the target's one-hot
         g = g.mul_(scale[start:end].to(soft).unsqueeze(1)).to(w.dtype)
+        del logp
         if grad_h.dtype == g.dtype:
             torch.mm(g, w, out=grad_h[start:end])
         else:
@@ -72,6 +76,7 @@ def _chunks(h: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
         grad_w += g.t() @ hc
         if bias is not None:
             grad_b += g.sum(0, dtype=torch.float32)
+        del g
     loss = -(picked.float() * valid).sum()
     out_dtype = torch.float32 if upcast else h.dtype
     return (loss / count).to(out_dtype), grad_h, grad_w.to(weight.dtype), grad_b.to(weight.dtype)
@@ -120,18 +125,40 @@ def _size(dtype: torch.dtype) -> int:
 
 
 def workspace_bytes(node: fx.Node) -> int:
-    """What the operator holds at its peak beyond its outputs: one chunk's
-    logits (with their upcast and the gradient's cast), the weight's fp32
-    gradient accumulator, and under autocast its copies of the weight and
-    the hidden states."""
+    """What the operator holds at its peak beyond its outputs, as _chunks
+    allocates (tests/python/test_loss_op.py measures it on the CPU): its casts
+    of the weight and the hidden states to the compute dtype, the fp32
+    gradient accumulators, the rows' small vectors, and the largest of a
+    chunk's moments: the logits and their upcast, the upcast and its
+    log-softmax, the softmax and its cast, that cast and one gradient
+    matmul's output (and, on the CPU, that output cast to fp32)."""
     if node.target is not OP:
         return 0
     h, weight = (a.meta["val"] for a in node.args[:2])
-    rows, upcast, compute = node.args[6], node.args[7], node.args[8]
-    size = weight.element_size() if compute is None else _size(compute)
-    logits = min(rows, h.shape[0]) * weight.shape[0]
-    copy = (weight.numel() + (h.numel() if h.dtype != compute else 0)) * size if compute is not None else 0
-    return logits * (2 * size + (4 if upcast else 0)) + weight.numel() * 4 + copy
+    bias, rows, upcast, compute = node.args[2], node.args[6], node.args[7], node.args[8]
+    n, dim, vocab = h.shape[0], h.shape[1], weight.shape[0]
+    sc = _size(compute) if compute is not None else weight.element_size()  # the matmuls' dtype
+    ss = 4 if upcast else _size(torch.promote_types(compute or h.dtype, compute or weight.dtype))
+    b = bias.meta["val"] if bias is not None else None
+    copies = sum(t.numel() * sc for t in (weight, h, b) if t is not None and compute not in (None, t.dtype))
+    small = n * (1 + 4 + 8 + ss) + min(rows, n) * ss  # valid, scale, clamped targets, picked; minus_one
+    acc_w, acc_b = weight.numel() * 4, vocab * 4
+    logits = min(rows, n) * vocab
+    first = max(logits * (sc + ss), 2 * logits * ss) if ss != sc else 2 * logits * ss
+    cast = logits * (ss + sc) if ss != sc else logits * ss
+    # On the CPU, adding the weight's gradient of a chunk into the fp32
+    # accumulator first casts it into a temporary (TensorIterator casts CPU
+    # inputs ahead; CUDA's kernels cast as they read).
+    promote = weight.numel() * 4 if h.device.type == "cpu" and sc != 4 else 0
+    matmul = logits * sc + max(weight.numel() * sc + promote,
+                               min(rows, n) * dim * sc if h.dtype != (compute or weight.dtype) else 0,
+                               acc_b if bias is not None else 0)
+    new_w = weight.numel() * weight.element_size() if weight.dtype != torch.float32 else 0
+    new_b = vocab * weight.element_size() if weight.dtype != torch.float32 else 0
+    during = copies + small + acc_w + acc_b + max(first, cast, matmul)
+    end = copies + small + acc_w + acc_b + new_w + new_b
+    outputs = (new_w or acc_w) + (new_b or acc_b)  # the gradients of the weight and bias the operator returns
+    return max(during, end) - outputs
 
 
 def pin(joint: fx.GraphModule) -> int:

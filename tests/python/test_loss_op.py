@@ -2,7 +2,9 @@
 # route (python/mutwo/_loss.py), against PyTorch's cross_entropy(linear(...)):
 # the loss and the gradients of the hidden states, weight and bias, for mean
 # and sum, ignored targets, a bias, an upcast from bf16, chunks that do not
-# divide the rows; PyTorch's opcheck on its registrations; and the rewrite
+# divide the rows; PyTorch's opcheck on its registrations; the memory the
+# operator holds beyond its outputs, measured on the CPU against the model the
+# compiled route's planner prices it with (workspace_bytes); and the rewrite
 # finding the loss in a Dynamo graph, or leaving a graph it cannot match.
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mutwo import _loss
+from mutwo import _ext, _loss
 
 
 def _reference(h, w, b, y, reduction, upcast):
@@ -62,6 +64,37 @@ def test_under_autocast_the_linear_runs_in_its_dtype() -> None:
     for g, r in zip(got_grads, grads):
         assert g.dtype == torch.float32
         torch.testing.assert_close(g, r, rtol=2e-2, atol=2e-2 * float(r.abs().max()))
+
+
+@pytest.mark.parametrize("h_dtype,w_dtype,upcast,compute,bias,rows", [
+    (torch.float32, torch.float32, False, None, False, 128),
+    (torch.float32, torch.float32, True, None, True, 100),  # chunks that do not divide the rows
+    (torch.float32, torch.float32, True, torch.bfloat16, False, 128),  # autocast's copies
+    (torch.bfloat16, torch.bfloat16, True, None, True, 128),  # the upcast
+    (torch.bfloat16, torch.bfloat16, False, None, False, 128),
+    (torch.float16, torch.float32, True, torch.bfloat16, False, 128),  # the hidden states' gradient cast
+])
+def test_the_operator_holds_what_the_planner_prices(h_dtype: torch.dtype, w_dtype: torch.dtype, upcast: bool,
+                                                    compute: torch.dtype, bias: bool, rows: int) -> None:
+    """The peak the operator reaches beyond its inputs and outputs, counted
+    by mutwo's CPU allocator, equals workspace_bytes within 1%: a chunk's
+    temporaries kept into the next chunk, or one the model misses, fails it."""
+    torch.manual_seed(0)
+    n, dim, vocab = 2048, 256, 8192
+    h, w = torch.randn(n, dim, dtype=h_dtype), (torch.randn(vocab, dim) / 16).to(w_dtype)
+    b, y = (torch.randn(vocab, dtype=w_dtype) if bias else None), torch.randint(vocab, (n,))
+    start, _ = _ext.memory("cpu", True)
+    outputs = _loss.OP(h, w, b, y, -100, True, rows, upcast, compute)
+    _, peak = _ext.memory("cpu")
+    held = peak - start - sum(t.numel() * t.element_size() for t in outputs)
+    graph = torch.fx.Graph()
+    args = [graph.placeholder(name) for name in ("h", "w", "b")]
+    for a, val in zip(args, (h, w, b)):
+        a.meta["val"] = val
+    node = graph.call_function(_loss.OP, (args[0], args[1], args[2] if bias else None, None, -100, True,
+                                          rows, upcast, compute))
+    model = _loss.workspace_bytes(node)
+    assert abs(held - model) <= 0.01 * model, (held, model)
 
 
 def _graph(fn, *args) -> torch.fx.GraphModule:
