@@ -489,6 +489,28 @@ class CompiledGraph:
                 "measured_contribution_bytes": self.step.parts().get(self.index, 0) if r else None}
 
 
+def symbolic(example_inputs: Sequence[Any]) -> bool:
+    """Whether Dynamo compiles this graph for dynamic shapes: a size among
+    its inputs, or a tensor with a symbolic size (torch.compile's default
+    dynamic=None does this once an input's shape changes)."""
+    return any(isinstance(a, torch.SymInt) or (isinstance(a, torch.Tensor) and
+                                               any(isinstance(d, torch.SymInt) for d in a.shape))
+               for a in example_inputs)
+
+
+DYNAMIC_WARNING = (
+    "mutwo: torch.compile made a graph with dynamic shapes (an input's shape changed, a smaller last "
+    "batch for instance, and torch.compile's default dynamic=None compiled the graph again for any "
+    "size). mutwo plans static shapes only, so this graph runs torch.compile's own plan, outside the "
+    "budget. Pass dynamic=False to torch.compile to have each new shape planned as a graph of its own.")
+
+
+def unplanned(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable:
+    """The graph as plain torch.compile compiles it (Inductor, its own partition)."""
+    from torch._inductor.compile_fx import compile_fx
+    return compile_fx(gm, example_inputs)
+
+
 def device_of(example_inputs: Sequence[Any]) -> str:
     devices = {a.device.type for a in example_inputs if isinstance(a, torch.Tensor)}
     return "cuda" if "cuda" in devices else "cpu"

@@ -314,6 +314,9 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
     twice per graph; then the next call raises BudgetError naming the lowest
     measured peak. Under torchrun the ranks agree on the plan (docs/python.md,
     "Under torchrun"). planner: "mutwo" or "none" (plain compile's partition).
+    Static shapes: a graph Dynamo compiles for dynamic shapes (dynamic=None,
+    once an input's shape changed) runs plain compile's plan, with a warning;
+    pass dynamic=False to torch.compile to have each shape planned.
     chunk_loss: under "lowest", or a budget no plan of the whole loss fits, a
     vocabulary loss (a linear layer read only by a cross-entropy, in one
     graph) runs as mutwo's chunked operator, which never holds the whole
@@ -347,6 +350,7 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
         kind = parsed.kind if parsed is not None and planner == "mutwo" else None
         step = Step(parsed.bytes if kind == "bytes" else "lowest" if kind == "lowest" else None, memory, BudgetError)
     graphs: list[Any] = []
+    warned: list[bool] = []  # the dynamic-shapes warning, once per backend
 
     def refuse(error: Exception) -> Callable:
         """A graph whose call raises mutwo's own error, not Dynamo's BackendCompilerFailed around it."""
@@ -368,7 +372,12 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
                 "mutwo.torch.wrap"))
         if compiler == "inductor":
             ops()
-            from mutwo._inductor import CompiledGraph, device_of
+            from mutwo._inductor import DYNAMIC_WARNING, CompiledGraph, device_of, symbolic, unplanned
+            if symbolic(example_inputs):
+                if not warned:
+                    warnings.warn(DYNAMIC_WARNING, stacklevel=2)
+                    warned.append(True)
+                return unplanned(gm, example_inputs)
             try:
                 with step.tracker(device_of(example_inputs)).compiling():
                     compiled = CompiledGraph(gm, example_inputs, dict(settings), step)

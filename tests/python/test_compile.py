@@ -13,7 +13,9 @@
 # - a second process with the same graph plans with the cached residual and
 #   compiles once;
 # - a budget below the floor raises BudgetError naming it; a budget that is not
-#   a size is refused when backend() is called.
+#   a size is refused when backend() is called;
+# - a smaller last batch trains: a graph compiled for dynamic shapes runs plain
+#   compile's plan with a warning, a new static shape is planned.
 from __future__ import annotations
 
 import copy
@@ -22,6 +24,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from typing import Any, Callable
 
 import pytest
@@ -216,6 +219,30 @@ def test_a_settled_plan_leaves_the_peak_statistic_alone() -> None:
     _, peak = _ext.memory("cpu")
     assert mt.report(backend)["step"]["steps_measured"] == measured, "a settled step was measured again"
     assert peak - start >= 0.99 * info["measured_peak_bytes"], (peak - start, info["measured_peak_bytes"])
+
+
+@pytest.mark.parametrize("dynamic", [None, False])
+def test_a_smaller_last_batch_trains(dynamic: Any) -> None:
+    """A new input shape: under torch.compile's default dynamic=None the graph
+    is compiled again for any size, which mutwo does not plan; it runs plain
+    compile's plan, with a warning naming dynamic=False. Under dynamic=False
+    the new shape is a graph of its own, planned under the same budget."""
+    model, (x, y), loss_fn = MODELS["mlp"]()
+    torch._dynamo.reset()
+    backend = mt.backend(budget="lowest")
+    step = models.Step(copy.deepcopy(model), loss_fn)
+    compiled = torch.compile(step, backend=backend, dynamic=dynamic)
+    for _ in range(2):
+        compiled(x, y).backward()
+    step.zero_grad(set_to_none=True)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        loss = compiled(x[:100], y[:100])
+        loss.backward()
+    said = [str(w.message) for w in seen if "dynamic shapes" in str(w.message)]
+    assert len(said) == (1 if dynamic is None else 0) and all("dynamic=False" in m for m in said), said
+    assert _close(loss.detach(), loss_fn(step.model, x[:100], y[:100]).detach())
+    assert len(mt.report(backend)["graphs"]) == (1 if dynamic is None else 2)
 
 
 def test_a_warm_second_run_compiles_once(tmp_path) -> None:
