@@ -21,7 +21,8 @@ def _release(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-if _release(torch.__version__) < MIN_TORCH:
+TORCH_RELEASE = _release(torch.__version__)  # (major, minor) of the torch in use
+if TORCH_RELEASE < MIN_TORCH:
     raise ImportError(f"mutwo needs torch {MIN_TORCH[0]}.{MIN_TORCH[1]} or later; this Python has torch "
                       f"{torch.__version__}: pip install -r requirements.txt (or scripts/install-deps.sh)")
 

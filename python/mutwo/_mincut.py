@@ -25,6 +25,8 @@ import torch.fx as fx
 from torch._functorch import config as _config
 from torch._functorch import partitioners as _pt
 
+from mutwo import _compat
+
 Node = fx.Node
 
 
@@ -82,7 +84,7 @@ class Query:
         pricing a candidate needs only what runs, in which order. Where
         PyTorch would repair an output the replica does not know, or
         quantize activations, the modules themselves are read."""
-        made = None if _config_quantizes() else _partition_schedules(self, saved)
+        made = None if _config_quantizes() or not MIRRORED else _partition_schedules(self, saved)
         if made is None:
             fw, bw = self.modules(saved)
             return Schedule.of(fw), Schedule.of(bw)
@@ -196,6 +198,10 @@ def inductor_peaks(record: list[int]) -> Iterator[None]:
 
 
 # -- the partition's modules, mirrored without building them
+# On the torch tests/python/test_mincut.py checks the mirror against (the
+# minor version requirements.txt pins); under another, pricing reads the
+# modules themselves, slower but never wrong.
+MIRRORED = _compat.TORCH_RELEASE == _compat.MIN_TORCH
 @dataclass
 class Schedule:
     """One module of a partition: its inputs, the nodes it runs in order
