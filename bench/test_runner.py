@@ -1,11 +1,13 @@
 # CPU tests of the benchmark runner (bench/run.py): the tagger, configs resolved to settings, the
 # command lines suites build (as plain data, with a fake in place of the processes), and one real
-# tiny run of the zoo config on mlp through the mutwo CLI ($MUTWO_BIN, else build/src/cli/mutwo).
+# tiny run of the zoo config on mlp through the mutwo CLI ($MUTWO_BIN, else build/src/cli/mutwo);
+# first_step.py's refusal of a variant it does not know.
 #   MUTWO_BIN=build/src/cli/mutwo python3 -m pytest bench/test_runner.py -q -p no:cacheprovider
 from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from typing import Callable, Union
 
@@ -183,3 +185,9 @@ def test_a_real_zoo_run_on_the_cpu(tmp_path) -> None:
     assert by["eager"]["system"] == "pytorch" and by["eager"]["step_ms"] > 0
     assert by["baseline"]["command"] == "run" and by["mutwo"]["check"] == "passed"
     assert "mutwo-fresh-process" in by and "error" not in by["per-layer"]
+
+
+def test_first_step_refuses_a_variant_it_does_not_know() -> None:
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "first_step.py"), "compile"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "give plain, compile:X" in done.stderr, done.stderr[-2000:]
