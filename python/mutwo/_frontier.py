@@ -182,7 +182,7 @@ class _Walk:
                 last[k] = len(nodes)
         given = set(self.live)
         for n in self.module.inputs:
-            for k, size in map(_storage, _tensors(n.meta.get("val"))):
+            for k, _ in map(_storage, _tensors(n.meta.get("val"))):
                 given.add(k)
         for i, n in enumerate(nodes):
             if n.op == "call_function" and not (self.fused and _unmaterialized(n, self.module, outputs)):

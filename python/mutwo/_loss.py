@@ -144,7 +144,7 @@ def workspace_bytes(node: fx.Node) -> int:
     small = n * (1 + 4 + 8 + ss) + min(rows, n) * ss  # valid, scale, clamped targets, picked; minus_one
     acc_w, acc_b = weight.numel() * 4, vocab * 4
     logits = min(rows, n) * vocab
-    first = max(logits * (sc + ss), 2 * logits * ss) if ss != sc else 2 * logits * ss
+    first = max(logits * (sc + ss), 2 * logits * ss)  # the upcast beside the logits; it and its log-softmax
     cast = logits * (ss + sc) if ss != sc else logits * ss
     # On the CPU, adding the weight's gradient of a chunk into the fp32
     # accumulator first casts it into a temporary (TensorIterator casts CPU

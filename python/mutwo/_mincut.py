@@ -202,6 +202,8 @@ def inductor_peaks(record: list[int]) -> Iterator[None]:
 # minor version requirements.txt pins); under another, pricing reads the
 # modules themselves, slower but never wrong.
 MIRRORED = _compat.TORCH_RELEASE == _compat.MIN_TORCH
+
+
 @dataclass
 class Schedule:
     """One module of a partition: its inputs, the nodes it runs in order
@@ -264,8 +266,7 @@ def _autograd_order(inputs: list[Node], nodes: list[Node], outputs: list[Node]) 
     node that reads a tangent on, each node placed with the ancestors it still
     lacks, in the module's order; before it, only copy_ nodes (and theirs)."""
     index = {n: i for i, n in enumerate(nodes)}
-    users = Schedule.made(inputs, nodes, outputs).users
-    first = min((index[u] for t in inputs if _pt._is_tangent(t) for u in users[t]), default=None)
+    first = min((index[u] for t in inputs if _pt._is_tangent(t) for u in t.users if u in index), default=None)
     tangent_is_output = any(_pt._is_tangent(o) for o in outputs)
     if first is None and not tangent_is_output:
         return nodes
