@@ -6,7 +6,9 @@
 # undisturbed). The rows are kept in build-cuda/frontier-rows/ too, so that a
 # following call on the same warm machine finds the ladder's peaks
 # (BENCH_PEAKS) even when they were not brought back.
-#   [BUILD=first|after] scripts/gpu-frontier.sh COMMIT MODEL VARIANTS [SECONDS]
+#   [BUILD=first|after] [GPUS=N] scripts/gpu-frontier.sh COMMIT MODELS VARIANTS [SECONDS]
+# MODELS is one model or several, space-separated; with GPUS=N (default 1)
+# each model runs on a card of its own (bench/run.py --gpus), N at a time.
 # SECONDS (default 570) bounds the whole call, the build included.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +32,7 @@ if [ -z "${BENCH_PEAKS:-}" ] && ls build-cuda/frontier-rows/*.jsonl >/dev/null 2
 fi
 echo "BENCH_PEAKS=${BENCH_PEAKS:-}"
 MUTWO_COMMIT=$commit PYTHONUNBUFFERED=1 python3 bench/run.py frontier --mutwo /bin/true --device cuda \
-    --models "$model" --variants "$variants" --deadline "$(left)" --out "$OUT" || true
+    --models $model --gpus "${GPUS:-1}" --variants "$variants" --deadline "$(left)" --out "$OUT" || true
 if [ -e "$OUT/results.jsonl" ]; then cp "$OUT/results.jsonl" "build-cuda/frontier-rows/$(date +%s).jsonl"; fi
 [ "${BUILD:-first}" = after ] && [ "$(left)" -gt 60 ] && build
 echo "call done, $(left) s left of $seconds"
