@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
-CAPTURED = ("vit_b_16", "llama", "bert", "gpt2", "t5")  # bench/models.py's user models; the rest are the zoo's
+CAPTURED = ("vit_b_16", "llama", "llama1b", "bert", "gpt2", "t5")  # bench/models.py's user models; the rest are the zoo's
 
 
 def is_captured(name: str) -> bool:
