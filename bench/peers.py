@@ -33,7 +33,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional
@@ -43,6 +42,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+import runner  # noqa: E402
 from models import Made, make  # noqa: E402
 
 UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
@@ -358,11 +358,7 @@ def in_child(spec: Spec, variant: str, timeout: float) -> dict:
     """`measure --one VARIANT` in its own process group, killed with its workers after `timeout` seconds;
     what it wrote besides its row goes to our stderr."""
     args = [sys.executable, os.path.abspath(__file__), "measure", "--one", variant, "--spec", json.dumps(asdict(spec))]
-    # Each variant compiles cold (its own Inductor cache) and plans as a first run (its own mutwo cache):
-    # compile times compare, and no variant is served what another compiled.
-    scratch = tempfile.mkdtemp(prefix="mutwo-peer-")
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
-           "MUTWO_CACHE_DIR": os.path.join(scratch, "mutwo")}
+    env = {**os.environ, **runner.cold_env()}  # each variant compiles cold and plans as a first run
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          env=env)
     RUNNING[:] = [p]
@@ -402,21 +398,8 @@ def measure_all(spec: Spec, variants: list[str], timeout: float) -> None:
 
 
 def earlier_peaks(spec: Spec) -> dict[str, int]:
-    """Peaks an earlier call measured, for inductor@V when V ran there: the rows of $BENCH_PEAKS (a
-    results.jsonl) of this model, batch and autocast, on a card if this runs on one, without error (one device call cannot run a
-    whole frontier: the ladder in one call, mutwo's backend at its peaks in the next)."""
-    path = os.environ.get("BENCH_PEAKS")
-    if not path:
-        return {}
-    peaks = {}
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            same = r.get("model") == spec.model and r.get("batch") == spec.batch and \
-                r.get("autocast") == spec.autocast and ("card" in r) == spec.device.startswith("cuda")
-            if same and r.get("peak_bytes") and not r.get("error"):
-                peaks[r["variant"]] = int(r["peak_bytes"])
-    return peaks
+    """Peaks an earlier call measured ($BENCH_PEAKS), for inductor@V when V ran there (runner.earlier_peaks)."""
+    return runner.earlier_peaks(spec.model, spec.batch, spec.autocast, spec.device.startswith("cuda"))
 
 
 def keep_partial(r: dict) -> None:
