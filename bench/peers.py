@@ -514,7 +514,7 @@ DIST_VARIANTS = ("ENGINE or ENGINE_HOW: ENGINE ddp, or fsdp (fully_shard per blo
 
 
 def dist_kind(variant: str) -> tuple[str, str, str]:
-    """"fsdp_compile:0.5" -> ("fsdp", "compile", "0.5"); SystemExit naming the forms for one dist does not know."""
+    """"fsdp_compile:0.5" -> ("fsdp", "compile", "0.5"); SystemExit naming the forms for a variant dist does not know."""
     engine, _, rest = variant.partition("_")
     how, _, arg = rest.partition(":")
     ok = engine in ("ddp", "fsdp") and {"": not arg, "ckpt": not arg, "compile": not arg or _number(arg),
