@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
-CAPTURED = ("vit_b_16", "llama", "bert", "gpt2", "t5")  # bench/models.py's user models; the rest are the zoo's
+CAPTURED = ("vit_b_16", "llama", "llama1b", "bert", "gpt2", "t5")  # bench/models.py's user models; the rest are the zoo's
 
 
 def is_captured(name: str) -> bool:
@@ -85,6 +85,9 @@ FULL_COMPILE = "eager,checkpoint,sac,compile,compile:0.5,compile:0.2,inductor@co
 LADDER = ["1", "0.8", "0.6", "0.5", "0.4", "0.3", "0.2", "0.1", "0.05"]  # activation_memory_budget points
 FRONTIER = [f"compile:{x}" if x != "1" else "compile" for x in LADDER]
 FRONTIER = FRONTIER + [f"inductor@{v}" for v in FRONTIER] + ["inductor:lowest", "inductor-unchunked:lowest"]
+DIST_PEERS = ["", "_ckpt", "_compile", "_compile:0.5", "_compile:0.2"]  # bench/peers.py dist, after fsdp or ddp
+DIST_COMPILE = [f"{e}{p}" for e in ("fsdp", "ddp") for p in DIST_PEERS] + \
+    [f"{e}_mutwo@{e}{p}" for e in ("fsdp", "ddp") for p in DIST_PEERS] + ["fsdp_mutwo:lowest"]
 WRAP_ALL = "eager,checkpoint,sac,compile:0.5,compile:0.2,wrap:80%,wrap:60%,wrap:40%,backend:60%"
 
 
@@ -127,6 +130,10 @@ CONFIGS: dict[str, Config] = {
     "dist": _c("dist", "several GPUs (data parallel): mutwo run and optimize under torchrun, all-reduce and "
                "--shard-optimizer, on 1 and --gpus GPUs, beside DDP, DDP+checkpointing and FSDP2+checkpointing",
                models=["bert-large:32", "gpt2-medium:8"], budgets=["60%", "40%"], steps=5, gpus=2),
+    "dist-compile": _c("dist-compile", "several GPUs under torchrun: FSDP2 (per block) and DDP, plain, checkpointed, "
+                       "compiled at activation_memory_budget 1, 0.5, 0.2, then mutwo's backend (one for every graph) "
+                       "held to each of their per-rank peaks and at its lowest; DDP on gpt2-medium only",
+                       models=["gpt2-medium:8", "llama1b:4:bf16"], variants=DIST_COMPILE, steps=5, gpus=2),
     "ops": _c("ops", "where the step's time goes, op by op: mutwo profile's nodes.csv summed beside "
               "torch.profiler's table for eager, and step times at each batch",
               models=["resnet-152:8,32", "bert-base:8,32"]),

@@ -1,8 +1,9 @@
 # The models the PyTorch peers train and mutwo captures (bench/peers.py), in one place:
 # - the zoo's, as `mutwo --model` builds them: mlp, resnet-N, bert-base, bert-large,
 #   gpt2-small, gpt2-medium (the zoo and sweep benchmarks set them beside mutwo's own);
-# - user models whose steps mutwo captures (CAPTURED: vit_b_16, llama, bert, gpt2, t5),
-#   the LLaMA-style decoder the one tests/ train (tests/python/llama_decoder.py), at LLaMA's sizes.
+# - user models whose steps mutwo captures (CAPTURED: vit_b_16, llama, llama1b, bert, gpt2, t5),
+#   the LLaMA-style decoder the one tests/ train (tests/python/llama_decoder.py), at LLaMA's sizes
+#   (llama: 12 layers, d=768, seq 1024; llama1b: 16 layers, d=2048, seq 2048, about 1 B parameters).
 # make(name, batch) -> Made: the model on its device in training mode, its inputs, the loss,
 # its blocks (bench/blocks.py, mutwo's definition) and how it checkpoints them. fp32, seeded;
 # small=True gives tiny captured models for CPU tests.
@@ -130,8 +131,9 @@ def _captured(name: str, batch: int, small: bool) -> Made:
         # torchvision names its layers encoder_layer_N: no all-digit component, so no block by
         # mutwo's definition (bench/blocks.py); its layers are listed by hand.
         return Made(model, inputs, _classify_loss, list(model.encoder.layers))
-    if name == "llama":
-        vocab, dim, layers, heads, seq = (256, 64, 2, 2, 32) if small else (32000, 768, 12, 12, 1024)
+    if name in ("llama", "llama1b"):  # llama1b: 16 layers, d=2048, 16 heads, seq 2048: 953,223,168 parameters
+        big = (32000, 768, 12, 12, 1024) if name == "llama" else (32000, 2048, 16, 16, 2048)
+        vocab, dim, layers, heads, seq = (256, 64, 2, 2, 32) if small else big
         hidden = 256 * math.ceil(2 * 4 * dim / 3 / 256)  # LLaMA's SwiGLU width: 2048 for dim 768
         model = Llama(vocab, dim, layers, heads, hidden, max_seq=seq, sdpa=True, tied=False)
         inputs = (torch.randint(0, vocab, (batch, seq)), torch.randint(0, vocab, (batch, seq)))

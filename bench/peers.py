@@ -7,7 +7,10 @@
 #   capture  the model's step written for mutwo (python/mutwo/capture.py);
 #   largest  the largest batch a variant trains 10 steps at under a device-memory cap (bisection,
 #            each trial in its own process), or on a card another process shares (--cap free);
-#   dist     under torchrun: DDP, DDP with per-block checkpointing, FSDP2 with checkpointing.
+#   dist     one variant under torchrun (DIST_VARIANTS): DDP or FSDP2 (fully_shard per block), plain, with
+#            per-block checkpointing, compiled (FSDP2 per block, DDP whole) by Inductor or by mutwo's backend
+#            (one backend object, one budget, for every graph) held to a per-rank peak; rank 0 prints the
+#            row, each per-rank figure the largest of any rank's. --device cpu: Gloo (CPU tests).
 # Variants: eager; ckpt or checkpoint (every block under torch.utils.checkpoint, or the model's own
 # per-layer checkpointing for Hugging Face zoo models); sac (selective checkpointing: matmuls and
 # attention saved); offload (every block under save_on_cpu); sac-offload (matmuls offloaded, the rest
@@ -18,6 +21,7 @@
 #   python3 bench/peers.py capture --model llama --batch 8 --out steps/llama.json
 #   python3 bench/peers.py largest --cap 8GiB --models resnet-152,bert-base --variants eager,ckpt
 #   torchrun --nproc-per-node 2 bench/peers.py dist --model bert-large --batch 32 --variant ddp_ckpt
+#   torchrun --nproc-per-node 2 bench/peers.py dist --model llama1b --batch 4 --autocast bf16 --variant fsdp_compile:0.5
 from __future__ import annotations
 
 import argparse
@@ -29,7 +33,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Optional
@@ -39,6 +42,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+import runner  # noqa: E402
 from models import Made, make  # noqa: E402
 
 UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
@@ -131,13 +135,18 @@ def offload_blocks(blocks: list[torch.nn.Module]) -> None:
     wrap_forwards(blocks, wrap)
 
 
-def compiled(loss_fn: Callable, variant: str) -> Callable:
-    """torch.compile(loss_fn); "compile:X" sets the partitioner's activation_memory_budget to X first."""
+def partition_budget(variant: str) -> None:
+    """Dynamo reset; "compile:X" (or "fsdp_compile:X", ...) sets the partitioner's activation_memory_budget to X."""
     import torch._dynamo as dynamo
     import torch._functorch.config as fc
     dynamo.reset()
     if ":" in variant:
         fc.activation_memory_budget = float(variant.split(":", 1)[1])
+
+
+def compiled(loss_fn: Callable, variant: str) -> Callable:
+    """torch.compile(loss_fn); "compile:X" sets the partitioner's activation_memory_budget to X first."""
+    partition_budget(variant)
     return torch.compile(loss_fn)
 
 
@@ -153,10 +162,18 @@ def inductor_backend(spec: Spec, made: Made, variant: str) -> Any:
     inductor-unchunked:B is inductor:B with the vocabulary loss left whole (chunk_loss=False)."""
     budget = variant.split(":", 1)[1]
     if variant.startswith("inductor-peak:"):
-        held = torch.cuda.memory_allocated() if spec.device.startswith("cuda") else 0
-        momentum = sum(p.numel() * p.element_size() for p in made.model.parameters())
-        budget = f"{max(1, int(budget) - held - momentum)}B"
+        budget = f"{peak_budget(int(budget), spec.device, made.model)}B"
     return mutwo_torch().backend(budget, chunk_loss=not variant.startswith("inductor-unchunked:"))
+
+
+def peak_budget(peak: int, device: str, model: torch.nn.Module) -> int:
+    """mutwo's budget (what the step adds) that holds this process to a whole-process peak: the peak less
+    what the process holds now (parameters, inputs; on the CPU as mutwo's counting allocator counts it)
+    and the optimizer's momentum, which the first step makes (one buffer per parameter; under FSDP2 per
+    local shard)."""
+    held = torch.cuda.memory_allocated(device) if device.startswith("cuda") else mutwo_torch().memory("cpu")[0]
+    local = [p.to_local() if hasattr(p, "to_local") else p for p in model.parameters()]
+    return max(1, peak - held - sum(p.numel() * p.element_size() for p in local))
 
 
 def prepare(spec: Spec, made: Made, variant: str) -> tuple[Callable, Any]:
@@ -189,13 +206,19 @@ def prepare(spec: Spec, made: Made, variant: str) -> tuple[Callable, Any]:
     elif variant != "eager":
         raise ValueError(f"unknown variant {variant!r}: eager, ckpt or checkpoint, sac, offload, sac-offload, "
                          "compile, compile:X, wrap:B, backend:B, inductor:B, inductor-unchunked:B, inductor@VARIANT")
-    if spec.autocast:
-        plain, dtype = loss_fn, {"bf16": torch.bfloat16, "f16": torch.float16}[spec.autocast]
+    return autocast_loss(loss_fn, spec.autocast, spec.device), reported
 
-        def loss_fn(*args: Any) -> torch.Tensor:
-            with torch.autocast(spec.device.split(":")[0], dtype=dtype):
-                return plain(*args)
-    return loss_fn, reported
+
+def autocast_loss(loss_fn: Callable, autocast: Optional[str], device: str) -> Callable:
+    """loss_fn with its forward under torch.autocast (bf16 or f16), or loss_fn itself (None)."""
+    if not autocast:
+        return loss_fn
+    dtype = {"bf16": torch.bfloat16, "f16": torch.float16}[autocast]
+
+    def under_autocast(*args: Any) -> torch.Tensor:
+        with torch.autocast(device.split(":")[0], dtype=dtype):
+            return loss_fn(*args)
+    return under_autocast
 
 
 def report_fields(variant: str, reported: Any) -> dict:
@@ -244,9 +267,11 @@ FIRST_STEP_S: list[float] = []  # the first step's wall time, its compiles inclu
 WARMUP_STEPS = 2  # before the timed ones (timed_steps)
 
 
-def timed_steps(step: Callable, steps: int, device: str) -> tuple[list[float], Optional[int], torch.Tensor]:
+def timed_steps(step: Callable, steps: int, device: str,
+                counted: bool = False) -> tuple[list[float], Optional[int], torch.Tensor]:
     """WARMUP_STEPS warm-up steps, then `steps` measured ones: their times (ms, each synchronized),
-    the peak allocated bytes over them (None off CUDA) and the last loss."""
+    the peak allocated bytes over them (off CUDA: None, or with `counted` mutwo's counting CPU allocator's,
+    which must have been loaded before the model was made) and the last loss."""
     cuda = device.startswith("cuda")
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     for i in range(WARMUP_STEPS):
@@ -258,13 +283,16 @@ def timed_steps(step: Callable, steps: int, device: str) -> tuple[list[float], O
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
+    elif counted:
+        mutwo_torch().memory("cpu", reset=True)
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
         loss = step()
         sync()
         times.append(1000 * (time.perf_counter() - t0))
-    return times, (torch.cuda.max_memory_allocated() if cuda else None), loss
+    peak = torch.cuda.max_memory_allocated() if cuda else mutwo_torch().memory("cpu")[1] if counted else None
+    return times, peak, loss
 
 
 def trace(step: Callable, label: str, device: str) -> None:
@@ -305,10 +333,15 @@ def measure_here(spec: Spec, variant: str) -> None:
         with sdpa_backend(spec.sdpa):
             r = measure(spec, variant)
     except Exception as e:  # OOM, compile failure, missing feature: the row says so
-        oom = "out of memory" in str(e).lower()
-        r = row(spec, variant, error="out of memory" if oom else
-                f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}")
+        r = row(spec, variant, error=error_text(e))
     print(json.dumps(r), flush=True)
+
+
+def error_text(e: Exception) -> str:
+    """A row's error: "out of memory", else the exception's type and first line."""
+    if "out of memory" in str(e).lower():
+        return "out of memory"
+    return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
 
 
 RUNNING: list[subprocess.Popen] = []  # the child now running, killed with us on SIGTERM
@@ -325,11 +358,7 @@ def in_child(spec: Spec, variant: str, timeout: float) -> dict:
     """`measure --one VARIANT` in its own process group, killed with its workers after `timeout` seconds;
     what it wrote besides its row goes to our stderr."""
     args = [sys.executable, os.path.abspath(__file__), "measure", "--one", variant, "--spec", json.dumps(asdict(spec))]
-    # Each variant compiles cold (its own Inductor cache) and plans as a first run (its own mutwo cache):
-    # compile times compare, and no variant is served what another compiled.
-    scratch = tempfile.mkdtemp(prefix="mutwo-peer-")
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"),
-           "MUTWO_CACHE_DIR": os.path.join(scratch, "mutwo")}
+    env = {**os.environ, **runner.cold_env()}  # each variant compiles cold and plans as a first run
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          env=env)
     RUNNING[:] = [p]
@@ -369,21 +398,8 @@ def measure_all(spec: Spec, variants: list[str], timeout: float) -> None:
 
 
 def earlier_peaks(spec: Spec) -> dict[str, int]:
-    """Peaks an earlier call measured, for inductor@V when V ran there: the rows of $BENCH_PEAKS (a
-    results.jsonl) of this model, batch and autocast, on a card if this runs on one, without error (one device call cannot run a
-    whole frontier: the ladder in one call, mutwo's backend at its peaks in the next)."""
-    path = os.environ.get("BENCH_PEAKS")
-    if not path:
-        return {}
-    peaks = {}
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            same = r.get("model") == spec.model and r.get("batch") == spec.batch and \
-                r.get("autocast") == spec.autocast and ("card" in r) == spec.device.startswith("cuda")
-            if same and r.get("peak_bytes") and not r.get("error"):
-                peaks[r["variant"]] = int(r["peak_bytes"])
-    return peaks
+    """Peaks an earlier call measured ($BENCH_PEAKS), for inductor@V when V ran there (runner.earlier_peaks)."""
+    return runner.earlier_peaks(spec.model, spec.batch, spec.autocast, spec.device.startswith("cuda"))
 
 
 def keep_partial(r: dict) -> None:
@@ -489,34 +505,146 @@ def largest_all(a: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# dist: data-parallel peers under torchrun.
+# dist: data-parallel peers and mutwo's backend under torchrun.
+
+DIST_VARIANTS = ("ENGINE or ENGINE_HOW: ENGINE ddp, or fsdp (fully_shard per block, then the root); HOW ckpt "
+                 "(per-block checkpointing), compile or compile:X (fsdp: each block compiled, ddp: the whole model; "
+                 "X: activation_memory_budget), mutwo:B (compiled as compile, one mutwo.torch.backend(B) for every "
+                 "graph; B e.g. lowest or 6GiB), mutwo-peak:P (that backend held to a per-rank peak of P bytes)")
 
 
-def dist_step(a: argparse.Namespace) -> None:
-    """One rank of DDP, DDP with per-block checkpointing or FSDP2 (fully_shard per block and on the
-    root) with it; rank 0 prints the largest peak of any rank and its own median step."""
-    import torch.distributed as dist
-    local = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(local)
-    dist.init_process_group("nccl")
-    made = make(a.model, a.batch, f"cuda:{local}")
-    if a.variant != "ddp":
-        checkpoint_blocks(made)
-    if a.variant == "fsdp_ckpt":
+def dist_kind(variant: str) -> tuple[str, str, str]:
+    """"fsdp_compile:0.5" -> ("fsdp", "compile", "0.5"); SystemExit naming the forms for a variant dist does not know."""
+    engine, _, rest = variant.partition("_")
+    how, _, arg = rest.partition(":")
+    ok = engine in ("ddp", "fsdp") and {"": not arg, "ckpt": not arg, "compile": not arg or _number(arg),
+                                         "mutwo": bool(arg), "mutwo-peak": arg.isdigit()}.get(how, False)
+    if not ok:
+        raise SystemExit(f"unknown dist variant {variant!r}; the forms: {DIST_VARIANTS}")
+    return engine, how, arg
+
+
+def _number(text: str) -> bool:
+    try:
+        return float(text) >= 0
+    except ValueError:
+        return False
+
+
+def parallel(engine: str, made: Made, device: str) -> torch.nn.Module:
+    """The model under FSDP2 (fully_shard per block, then on the root) or DDP."""
+    if engine == "fsdp":
         from torch.distributed.fsdp import fully_shard
         for block in made.blocks:
             fully_shard(block)
-        model = fully_shard(made.model)
+        return fully_shard(made.model)
+    ids = [torch.device(device).index] if device.startswith("cuda") else None
+    return torch.nn.parallel.DistributedDataParallel(made.model, device_ids=ids)
+
+
+def dist_compile(engine: str, made: Made, model: torch.nn.Module, variant: str, backend: Any) -> torch.nn.Module:
+    """fsdp: each block compiled (block.compile); ddp: the whole DDP module, whose graph Dynamo's DDP
+    optimizer splits at the gradient buckets. With mutwo's backend (one object for every graph), else
+    Inductor at the variant's activation_memory_budget. Static shapes (dynamic=False), as mutwo plans them."""
+    partition_budget(variant if backend is None else "")
+    options = dict(dynamic=False, **({} if backend is None else {"backend": backend}))
+    if engine == "fsdp":
+        for block in made.blocks:
+            block.compile(**options)
+        return model
+    return torch.compile(model, **options)
+
+
+def dist_budget(how: str, arg: str, device: str, model: torch.nn.Module) -> str:
+    """mutwo's budget: mutwo:B's B; mutwo-peak:P's, each rank's peak_budget of P (as inductor-peak:P),
+    then the lowest of the ranks': the ranks agree on one plan, so one budget holds on all of them."""
+    if how == "mutwo":
+        return arg
+    return f"{min(v[0] for v in every_rank('budget', [peak_budget(int(arg), device, model)]))}B"
+
+
+def step_fields(backend: Any) -> dict:
+    """report_fields' keys of a backend, for the whole step over all its graphs: the step's budget, predicted
+    and (mutwo's own measure) added peak, every graph's chosen plan and recomputed values."""
+    info = mutwo_torch().report(backend)
+    step = info["step"]
+    return {**report_fields("inductor", backend), "budget_bytes": step["budget_bytes"],
+            "predicted_peak_bytes": step["predicted_peak_bytes"], "mutwo_step_peak_bytes": step["measured_peak_bytes"],
+            "chosen": [g["chosen"] for g in info["graphs"]],
+            "recomputed": sum(v["decision"] == "recompute" for g in info["graphs"] for v in g["activations"])}
+
+
+def every_rank(key: str, values: list[float]) -> list[list[float]]:
+    """Every rank's values, rank by rank, exchanged through the process group's store. Not a collective:
+    Gloo's worker thread lets go of a collective's tensors after its caller has returned, and a Python
+    tensor let go of while the interpreter exits aborts the process (seen on the CPU in 1 run of 4)."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d
+    store = distributed_c10d._get_default_store()
+    store.set(f"bench/{key}/{dist.get_rank()}", json.dumps(values))
+    return [json.loads(store.get(f"bench/{key}/{r}")) for r in range(dist.get_world_size())]
+
+
+def dist_measure(a: argparse.Namespace, device: str) -> dict:
+    """This rank's model under the variant, trained (SGD, momentum 0.9) as measure does; the row, its
+    per-rank figures the largest of any rank's: peak_bytes (the whole process), first_step_s, and for
+    mutwo mutwo_step_peak_bytes; within_budget: mutwo's measured step within budget_bytes on every rank."""
+    import torch.distributed as dist
+    engine, how, arg = dist_kind(a.variant)
+    made = make(a.model, a.batch, device, a.small)
+    if getattr(made.model, "config", None) is not None:
+        made.model.config.use_cache = False  # Hugging Face's KV cache: none in training
+    if how == "ckpt":
+        checkpoint_blocks(made)
+    model = parallel(engine, made, device)
+    backend = None
+    if how.startswith("mutwo"):
+        backend = mutwo_torch().backend(dist_budget(how, arg, device, made.model))
+    if how not in ("", "ckpt"):
+        model = dist_compile(engine, made, model, a.variant, backend)
+    opt = torch.optim.SGD(made.model.parameters(), lr=made.lr, momentum=0.9)
+    step = sgd_step(autocast_loss(made.loss_fn, a.autocast, device), model, made.inputs, opt)
+    times, peak, loss = timed_steps(step, a.steps, device, counted=not device.startswith("cuda"))
+    fields = step_fields(backend) if backend is not None else {}
+    budget, ours = fields.get("budget_bytes"), fields.get("mutwo_step_peak_bytes")
+    over = budget is not None and (ours is None or ours > budget)
+    ranks = every_rank("row", [-1 if peak is None else peak, FIRST_STEP_S[0], -1 if ours is None else ours, over])
+    top, first, ours_top, any_over = (max(column) for column in zip(*ranks))
+    r = dict(model=a.model, batch=a.batch, world_size=dist.get_world_size(),
+             system="pytorch" if backend is None else "mutwo", variant=a.variant,
+             peak_bytes=None if top < 0 else int(top), step_ms=round(statistics.median(times), 3),
+             loss=float(loss), steps=a.steps, first_step_s=round(first, 2), **fields)
+    if a.autocast:
+        r["autocast"] = a.autocast
+    if backend is not None:
+        r["mutwo_step_peak_bytes"] = None if ours_top < 0 else int(ours_top)
+        r["within_budget"] = None if budget is None else not any_over
+    if how == "mutwo-peak":
+        r["target_peak_bytes"] = int(arg)
+    return r
+
+
+def dist_step(a: argparse.Namespace) -> None:
+    """One rank of a dist variant (dist_kind): NCCL on CUDA, Gloo on the CPU (--device cpu, where peaks
+    are mutwo's counting allocator's). Rank 0 prints the row; a rank that fails prints an error row
+    naming it and exits non-zero, and torchrun stops the others."""
+    import torch.distributed as dist
+    dist_kind(a.variant)
+    cuda = a.device.startswith("cuda")
+    device = f"cuda:{os.environ['LOCAL_RANK']}" if cuda else "cpu"
+    if cuda:
+        torch.cuda.set_device(device)
     else:
-        model = torch.nn.parallel.DistributedDataParallel(made.model, device_ids=[local])
-    opt = torch.optim.SGD(model.parameters(), lr=made.lr, momentum=0.9)
-    times, peak, loss = timed_steps(sgd_step(made.loss_fn, model, made.inputs, opt), a.steps, "cuda")
-    top = torch.tensor([peak], device=f"cuda:{local}")
-    dist.all_reduce(top, op=dist.ReduceOp.MAX)
+        mutwo_torch().memory("cpu")  # the counting CPU allocator, loaded before the model: the CPU's peaks
+    dist.init_process_group("nccl" if cuda else "gloo")
+    try:
+        r = dist_measure(a, device)
+    except Exception as e:
+        print(json.dumps(dict(model=a.model, batch=a.batch, variant=a.variant, rank=dist.get_rank(),
+                              system="mutwo" if "_mutwo" in a.variant else "pytorch", error=error_text(e))), flush=True)
+        raise
     if dist.get_rank() == 0:
-        print(json.dumps(dict(model=a.model, batch=a.batch, world_size=dist.get_world_size(), system="pytorch",
-                              variant=a.variant, peak_bytes=int(top.item()), step_ms=round(statistics.median(times), 3),
-                              loss=float(loss))), flush=True)
+        print(json.dumps(r), flush=True)
     dist.destroy_process_group()
 
 
@@ -549,8 +677,11 @@ def main() -> None:
     p = sub.add_parser("dist")
     p.add_argument("--model", default="bert-large")
     p.add_argument("--batch", type=int, default=32, help="per rank")
-    p.add_argument("--variant", default="ddp_ckpt", choices=["ddp", "ddp_ckpt", "fsdp_ckpt"])
+    p.add_argument("--variant", default="ddp_ckpt", help=DIST_VARIANTS)
     p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--device", default="cuda", help="cuda (NCCL) or cpu (Gloo)")
+    p.add_argument("--autocast", choices=["bf16", "f16"], help="run the forward under torch.autocast")
+    p.add_argument("--small", action="store_true", help="tiny captured models, for CPU tests")
     a = ap.parse_args()
     if a.command == "largest":
         return largest_all(a)

@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -277,6 +278,32 @@ def build(ctx: Context, timeout: float) -> str:
         raise SystemExit(f"build failed ({done.why()}); the whole output is in {ctx.out}/build.txt")
     ctx.say(f"built in {time.monotonic() - t0:.0f}s")
     return os.path.join(ROOT, "build-cuda", "src", "cli", "mutwo")
+
+
+def earlier_peaks(model: str, batch: int, autocast: Optional[str], on_card: bool, **match: Any) -> dict[str, int]:
+    """Peaks an earlier call measured, by variant, for X@V when V ran there: the rows of $BENCH_PEAKS (a
+    results.jsonl) of this model, batch and autocast, on a card if this runs on one, with every key=value
+    of match, without error (one device call cannot run a whole frontier: the peers in one call, mutwo's
+    backend at their peaks in the next)."""
+    path = os.environ.get("BENCH_PEAKS")
+    if not path:
+        return {}
+    peaks = {}
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            same = r.get("model") == model and r.get("batch") == batch and r.get("autocast") == autocast and \
+                ("card" in r) == on_card and all(r.get(k) == v for k, v in match.items())
+            if same and r.get("peak_bytes") and not r.get("error"):
+                peaks[r["variant"]] = int(r["peak_bytes"])
+    return peaks
+
+
+def cold_env() -> dict[str, str]:
+    """A run's own Inductor and mutwo caches, in a fresh folder: it compiles cold and plans as a first run,
+    so compile times compare and no run is served what another compiled."""
+    scratch = tempfile.mkdtemp(prefix="mutwo-peer-")
+    return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"), "MUTWO_CACHE_DIR": os.path.join(scratch, "mutwo")}
 
 
 def measure_peers(ctx: Context, what: str, model: str, batch: int, variants: list[str], steps: int,

@@ -159,6 +159,63 @@ def test_dist_runs_mutwo_and_the_peers_under_torchrun(tmp_path) -> None:
     assert {after(c, "--variant") for c in fake.find("dist")} == {"ddp", "ddp_ckpt", "fsdp_ckpt"}
 
 
+def test_dist_compile_runs_every_peer_first_then_mutwo_at_their_peaks(tmp_path, monkeypatch) -> None:
+    def peer(argv: list[str]) -> str:  # rank 0's row; each peer's peak told apart by its variant
+        v = after(argv, "--variant")
+        return json.dumps(dict(model=after(argv, "--model"), batch=int(after(argv, "--batch")), world_size=2,
+                               variant=v, peak_bytes=1000 + len(v), **({"autocast": "bf16"} if "--autocast" in argv
+                                                                       else {})))
+    earlier = tmp_path / "earlier.jsonl"  # an earlier call's fsdp_ckpt of llama1b, on a card, two ranks
+    earlier.write_text(json.dumps(dict(model="llama1b", batch=4, autocast="bf16", card="H200", world_size=2,
+                                       variant="fsdp_ckpt", peak_bytes=77)) + "\n")
+    monkeypatch.setenv("BENCH_PEAKS", str(earlier))
+    fake = Fake([(has("dist"), peer)])
+    _, s = resolve("dist-compile", {"variants": ["fsdp_compile:0.5", "fsdp_mutwo@fsdp_compile:0.5", "ddp",
+                                                 "fsdp_mutwo@fsdp_ckpt", "fsdp_mutwo:lowest"]})
+    SUITES["dist-compile"](context(tmp_path, fake), s)
+    runs = [(after(c, "--model"), after(c, "--variant")) for c in fake.calls]
+    at = f"fsdp_mutwo-peak:{1000 + len('fsdp_compile:0.5')}"
+    assert runs == [("gpt2-medium", "fsdp_compile:0.5"), ("gpt2-medium", "ddp"), ("llama1b", "fsdp_compile:0.5"),
+                    ("gpt2-medium", at), ("gpt2-medium", "fsdp_mutwo:lowest"),  # fsdp_ckpt's peak: none
+                    ("llama1b", at), ("llama1b", "fsdp_mutwo-peak:77"), ("llama1b", "fsdp_mutwo:lowest")]  # no DDP
+    assert all(c[1:3] == ["-m", "torch.distributed.run"] and after(c, "--nproc-per-node") == "2" for c in fake.calls)
+    assert all(("--autocast" in c) == (after(c, "--model") == "llama1b") for c in fake.calls)
+    rows = [json.loads(line) for line in open(tmp_path / "out" / "results.jsonl")]
+    missing = [r for r in rows if r["variant"] == "fsdp_mutwo@fsdp_ckpt" and r["model"] == "gpt2-medium"]
+    assert len(missing) == 1 and "fsdp_ckpt has no measured peak" in missing[0]["error"]
+    assert {r["variant"] for r in rows} >= {"fsdp_mutwo@fsdp_compile:0.5", "fsdp_mutwo:lowest"}
+
+
+def test_dist_compile_dry_run_prints_its_command_lines(tmp_path, capsys) -> None:
+    run.main(["dist-compile", "--dry-run", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("would run:")]
+    # The peers (five FSDP2 per model, five DDP for gpt2-medium) and mutwo's lowest per model; mutwo at a
+    # peer's peak needs that peak, so a dry run leaves it out.
+    assert len(lines) == 17 and sum("--variant fsdp_mutwo:lowest" in line for line in lines) == 2
+    assert not [line for line in lines[:15] if "_mutwo" in line.split("--variant")[1]]  # the peers first
+    assert all("torch.distributed.run --standalone --nproc-per-node 2 bench/peers.py dist" in line for line in lines)
+    assert sum("--model llama1b --batch 4" in line and "--autocast bf16" in line for line in lines) == 6
+
+
+def test_dist_compile_under_torchrun_on_the_cpu(tmp_path) -> None:
+    """Two Gloo ranks, the tiny decoder: FSDP2 with each block compiled, mutwo's backend held to its
+    measured per-rank peak, DDP with the whole model compiled; each rank within mutwo's budget."""
+    run.main(["dist-compile", "--models", "llama:8", "--variants", "fsdp_compile,fsdp_mutwo@fsdp_compile,ddp_compile",
+              "--small", "--device", "cpu", "--mutwo", MUTWO, "--deadline", "0", "--steps", "3",
+              "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
+    by = {r["variant"]: r for r in map(json.loads, open(tmp_path / "out" / "results.jsonl"))}
+    assert not [r["error"] for r in by.values() if "error" in r], by
+    peer, ours = by["fsdp_compile"], by["fsdp_mutwo@fsdp_compile"]
+    assert peer["system"] == "pytorch" and peer["world_size"] == 2 and peer["peak_bytes"] > 0
+    assert ours["system"] == "mutwo" and ours["target_peak_bytes"] == peer["peak_bytes"]
+    assert {"budget_bytes", "predicted_peak_bytes", "mutwo_step_peak_bytes", "compiles", "graphs", "first_step_s",
+            "step_ms", "within_budget", "peak_valid"} <= set(ours)
+    assert ours["within_budget"] is True and 0 < ours["mutwo_step_peak_bytes"] <= ours["budget_bytes"]
+    assert ours["compiles"] >= 1 and ours["first_step_s"] > 0 and ours["peak_valid"]
+    losses = [by[v]["loss"] for v in ("fsdp_compile", "fsdp_mutwo@fsdp_compile", "ddp_compile")]
+    assert max(losses) - min(losses) <= 1e-4 * abs(losses[0]), losses  # the same training, three ways
+
+
 @pytest.mark.skipif(not os.path.exists(MUTWO), reason=f"no mutwo CLI at {MUTWO} (set MUTWO_BIN)")
 def test_an_earlier_calls_peaks_serve_inductor_at(tmp_path, monkeypatch) -> None:
     """BENCH_PEAKS: the ladder's peaks from an earlier call, same model, batch, autocast and card kind."""

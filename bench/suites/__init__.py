@@ -10,7 +10,7 @@ from runner import Context
 from suites.captured import graph, wrap, wrap_check
 from suites.cards import capped, shared_card
 from suites.floors import replay, swap
-from suites.scale import dist, sweep
+from suites.scale import dist, dist_compiled, sweep
 from suites.zoo import ops, zoo
 
 Suite = Callable[[Context, Settings], None]
@@ -18,5 +18,6 @@ Suite = Callable[[Context, Settings], None]
 SUITES: dict[str, Suite] = {
     "zoo": zoo, "ops": ops, "graph": graph, "wrap": wrap, "wrap-check": wrap_check, "replay": replay, "swap": swap,
     "capped": capped, "shared-card": shared_card, "sweep": sweep, "dist": dist,
+    "dist-compile": dist_compiled,
 }
-RANKS = {"dist"}  # suites whose --gpus is the ranks of one job; the others spread one-card jobs over --gpus cards
+RANKS = {"dist", "dist-compile"}  # suites whose --gpus is the ranks of one job; the others spread one-card jobs over --gpus cards

@@ -12,12 +12,19 @@
 # under torchrun on 1 and --gpus GPUs; then PyTorch's DDP, DDP with per-block checkpointing and FSDP2
 # with checkpointing on 1 and --gpus GPUs (bench/peers.py dist). Rank 0's rows. Steps: --steps (5).
 # Timeouts: run (300 s), optimize (400), peer (300).
+# dist-compile, per MODEL:BATCH[:bf16] (batch per rank; bf16: the forward under torch.autocast), on --gpus
+# ranks under torchrun, bench/peers.py dist with each of --variants (default configs.DIST_COMPILE): FSDP2
+# plain, with per-block checkpointing, with each block compiled at activation_memory_budget 1, 0.5 and 0.2;
+# mutwo's backend held to each of those per-rank peaks (ENGINE_mutwo@V: V's peak in this call, else in
+# $BENCH_PEAKS) and at its lowest; the same with DDP (whole model compiled), but not for FSDP_ONLY's models.
+# Every peer of every model first, then the mutwo runs; each run in its own torchrun with cold caches, its
+# row written as it comes. Steps: --steps (5). Timeouts: peer (300 s), mutwo (300).
 from __future__ import annotations
 
 import time
 
-from configs import Settings, entries
-from runner import Context, measure_peers
+from configs import Entry, Settings, entries
+from runner import Context, cold_env, earlier_peaks, measure_peers
 
 
 def sweep(ctx: Context, s: Settings) -> None:
@@ -100,3 +107,44 @@ def dist(ctx: Context, s: Settings) -> None:
                     ctx.emit(done.json(), f"dist: PyTorch {v} on {n} GPUs", nproc=n)
                 else:
                     ctx.say(f"peer {e.model} {v} x {n}: {done.why()}")
+
+
+FSDP_ONLY = ("llama1b",)  # dist-compile's models that do not run under DDP (a replica of 1 B parameters per rank)
+
+
+def dist_compiled(ctx: Context, s: Settings) -> None:
+    runs = [(e, b, v) for e in entries(s) for b in e.batches or [DIST_BATCH.get(e.model, 8)] for v in s.variants
+            if not v.startswith("ddp") or e.model not in FSDP_ONLY]
+    for e, batch, variant in sorted(runs, key=lambda r: "_mutwo" in r[2]):  # stable: the peers first
+        dist_variant(ctx, s, e, batch, variant)
+
+
+def dist_variant(ctx: Context, s: Settings, e: Entry, batch: int, variant: str) -> None:
+    """One variant under torchrun on s.gpus ranks, its row (or an error row) written now; ENGINE_mutwo@V
+    runs as ENGINE_mutwo-peak:P, P the peak V measured (per rank, the largest of any rank's)."""
+    autocast, mutwo = e.extra or None, "_mutwo" in variant
+    base = dict(model=e.model, batch=batch, variant=variant, system="mutwo" if mutwo else "pytorch",
+                world_size=s.gpus, **({"autocast": autocast} if autocast else {}))
+    what = f"dist-compile: {variant} on {s.gpus} GPUs"
+    run = variant
+    if "@" in variant:
+        head, _, at = variant.partition("@")
+        match = dict(model=e.model, batch=batch, autocast=autocast, world_size=s.gpus)
+        peak = ctx.find("peak_bytes", variant=at, **match) or earlier_peaks(
+            e.model, batch, autocast, ctx.device.startswith("cuda"), world_size=s.gpus).get(at)
+        if peak is None:
+            ctx.say(f"{e.model} {variant}: {at} has no measured peak in this call or in $BENCH_PEAKS")
+            ctx.emit(dict(base, error=f"{at} has no measured peak in this call or in $BENCH_PEAKS"), what)
+            return
+        run = f"{head}-peak:{peak}"
+    argv = torchrun(ctx, s.gpus, "bench/peers.py", "dist", "--model", e.model, "--batch", str(batch), "--variant",
+                    run, "--steps", str(s.steps or 5), "--device", ctx.device,
+                    *(["--autocast", autocast] if autocast else []), *(["--small"] if s.small else []))
+    t0 = time.monotonic()
+    done = ctx.run(argv, s.timeout("mutwo" if mutwo else "peer", 300), cold_env())
+    row = done.json()
+    if row is None:
+        if not ctx.dry:
+            ctx.say(f"{e.model} {variant}: {done.why()}")
+        row = dict(base, error=done.why())
+    ctx.emit(dict(row, variant=variant), what, nproc=s.gpus, seconds=int(time.monotonic() - t0))
