@@ -103,6 +103,7 @@ def fan_out(ctx: Context, s: Settings, argv: list[str]) -> None:
     turn; then their rows together in $OUT/results.jsonl (each child tagged its own)."""
     jobs = units(s)
     dirs = [os.path.join(ctx.out, f"unit{k}") for k in range(len(jobs))]
+    shares = core_shares(s.gpus)
 
     def card(g: int) -> None:
         for k in range(g, len(jobs), s.gpus):
@@ -110,7 +111,8 @@ def fan_out(ctx: Context, s: Settings, argv: list[str]) -> None:
             child = [ctx.python, os.path.abspath(__file__), *argv, "--gpus", "1", "--unit", str(k), "--out", dirs[k],
                      "--mutwo", ctx.mutwo, "--deadline", str(left)] + (["--dry-run"] if ctx.dry else [])
             ctx.say(f"card {g}: {' '.join(jobs[k].models)} {' '.join(jobs[k].caps)}")
-            done = ctx.run(child, left or 10**7, {"CUDA_VISIBLE_DEVICES": str(g), "MUTWO_COMMIT": ctx.tags["commit"]})
+            done = ctx.run(child, left or 10**7, {"CUDA_VISIBLE_DEVICES": str(g), "MUTWO_COMMIT": ctx.tags["commit"],
+                                                  "BENCH_CORES": shares[g]})
             if done.rc != 0:
                 ctx.say(f"card {g}, job {k}: {done.why()}")
     threads = [threading.Thread(target=card, args=(g,)) for g in range(min(s.gpus, len(jobs)))]
@@ -122,6 +124,21 @@ def fan_out(ctx: Context, s: Settings, argv: list[str]) -> None:
         for d in dirs:
             if os.path.exists(os.path.join(d, "results.jsonl")):
                 f.write(open(os.path.join(d, "results.jsonl")).read())
+
+
+def core_shares(cards: int) -> list[str]:
+    """This process's cores in `cards` equal runs, one per card ("0,1,2,..."): a card's step times are
+    not disturbed by another card's compiles (the H200 pair's first frontier run, docs/gpu.md), and
+    Inductor sizes its compile workers to the share (sched_getaffinity)."""
+    cores = sorted(os.sched_getaffinity(0))
+    per = max(1, len(cores) // cards)
+    return [",".join(map(str, cores[g * per:(g + 1) * per] or cores)) for g in range(cards)]
+
+
+def keep_to_cores() -> None:
+    """A card's child runner (fan_out) keeps itself, and so every process it starts, to its share."""
+    if os.environ.get("BENCH_CORES"):
+        os.sched_setaffinity(0, {int(c) for c in os.environ["BENCH_CORES"].split(",")})
 
 
 def dry_call(argv: list[str], timeout: float, env: dict[str, str]) -> Done:
@@ -173,6 +190,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     suite, s = resolve(a.config, overrides(a))
     if a.unit is not None:
         s = units(s)[a.unit]
+        keep_to_cores()
     ctx = context(a, a.config)
     ctx.say(f"card: {ctx.tags['card']}; torch {ctx.tags['torch']}; transformers {ctx.tags.get('transformers')}; "
             f"commit {ctx.tags['commit']}; config {a.config} (suite {suite}); mutwo {ctx.mutwo}")

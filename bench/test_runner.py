@@ -197,6 +197,19 @@ def test_dist_compile_dry_run_prints_its_command_lines(tmp_path, capsys) -> None
     assert sum("--model llama1b --batch 4" in line and "--autocast bf16" in line for line in lines) == 6
 
 
+def test_cards_run_on_shares_of_the_cores(tmp_path, capsys) -> None:
+    """--gpus N: each card's runner on its own share of the cores, the shares apart and all of them used."""
+    cores = sorted(os.sched_getaffinity(0))
+    shares = [[int(c) for c in s.split(",")] for s in run.core_shares(2)]
+    if len(cores) >= 2:
+        assert not set(shares[0]) & set(shares[1]) and set(shares[0]) | set(shares[1]) <= set(cores)
+        assert len(shares[0]) == len(shares[1]) == len(cores) // 2
+    run.main(["frontier", "--dry-run", "--gpus", "2", "--models", "llama:8:bf16", "bert:32", "--variants", "compile",
+              "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("would run:")]
+    assert [line.split("BENCH_CORES=")[1].split()[0] for line in lines] == run.core_shares(2)
+
+
 def test_dist_compile_under_torchrun_on_the_cpu(tmp_path) -> None:
     """Two Gloo ranks, the tiny decoder: FSDP2 with each block compiled, mutwo's backend held to its
     measured per-rank peak, DDP with the whole model compiled; each rank within mutwo's budget."""
