@@ -32,6 +32,16 @@ def load(path: str) -> tuple[dict, str]:
     return rows, card
 
 
+def predicted_measured(m: dict) -> str:
+    """The chosen plan's added peak, "predicted / measured" MiB: its graph's last compile's prediction,
+    made before it ran, where the row has it (one graph); else the row's step figures."""
+    attempts = m.get("attempts") or []
+    if len(attempts) == 1 and attempts[0] and attempts[0][-1].get("measured"):
+        last = attempts[0][-1]
+        return f"{mib(last['predicted'])} / {mib(last['measured'])}"
+    return f"{mib(m['predicted_peak_bytes'])} / {mib(m['mutwo_step_peak_bytes'])}"
+
+
 def table(model: str, rows: dict) -> list[str]:
     out = [f"\n{model}\n", "| X | compile:X peak MiB | step ms | first step s | mutwo peak MiB | step ms | "
            "× compile's | compiles | first step s | plan | predicted / measured added MiB |",
@@ -46,15 +56,13 @@ def table(model: str, rows: dict) -> list[str]:
             continue
         ratio = f"{m['step_ms'] / c['step_ms']:.3f}" if m.get("step_ms") else ""
         mutwo = (f"{mib(m['peak_bytes'])} | {m['step_ms']:.1f} | {ratio} | {m.get('compiles')} | "
-                 f"{m.get('first_step_s')} | {m.get('chosen')} | {mib(m['predicted_peak_bytes'])} / "
-                 f"{mib(m['mutwo_step_peak_bytes'])}" if m.get("peak_bytes") else
+                 f"{m.get('first_step_s')} | {m.get('chosen')} | {predicted_measured(m)}" if m.get("peak_bytes") else
                  f"{m.get('error', 'not run')[:80]} | | | | | | ")
         out.append(f"| {x} | {mib(c['peak_bytes'])} | {c['step_ms']:.1f} | {c.get('first_step_s')} | {mutwo} |")
     low = rows.get("inductor:lowest")
     if low and low.get("peak_bytes"):
         out.append(f"| lowest | | | | {mib(low['peak_bytes'])} | {low['step_ms']:.1f} | | {low.get('compiles')} | "
-                   f"{low.get('first_step_s')} | {low.get('chosen')} | {mib(low['predicted_peak_bytes'])} / "
-                   f"{mib(low['mutwo_step_peak_bytes'])} |")
+                   f"{low.get('first_step_s')} | {low.get('chosen')} | {predicted_measured(low)} |")
     return out
 
 

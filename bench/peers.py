@@ -231,15 +231,21 @@ def report_fields(variant: str, reported: Any) -> dict:
         return dict(graphs=len(reported.graphs))
     if variant.startswith("inductor"):
         info = mutwo_torch().report(reported)
-        return dict(graphs=len(info["graphs"]), budget_bytes=info["budget_bytes"],
-                    predicted_peak_bytes=info["predicted_peak_bytes"],
-                    mutwo_step_peak_bytes=info["measured_peak_bytes"],
+        step = info["step"]  # the whole step's figures, over every graph (a graph break makes several)
+        return dict(graphs=len(info["graphs"]), budget_bytes=step["budget_bytes"],
+                    predicted_peak_bytes=step["predicted_peak_bytes"],
+                    mutwo_step_peak_bytes=step["measured_peak_bytes"],
+                    # per graph, per compile: the plan, its prediction before it ran (corrected by what
+                    # the compiles before it measured), and what it measured
+                    attempts=[[dict(chosen=a["chosen"], predicted=a["predicted_peak_bytes"],
+                                    measured=max(a["measured_peak_bytes"], default=None)) for a in g["attempts"]]
+                              for g in info["graphs"]],
                     recompilations=sum(g["recompilations"] for g in info["graphs"]),
                     compiles=sum(g["compiles"] for g in info["graphs"]), chosen=info["chosen"],
                     residual_cached=info["residual_cached"], predicted_extra_ms=info["predicted_extra_ms"],
                     compile_s=round(sum(a["compile_seconds"] for g in info["graphs"] for a in g["attempts"]), 2),
                     plan_s=round(sum(a["plan_seconds"] for g in info["graphs"] for a in g["attempts"]), 2),
-                    recomputed=sum(a["decision"] == "recompute" for a in info["activations"]),
+                    recomputed=sum(v["decision"] == "recompute" for g in info["graphs"] for v in g["activations"]),
                     loss_chunk_rows=[g.get("loss_chunk_rows") for g in info["graphs"]],
                     # Each measured step resets the allocator's peak at the graphs' boundaries: past the
                     # warm-up steps (timed_steps), the row's peak_bytes may miss the step's peak.
@@ -564,14 +570,9 @@ def dist_budget(how: str, arg: str, device: str, model: torch.nn.Module) -> str:
 
 
 def step_fields(backend: Any) -> dict:
-    """report_fields' keys of a backend, for the whole step over all its graphs: the step's budget, predicted
-    and (mutwo's own measure) added peak, every graph's chosen plan and recomputed values."""
+    """report_fields' keys of a backend (the whole step's figures), with every graph's chosen plan."""
     info = mutwo_torch().report(backend)
-    step = info["step"]
-    return {**report_fields("inductor", backend), "budget_bytes": step["budget_bytes"],
-            "predicted_peak_bytes": step["predicted_peak_bytes"], "mutwo_step_peak_bytes": step["measured_peak_bytes"],
-            "chosen": [g["chosen"] for g in info["graphs"]],
-            "recomputed": sum(v["decision"] == "recompute" for g in info["graphs"] for v in g["activations"])}
+    return {**report_fields("inductor", backend), "chosen": [g["chosen"] for g in info["graphs"]]}
 
 
 def every_rank(key: str, values: list[float]) -> list[list[float]]:
