@@ -32,6 +32,9 @@ def load(path: str) -> tuple[dict, str]:
     return rows, card
 
 
+LOWEST = {"inductor:lowest": "lowest", "inductor-unchunked:lowest": "lowest, loss whole"}  # variant: label
+
+
 def predicted_measured(m: dict) -> str:
     """The chosen plan's added peak, "predicted / measured" MiB: its graph's last compile's prediction,
     made before it ran, where the row has it (one graph); else the row's step figures."""
@@ -59,10 +62,11 @@ def table(model: str, rows: dict) -> list[str]:
                  f"{m.get('first_step_s')} | {m.get('chosen')} | {predicted_measured(m)}" if m.get("peak_bytes") else
                  f"{m.get('error', 'not run')[:80]} | | | | | | ")
         out.append(f"| {x} | {mib(c['peak_bytes'])} | {c['step_ms']:.1f} | {c.get('first_step_s')} | {mutwo} |")
-    low = rows.get("inductor:lowest")
-    if low and low.get("peak_bytes"):
-        out.append(f"| lowest | | | | {mib(low['peak_bytes'])} | {low['step_ms']:.1f} | | {low.get('compiles')} | "
-                   f"{low.get('first_step_s')} | {low.get('chosen')} | {predicted_measured(low)} |")
+    for variant, label in LOWEST.items():
+        low = rows.get(variant)
+        if low and low.get("peak_bytes"):
+            out.append(f"| {label} | | | | {mib(low['peak_bytes'])} | {low['step_ms']:.1f} | | {low.get('compiles')} | "
+                       f"{low.get('first_step_s')} | {low.get('chosen')} | {predicted_measured(low)} |")
     return out
 
 
@@ -71,15 +75,14 @@ def plot(model: str, rows: dict, card: str, out: str) -> None:
     for variant, r in rows.items():
         if not r.get("peak_bytes"):
             continue
-        label = variant.split(":", 1)[1] if ":" in variant and not variant.startswith("inductor@") else ""
         if variant.startswith("compile"):
             series["torch.compile, activation_memory_budget X"].append((r, variant.split(":", 1)[1] if ":" in variant
                                                                           else "1"))
         elif variant.startswith("inductor@"):
             at = variant.split("@", 1)[1]
             series["mutwo held to the compile:X peak"].append((r, at.split(":", 1)[1] if ":" in at else "1"))
-        elif variant == "inductor:lowest":
-            series["mutwo, lowest"].append((r, label or "lowest"))
+        elif variant in LOWEST:
+            series["mutwo, lowest"].append((r, LOWEST[variant]))
     name = f"frontier_{model}"
     with open(os.path.join(out, name + ".dat"), "w") as f:
         for title, pts in series.items():
@@ -87,7 +90,7 @@ def plot(model: str, rows: dict, card: str, out: str) -> None:
             for r, x in sorted(pts, key=lambda p: p[0]["step_ms"]):
                 f.write(f"{r['step_ms']:.3f}\t{r['peak_bytes'] / 2**20:.1f}\t{x}\n")
             f.write("\n\n")
-    styles = ["lp pt 5 ps 1.4 lc rgb '#d62728'", "lp pt 7 ps 1.4 lc rgb '#1f77b4'", "p pt 9 ps 2 lc rgb '#2ca02c'"]
+    styles = ["p pt 5 ps 1.4 lc rgb '#d62728'", "p pt 7 ps 1.4 lc rgb '#1f77b4'", "p pt 9 ps 2 lc rgb '#2ca02c'"]
     plots = ", ".join(f"'{name}.dat' index {i} using 1:2 with {styles[i]} title '{t}', "
                       f"'' index {i} using 1:2:3 with labels offset 1.2,0.6 font ',9' notitle"
                       for i, t in enumerate(series))
