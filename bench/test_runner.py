@@ -261,3 +261,22 @@ def test_first_step_refuses_a_variant_it_does_not_know() -> None:
     done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "first_step.py"), "compile"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and "give plain, compile:X" in done.stderr, done.stderr[-2000:]
+
+
+def test_the_frontier_table_reads_the_chosen_plans_own_prediction(tmp_path) -> None:
+    """frontier_plot's table: per X compile's point beside mutwo's, the × ratio, the last compile's prediction
+    made before it ran (not the step's, corrected by its own measurement), and both lowest rows."""
+    import frontier_plot
+    mib = 2**20
+    rows = [dict(model="m", variant="compile:0.5", peak_bytes=100 * mib, step_ms=10.0, first_step_s=3.0),
+            dict(model="m", variant="inductor@compile:0.5", peak_bytes=90 * mib, step_ms=11.0, compiles=2,
+                 chosen="mutwo:3", predicted_peak_bytes=50 * mib, mutwo_step_peak_bytes=50 * mib,
+                 attempts=[[dict(chosen="compile:1", predicted=40 * mib, measured=70 * mib),
+                            dict(chosen="mutwo:3", predicted=55 * mib, measured=50 * mib)]]),
+            dict(model="m", variant="inductor-unchunked:lowest", peak_bytes=80 * mib, step_ms=12.0,
+                 predicted_peak_bytes=30 * mib, mutwo_step_peak_bytes=33 * mib)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = "\n".join(frontier_plot.table("m", frontier_plot.load(str(path))[0]["m"]))
+    assert "| 0.5 | 100 | 10.0 | 3.0 | 90 | 11.0 | 1.100 | 2 |" in table and "| mutwo:3 | 55 / 50 |" in table
+    assert "| lowest, loss whole | | | | 80 | 12.0 |" in table and "| 30 / 33 |" in table
