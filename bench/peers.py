@@ -236,9 +236,11 @@ def report_fields(variant: str, reported: Any) -> dict:
                     predicted_peak_bytes=step["predicted_peak_bytes"],
                     mutwo_step_peak_bytes=step["measured_peak_bytes"],
                     # per graph, per compile: the plan, its prediction before it ran (corrected by what
-                    # the compiles before it measured), and what it measured
+                    # the compiles before it measured), what it measured, and Inductor's own estimate of
+                    # its forward's and backward's peaks (torch._inductor.memory, for the model's misses)
                     attempts=[[dict(chosen=a["chosen"], predicted=a["predicted_peak_bytes"],
-                                    measured=max(a["measured_peak_bytes"], default=None)) for a in g["attempts"]]
+                                    measured=max(a["measured_peak_bytes"], default=None),
+                                    inductor=a["inductor_estimated_peak_bytes"]) for a in g["attempts"]]
                               for g in info["graphs"]],
                     recompilations=sum(g["recompilations"] for g in info["graphs"]),
                     compiles=sum(g["compiles"] for g in info["graphs"]), chosen=info["chosen"],
