@@ -73,10 +73,15 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
     program_.push_back(std::move(ins));
     swaps_ |= node.op == "swap_in";  // every swap copies back (rewrite/swap.h)
   }
-  MUTWO_CHECK(!options_.arena || options_.device.is_cpu(),
-              "--arena: serving a step from its arena runs on the CPU only so far (CUDA needs the caching allocator "
-              "wrapped, not written yet); leave out --arena on {}",
-              options_.device.str());
+  // On CUDA the arena serves ahead of the caching allocator (cuda_source.cpp), on the executor's stream. Not
+  // yet with a copy stream writing into it, nor inside a captured graph's private pool.
+  MUTWO_CHECK(!options_.arena || !options_.device.is_cuda() || !swaps_,
+              "--arena on CUDA with a swapped step: swap_in's copy would write an arena block on the copy stream "
+              "before the compute stream is done with the block's earlier tenant; plan it with --no-swap, or leave "
+              "out --arena");
+  MUTWO_CHECK(!options_.arena || !options_.device.is_cuda() || !options_.cuda_graph,
+              "--arena with --cuda-graph: a captured step allocates from the graph's own pool, which the arena does "
+              "not serve yet; leave out one of them");
   if (options_.arena)
     arena_ = std::make_shared<Arena>(
         graph_, analysis::plan_arena(graph_, liveness_, {options_.device.is_cuda() ? 512 : 64, options_.arena_workspace}));

@@ -26,6 +26,7 @@
 #endif
 
 #include "runtime/device_memory.h"
+#include "runtime/served.h"
 #include "support/error.h"
 #include "support/units.h"
 
@@ -66,27 +67,14 @@ class CountingAllocator final : public c10::Allocator {
   }
 
   std::shared_ptr<AllocationSource> set_source(std::shared_ptr<AllocationSource> source) {
-    std::lock_guard<std::mutex> lock(mu_);
-    source_thread_ = std::this_thread::get_id();
-    std::swap(source_, source);
-    return source;
+    return served_.set(std::move(source));
   }
 
   static CountingAllocator* instance;
 
  private:
   c10::DataPtr allocate_impl(size_t n) const {
-    std::shared_ptr<AllocationSource> source;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (source_ && n > 0 && std::this_thread::get_id() == source_thread_) source = source_;
-    }
-    if (source)
-      if (void* p = source->take(n)) {
-        std::lock_guard<std::mutex> lock(mu_);
-        served_.emplace(p, std::move(source));
-        return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
-      }
+    if (void* p = served_.take(n)) return {p, p, &release, c10::Device(c10::DeviceType::CPU)};
     if (limit_ > 0) {
       std::lock_guard<std::mutex> lock(mu_);
       TORCH_CHECK(stats_.current + static_cast<int64_t>(n) <= limit_, "CPU out of memory: allocating ", n, " bytes with ",
@@ -108,21 +96,8 @@ class CountingAllocator final : public c10::Allocator {
     // raw_allocate(0) hands out nullptr (allocate_impl does not track empty
     // allocations) and raw_deallocate gives it back here, as oneDNN's gelu
     // does with an empty scratchpad: like free(nullptr), a no-op.
-    if (p == nullptr) return;
+    if (p == nullptr || instance->served_.give_back(p)) return;
     c10::DataPtr inner;
-    std::shared_ptr<AllocationSource> source;
-    {
-      std::lock_guard<std::mutex> lock(instance->mu_);
-      // Served by a source first: its memory's own allocation may start at the same address.
-      if (auto s = instance->served_.find(p); s != instance->served_.end()) {
-        source = std::move(s->second);
-        instance->served_.erase(s);
-      }
-    }
-    if (source) {
-      source->give_back(p);  // the source, perhaps its memory too, is let go here, outside the lock
-      return;
-    }
     {
       std::lock_guard<std::mutex> lock(instance->mu_);
       auto it = instance->table_.find(p);
@@ -142,9 +117,7 @@ class CountingAllocator final : public c10::Allocator {
   mutable std::mutex mu_;
   mutable MemoryStats stats_;
   mutable std::unordered_map<void*, Entry> table_;
-  mutable std::unordered_map<void*, std::shared_ptr<AllocationSource>> served_;  // by the source, not counted
-  std::shared_ptr<AllocationSource> source_;  // asked first, for allocations on source_thread_
-  std::thread::id source_thread_;
+  mutable Served served_;  // by the installed source first, not counted
   int64_t limit_ = 0;  // 0: none
 };
 
