@@ -138,7 +138,8 @@ class ServingAllocator final : public cca::CUDAAllocator {
                                               std::shared_ptr<cca::AllocatorState> state) override {
     return base_->setCheckpointPoolState(device, std::move(state));
   }
-  std::string name() override { return "mutwo:" + base_->name(); }
+  // PyTorch branches on the backend's name ("native", "cudaMallocAsync"): the wrapped one's.
+  std::string name() override { return base_->name(); }
 
  private:
   cca::CUDAAllocator* base_;
