@@ -34,7 +34,7 @@ namespace cca = c10::cuda::CUDACachingAllocator;
 
 class ServingAllocator final : public cca::CUDAAllocator {
  public:
-  explicit ServingAllocator(cca::CUDAAllocator* base) : base_(base) {}
+  explicit ServingAllocator(cca::CUDAAllocator* base) : base_(base), base_raw_deleter_(base->raw_deleter()) {}
 
   static ServingAllocator* instance;
   Served served;
@@ -47,8 +47,13 @@ class ServingAllocator final : public cca::CUDAAllocator {
     const bool was_served = instance->served.give_back(p);
     MUTWO_ASSERT(was_served, "CUDA allocation source: freeing {} it did not serve", p);
   }
+  // Allocator::raw_allocate hands out allocate()'s pointer and frees it through
+  // raw_deleter(): the source's, or the caching allocator's own.
+  static void raw_delete_any(void* p) {
+    if (!instance->served.give_back(p)) instance->base_raw_deleter_(p);
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &raw_delete_any; }
   void copy_data(void* dest, const void* src, std::size_t count) const override { base_->copy_data(dest, src, count); }
-  c10::DeleterFnPtr raw_deleter() const override { return base_->raw_deleter(); }
 
   // What the source serves lives in its own block, on the executor's stream,
   // for as long as the step: another stream's use adds nothing to wait for.
@@ -56,7 +61,9 @@ class ServingAllocator final : public cca::CUDAAllocator {
     if (ptr.get_deleter() != &release) base_->recordStream(ptr, stream);
   }
   void* getBaseAllocation(void* ptr, size_t* size) override {
-    return served.has(ptr) ? ptr : base_->getBaseAllocation(ptr, size);
+    if (!served.has(ptr)) return base_->getBaseAllocation(ptr, size);
+    if (size != nullptr) *size = 0;  // a block of the source's, its size the source's own
+    return ptr;
   }
 
   // Everything else is the caching allocator's.
@@ -143,6 +150,7 @@ class ServingAllocator final : public cca::CUDAAllocator {
 
  private:
   cca::CUDAAllocator* base_;
+  c10::DeleterFnPtr base_raw_deleter_;
 };
 
 ServingAllocator* ServingAllocator::instance = nullptr;
