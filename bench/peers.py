@@ -43,6 +43,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 import runner  # noqa: E402
+from runner import system_of  # noqa: E402
 from models import Made, make  # noqa: E402
 
 UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
@@ -59,11 +60,6 @@ class Spec:
     autocast: Optional[str] = None  # bf16 or f16: the forward under torch.autocast
     small: bool = False  # tiny captured models, for CPU tests
     trace: bool = False  # print one step's GPU time by op (torch.profiler)
-
-
-def system_of(variant: str) -> str:
-    """mutwo for mutwo.torch's variants (wrap, backend, inductor), else pytorch."""
-    return "mutwo" if variant.startswith(("wrap:", "backend:", "inductor")) else "pytorch"
 
 
 def row(spec: Spec, variant: str, system: str = "", **fields: Any) -> dict:

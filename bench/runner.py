@@ -317,5 +317,12 @@ def measure_peers(ctx: Context, what: str, model: str, batch: int, variants: lis
                      timeout=per_variant * len(variants) + 60)
     rows = ctx.emit_all(done, what)
     got = {r.get("variant") for r in rows}
-    return rows + [ctx.emit(dict(model=model, batch=batch, system="pytorch", variant=v, error=done.why()), what)
+    # The call's time ran out (the variants before took it), or the runner itself failed: not the variant's doing.
+    why = "not run: out of the call's time" if done.timed_out else f"not run: bench/peers.py measure ended, {done.why()}"
+    return rows + [ctx.emit(dict(model=model, batch=batch, system=system_of(v), variant=v, error=why), what)
                    for v in variants if v not in got]
+
+
+def system_of(variant: str) -> str:
+    """mutwo for mutwo.torch's variants (wrap, backend, inductor), else pytorch."""
+    return "mutwo" if variant.startswith(("wrap:", "backend:", "inductor")) else "pytorch"

@@ -282,3 +282,15 @@ def test_the_frontier_table_reads_the_chosen_plans_own_prediction(tmp_path) -> N
     table = "\n".join(frontier_plot.table("m", frontier_plot.load(str(path))[0]["m"]))
     assert "| 0.5 | 100 | 10.0 | 3.0 | 90 | 11.0 | 1.100 | 2 |" in table and "| mutwo:3 | 55 / 50 |" in table
     assert "| lowest, loss whole | | | | 80 | 12.0 |" in table and "| 30 / 33 |" in table
+
+
+def test_variants_a_cut_off_call_left_say_so(tmp_path) -> None:
+    """A call whose time ran out mid-way: the variants it never reached get a row saying so, each under its
+    own system (not the runner's last line of output, once read as the variant's own failure)."""
+    from runner import measure_peers
+    row = json.dumps(dict(model="llama", batch=8, system="pytorch", variant="compile", peak_bytes=1, step_ms=1.0))
+    ctx = context(tmp_path, lambda argv, timeout, env: Done(argv, 124, row + "\n", "mutwo: graph 0, compile 2"))
+    rows = measure_peers(ctx, "frontier", "llama", 8, ["compile", "compile:0.1", "inductor@compile:0.1"], 10, 60)
+    assert [(r["variant"], r["system"], r.get("error")) for r in rows] == [
+        ("compile", "pytorch", None), ("compile:0.1", "pytorch", "not run: out of the call's time"),
+        ("inductor@compile:0.1", "mutwo", "not run: out of the call's time")]
