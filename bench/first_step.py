@@ -8,12 +8,20 @@ variant a few times (docs/planners.md, "The compiled route", quotes it):
   TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 python3 bench/first_step.py plain
   TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 python3 bench/first_step.py compile:0.4
   TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 python3 bench/first_step.py mutwo:60%
+
+With --steps N, then N more steps (after 5 settling ones) and their median:
+what the compiled route adds to a step once its plan is settled, against
+plain compile under a budget its partition meets (docs/python.md quotes it):
+
+  OMP_NUM_THREADS=1 python3 bench/first_step.py plain --steps 600
+  OMP_NUM_THREADS=1 python3 bench/first_step.py mutwo:1GiB --steps 600
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -31,6 +39,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("variant", help="plain, compile:X (activation_memory_budget=X), or mutwo:BUDGET")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--steps", type=int, default=0, help="then time this many more steps (their median)")
     args = p.parse_args()
     kind, _, value = args.variant.partition(":")
     if kind not in ("plain", "compile", "mutwo") or (kind != "plain" and not value):
@@ -40,20 +49,35 @@ def main() -> None:
     model = Llama(vocab=512, dim=64, layers=12, heads=4, hidden=176, max_seq=64, sdpa=True, tied=False)
     model = model.to(args.device)
     tokens = torch.randint(0, 512, (4, 64), device=args.device)
+    backend = None
     if kind == "mutwo":
         import mutwo.torch as mt
-        compiled = torch.compile(model, backend=mt.backend(value))
+        backend = mt.backend(value)
+        compiled = torch.compile(model, backend=backend)
     else:
         if kind == "compile":
             from torch._functorch import config as functorch_config
             functorch_config.activation_memory_budget = float(value)
         compiled = torch.compile(model)
-    start = time.perf_counter()
-    F.cross_entropy(compiled(tokens).flatten(0, 1), tokens.flatten()).backward()
-    if args.device == "cuda":
-        torch.cuda.synchronize()
-    print(json.dumps({"variant": args.variant, "device": args.device, "torch": torch.__version__,
-                      "first_step_s": round(time.perf_counter() - start, 2)}))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+
+    def step() -> float:
+        start = time.perf_counter()
+        F.cross_entropy(compiled(tokens).flatten(0, 1), tokens.flatten()).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if args.device == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - start
+    row = {"variant": args.variant, "device": args.device, "torch": torch.__version__,
+           "first_step_s": round(step(), 2)}
+    if args.steps:
+        for _ in range(5):
+            step()
+        row.update(steps=args.steps, median_step_ms=round(1000 * statistics.median(step() for _ in range(args.steps)), 4))
+    if backend is not None:
+        row["chosen"] = mt.report(backend)["chosen"]
+    print(json.dumps(row))
 
 
 if __name__ == "__main__":

@@ -350,7 +350,7 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
         kind = parsed.kind if parsed is not None and planner == "mutwo" else None
         step = Step(parsed.bytes if kind == "bytes" else "lowest" if kind == "lowest" else None, memory, BudgetError)
     graphs: list[Any] = []
-    warned: list[bool] = []  # the dynamic-shapes warning, once per backend
+    warned = False  # the dynamic-shapes warning, once per backend
 
     def refuse(error: Exception) -> Callable:
         """A graph whose call raises mutwo's own error, not Dynamo's BackendCompilerFailed around it."""
@@ -360,6 +360,7 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
 
     def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, options: Optional[dict] = None,
                       mode: Optional[str] = None) -> Callable:
+        nonlocal warned
         try:
             _same_budget(parsed, budget, options, mode)
         except MutwoError as e:
@@ -376,7 +377,7 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
             if symbolic(example_inputs):
                 if not warned:
                     warnings.warn(DYNAMIC_WARNING, stacklevel=2)
-                    warned.append(True)
+                    warned = True
                 return unplanned(gm, example_inputs)
             try:
                 with step.tracker(device_of(example_inputs)).compiling():
