@@ -24,6 +24,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -105,9 +106,14 @@ def _update(key: str, fields: dict) -> None:
         pass
 
 
+_DEVICE_INDEX = re.compile(r"device\(type='(\w+)', index=\d+\)")
+
+
 def graph_key(gm: torch.fx.GraphModule, device: str) -> str:
-    """The joint graph (code and every value's shape and dtype), the card and torch's version."""
-    h = hashlib.sha256(gm.code.encode())
+    """The joint graph (code and every value's shape and dtype), the card's
+    kind and torch's version. Not the card's index: every rank of a torchrun
+    job, each on its own card, compiles the same graph under the same key."""
+    h = hashlib.sha256(_DEVICE_INDEX.sub(r"device(type='\1')", gm.code).encode())
     for n in gm.graph.nodes:
         v = n.meta.get("val")
         if isinstance(v, torch.Tensor):

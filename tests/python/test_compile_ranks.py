@@ -109,3 +109,22 @@ def test_collectives_in_a_compiled_graph_are_never_recomputed(tmp_path, monkeypa
         assert mt.report(backend)["step"]["error"] is None
     finally:
         dist.destroy_process_group()
+
+
+def test_ranks_on_different_cards_compile_under_one_key() -> None:
+    """Each rank runs on its own card: the joint graph's code names cuda:0 on
+    one and cuda:1 on the other, and their keys must agree (the exchange
+    above compares them). The device's kind still counts. Built, not run."""
+    from mutwo._inductor import graph_key
+
+    def joint(device: torch.device) -> torch.fx.GraphModule:
+        g = torch.fx.Graph()
+        x = g.placeholder("x")
+        seeds = g.call_function(torch.ops.aten.full.default, ([2], 1.0), {"device": device})
+        g.output((g.call_function(torch.ops.aten.add.Tensor, (x, seeds)),))
+        return torch.fx.GraphModule(torch.nn.Module(), g)
+
+    card0, card1 = joint(torch.device("cuda", 0)), joint(torch.device("cuda", 1))
+    assert "index=1" in card1.code  # what the key must not see
+    assert graph_key(card0, "cpu") == graph_key(card1, "cpu")
+    assert graph_key(joint(torch.device("cpu")), "cpu") != graph_key(card0, "cpu")
