@@ -71,6 +71,7 @@ void* Arena::take(size_t n) {
   }
   if (base_ && pinned_.first >= 0) {
     MUTWO_ASSERT(bytes <= pinned_.second, "arena: {} bytes asked for a block of {}", bytes, pinned_.second);
+    ++pinned_takes_;
     return serve(pinned_.first, pinned_.second);
   }
   if (base_ && node_ < expected_.size()) {
@@ -122,8 +123,12 @@ bool Arena::move_home(ir::ValueId v, at::Tensor& t) {
     std::lock_guard<std::mutex> lock(mu_);
     if (static_cast<int64_t>(t.storage().nbytes()) > bytes || !free_range(offset, bytes)) return false;
   }
+  const int64_t takes = pinned_takes_;
   t = copy_to(t, {offset, bytes});
-  MUTWO_ASSERT(placed(v, t), "arena: a moved storage not served at its offset");
+  MUTWO_ASSERT(placed(v, t), "arena: %{} moved to its block at {} ({} bytes) is not there: a {}-byte {} storage {}, "
+               "{} the arena", v, offset, bytes, t.storage().nbytes(), t.device().str(),
+               in_arena(t) ? "at " + std::to_string(static_cast<const char*>(t.storage().data()) - base_) : "outside it",
+               pinned_takes_ > takes ? "taken from" : "its allocation never reached");
   std::lock_guard<std::mutex> lock(mu_);
   ++use_.moved_storages;
   return true;

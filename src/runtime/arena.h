@@ -81,6 +81,7 @@ class Arena final : public AllocationSource {
   int64_t workspace_start_ = 0, workspace_end_ = 0;  // the current node's workspace block
   std::vector<int64_t> block_bytes_;                // per storage owner in the arena: its block's bytes
   std::pair<int64_t, int64_t> pinned_{-1, 0};       // the block the next allocation takes (copy_to), offset -1 none
+  int64_t pinned_takes_ = 0;                        // allocations served at a pinned block (move_home's check)
   std::map<int64_t, int64_t> live_;                 // served now: offset -> end
   ArenaUse use_;
 };
