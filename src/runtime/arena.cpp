@@ -92,7 +92,8 @@ void Arena::give_back(void* p) {
 }
 
 bool Arena::placed(ir::ValueId v, const at::Tensor& t) const {
-  if (!t.defined() || !t.has_storage()) return true;
+  // Not the arena's device (a generator's state, kept in host memory on CUDA): not its to place.
+  if (!t.defined() || !t.has_storage() || (memory_.defined() && t.device().type() != memory_.device().type())) return true;
   const int64_t offset = plan_.offset[static_cast<size_t>(v)];
   return offset < 0 ? !in_arena(t) : static_cast<const char*>(t.storage().data()) == base_ + offset;
 }
