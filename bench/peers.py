@@ -562,12 +562,44 @@ def dist_compile(engine: str, made: Made, model: torch.nn.Module, variant: str, 
     return torch.compile(model, **options)
 
 
-def dist_budget(how: str, arg: str, device: str, model: torch.nn.Module) -> str:
-    """mutwo's budget: mutwo:B's B; mutwo-peak:P's, each rank's peak_budget of P (as inductor-peak:P),
-    then the lowest of the ranks': the ranks agree on one plan, so one budget holds on all of them."""
+def dist_budget(how: str, arg: str, base: int) -> str:
+    """mutwo's budget: mutwo:B's B; mutwo-peak:P's, P less each rank's measured base (window_base), then
+    the lowest of the ranks': the ranks agree on one plan, so one budget holds on all of them."""
     if how == "mutwo":
         return arg
-    return f"{min(v[0] for v in every_rank('budget', [peak_budget(int(arg), device, model)]))}B"
+    return f"{min(v[0] for v in every_rank('budget', [max(1, int(arg) - base)]))}B"
+
+
+def window_base(engine: str, made: Made, model: torch.nn.Module, loss_fn: Callable, device: str) -> int:
+    """What this rank holds where mutwo's measured step begins, its first compiled forward (block 0's under
+    FSDP2, the model's under DDP), read in the second of two eager steps of the same engine before anything
+    is compiled: the parameters and gathered parameters, the optimizer's momentum, the embedding's output,
+    the engine's buffers. A peer's whole-process peak less this is the budget that holds mutwo's process to
+    that peak. The parameters and the random generators are put back after, so training starts as the
+    peer's does."""
+    first = made.blocks[0] if engine == "fsdp" else made.model
+    local = [p.to_local() if hasattr(p, "to_local") else p for p in made.model.parameters()]
+    saved = [p.detach().to("cpu", copy=True) for p in local]  # in host memory, which the CPU's count sees:
+    aside = 0 if device.startswith("cuda") else sum(t.untyped_storage().nbytes() for t in saved)
+    rng = torch.get_rng_state(), (torch.cuda.get_rng_state_all() if device.startswith("cuda") else None)
+    seen: list[int] = []
+    now = (lambda: torch.cuda.memory_allocated(device)) if device.startswith("cuda") else \
+        (lambda: mutwo_torch().memory("cpu")[0])
+    hook = first.register_forward_pre_hook(lambda *_: seen.append(now()))
+    opt = torch.optim.SGD(made.model.parameters(), lr=made.lr, momentum=0.9)
+    step = sgd_step(loss_fn, model, made.inputs, opt)
+    for _ in range(2):
+        step()
+    hook.remove()
+    del opt, step
+    with torch.no_grad():
+        for p, s in zip(local, saved):
+            p.copy_(s)
+    torch.set_rng_state(rng[0])
+    if rng[1] is not None:
+        torch.cuda.set_rng_state_all(rng[1])
+        torch.cuda.empty_cache()
+    return seen[-1] - aside
 
 
 def step_fields(backend: Any) -> dict:
@@ -599,13 +631,16 @@ def dist_measure(a: argparse.Namespace, device: str) -> dict:
     if how == "ckpt":
         checkpoint_blocks(made)
     model = parallel(engine, made, device)
-    backend = None
+    backend, base = None, None
+    loss_fn = autocast_loss(made.loss_fn, a.autocast, device)
+    if how == "mutwo-peak":
+        base = window_base(engine, made, model, loss_fn, device)
     if how.startswith("mutwo"):
-        backend = mutwo_torch().backend(dist_budget(how, arg, device, made.model))
+        backend = mutwo_torch().backend(dist_budget(how, arg, base or 0))
     if how not in ("", "ckpt"):
         model = dist_compile(engine, made, model, a.variant, backend)
     opt = torch.optim.SGD(made.model.parameters(), lr=made.lr, momentum=0.9)
-    step = sgd_step(autocast_loss(made.loss_fn, a.autocast, device), model, made.inputs, opt)
+    step = sgd_step(loss_fn, model, made.inputs, opt)
     times, peak, loss = timed_steps(step, a.steps, device, counted=not device.startswith("cuda"))
     fields = step_fields(backend) if backend is not None else {}
     budget, ours = fields.get("budget_bytes"), fields.get("mutwo_step_peak_bytes")
@@ -623,6 +658,7 @@ def dist_measure(a: argparse.Namespace, device: str) -> dict:
         r["within_budget"] = None if budget is None else not any_over
     if how == "mutwo-peak":
         r["target_peak_bytes"] = int(arg)
+        r["window_base_bytes"] = int(max(v[0] for v in every_rank("base", [base])))
     return r
 
 
