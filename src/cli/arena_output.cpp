@@ -7,10 +7,29 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "profile/profiler.h"
 #include "runtime/memory.h"
+#include "support/error.h"
 #include "support/units.h"
 
 namespace mutwo::cli {
+
+std::vector<int64_t> measured_workspaces(const ir::Graph& g, const c10::Device& device, uint64_t seed) {
+  profile::ProfileOptions o;
+  o.device = device.str();
+  o.warmup = 1;
+  o.iters = 1;
+  o.seed = seed;
+  o.progress = false;
+  const profile::Profile p = profile::profile_step(g, o);
+  MUTWO_ASSERT(p.nodes.size() == g.nodes().size(), "profile of {} nodes for a graph of {}", p.nodes.size(),
+               g.nodes().size());
+  std::vector<int64_t> workspace;
+  workspace.reserve(p.nodes.size());
+  for (const profile::NodeRecord& n : p.nodes) workspace.push_back(std::max<int64_t>(n.workspace_bytes, 0));
+  runtime::release_cached_memory(device);
+  return workspace;
+}
 
 int refuse_arena_over_cap(const runtime::Executor& ex, const c10::Device& device) {
   const analysis::ArenaPlan* a = ex.arena_plan();

@@ -1,15 +1,25 @@
-// What run and optimize say of the arena (--arena): the refusal when it
-// passes the device's cap, its line and its JSON keys.
+// What run and optimize say of the arena (--arena): the workspaces it plans
+// for, the refusal when it passes the device's cap, its line and its JSON keys.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "analysis/arena.h"
 #include "runtime/executor.h"
 
 namespace mutwo::cli {
+
+// Each node's workspace (the most it holds while it runs beyond the storages
+// live before it and its new outputs: kernel temporaries, library
+// workspaces), measured by the profiler in steps of its own (one warm-up, one
+// measured, in an executor of its own: the caller's parameters are
+// untouched), for ExecutorOptions::arena_workspace; the cached blocks the
+// profile leaves are given back.
+std::vector<int64_t> measured_workspaces(const ir::Graph& g, const c10::Device& device, uint64_t seed);
 
 // Under --device-memory: when the persistent state and the arena pass the cap,
 // says so on stderr with the planned size and returns kExitInfeasible; else 0.

@@ -56,8 +56,9 @@ struct RunCommand {
     app.add_flag("--deterministic", deterministic,
                  "deterministic kernels (warn-only), so that two runs from one seed give the same losses");
     app.add_flag("--arena", arena,
-                 "serve the step's allocations from one arena planned ahead from the liveness (offsets by best fit); "
-                 "what it cannot serve falls back to the allocator, counted in the JSON");
+                 "serve the step's allocations from one arena planned ahead from the liveness (offsets by best fit), "
+                 "each node's workspace measured in a profiling step first; what it cannot serve falls back to the "
+                 "allocator, counted in the JSON");
     device.add_to(app);
     app.add_option("--save", save,
                    "after the last step, write the parameters, buffers and optimizer state to this file "
@@ -76,6 +77,11 @@ struct RunCommand {
     runtime::ExecutorOptions o{dev, seed};
     o.cuda_graph = cuda_graph;
     o.arena = arena;
+    if (arena) {  // kernel temporaries get blocks of their own, measured first
+      const runtime::Executor without(g, o);  // its refusals, and an arena over the cap, before any step
+      if (int rc = refuse_arena_over_cap(without, dev); rc != 0) return rc;
+      o.arena_workspace = measured_workspaces(g, dev, seed);
+    }
     runtime::Executor ex(g, o);
     if (int rc = refuse_arena_over_cap(ex, dev); rc != 0) return rc;
     ex.initialize();
