@@ -68,6 +68,7 @@ struct OptimizeCommand {
   std::string memory_snapshot;  // --memory-snapshot FILE; empty: OUT/memory_before_after.pickle
   bool check = false;
   bool cuda_graph = false;
+  bool arena = false;  // --arena: the planned step measured from its arena
   OutputOptions output;
 
   void add_to(CLI::App& app);

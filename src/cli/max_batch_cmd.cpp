@@ -348,7 +348,7 @@ Fit Search::try_run(const std::string& planner, int64_t b) {
       auto m = measured_.find(text);
       if (m == measured_.end()) {
         t0 = Clock::now();
-        m = measured_.emplace(text, measure(p.rewritten.graph, dev_, c_.device.seed, 2)).first;
+        m = measured_.emplace(text, measure(p.rewritten.graph, dev_, c_.device.seed, {2})).first;
         spent_.run_s += std::chrono::duration<double>(Clock::now() - t0).count();
         ++spent_.runs;
       }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 
+#include "cli/arena_output.h"
 #include "cli/check.h"
 #include "cli/commands.h"
 #include "cli/ranks.h"
@@ -112,7 +113,8 @@ json optimize_json(const OptimizeCommand& cmd, const PlannedOnDevice& p, const M
            {"swapped_bytes", swapped_bytes(p.input.graph, p.plan)},
            {"replayed", plan::replayed_random(p.input, p.plan).size()},
            {"host_peak_bytes", p.plan.predicted.host_peak_bytes},
-           {"predicted_swap_ms", p.plan.predicted.swap_ms}}},
+           {"predicted_swap_ms", p.plan.predicted.swap_ms},
+           {"arena", mp.arena.has_value()}}},
          {"fits", r.fits},
          {"feasible", p.plan.feasible},
          {"check", r.check.status},
@@ -122,6 +124,7 @@ json optimize_json(const OptimizeCommand& cmd, const PlannedOnDevice& p, const M
          {"out_dir", cmd.out}};
   add_rank_json(j);
   if (world_size() > 1) j["shard_optimizer"] = cmd.step.shard_optimizer;
+  if (mp.arena) add_arena_json(j["planned"], *mp.arena, mp.arena_use);
   return j;
 }
 
@@ -150,6 +153,10 @@ void OptimizeCommand::add_to(CLI::App& app) {
                  "FILE -o page.html");
   app.add_flag("--check", check, "also compare loss and every gradient bit for bit with the unplanned step");
   app.add_flag("--cuda-graph", cuda_graph, "CUDA: time baseline and plan as captured CUDA graphs (the check runs without)");
+  app.add_flag("--arena", arena,
+               "measure the planned step served from one arena planned ahead from its liveness and each node's "
+               "measured workspace (run --arena's); the baseline stays with the allocator; on CUDA the plan does "
+               "not swap");
   output.add_to(app);
 }
 
@@ -160,6 +167,9 @@ int OptimizeCommand::run() const {
   const std::optional<plan::SavedPlan> saved =
       plan_path.empty() ? std::nullopt : std::optional<plan::SavedPlan>(plan::read_plan(plan_path));
   if (!memory_snapshot.empty()) check_writable(memory_snapshot);  // before anything runs or is written
+  MUTWO_CHECK(!arena || !cuda_graph,
+              "--arena with --cuda-graph: a captured step allocates from the graph's own pool, which the arena does "
+              "not serve yet; leave out one of them");
   c10::Device dev = device.open();
   std::optional<runtime::SideStream> side;
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
@@ -170,6 +180,10 @@ int OptimizeCommand::run() const {
   const ProfilingOptions po = ProfilingOptions::of(dev, device, !output.quiet, name, step.batch_or_none());
   plan::PlanOptions options = planning.plan_options(!output.quiet);
   options.replay_random = !cuda_graph;
+  if (arena && dev.is_cuda() && options.swap) {  // swap_in's copies are not ordered with the arena's blocks yet
+    options.swap = false;
+    if (!output.quiet) fmt::print(stderr, "optimize: --arena on CUDA: planning without swaps\n");
+  }
   const rewrite::PassOptions passes = step.dump_ir_after.rewrite_passes();
   PlannedOnDevice p = saved ? apply_saved_plan(g, po, *saved, plan_path, options, passes) : plan_step(g, po, options, passes);
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
@@ -189,8 +203,8 @@ int OptimizeCommand::run() const {
   if (!output.quiet)
     fmt::print(stderr, "optimize: measuring {}the plan, {} steps{}\n", baseline_fits ? "the baseline and " : "", steps,
                baseline_fits ? " each" : " (the baseline does not fit)");
-  Measured mb = baseline_fits ? measure(base, dev, seed, steps, cuda_graph) : Measured{};
-  Measured mp = measure(planned, dev, seed, steps, cuda_graph);
+  Measured mb = baseline_fits ? measure(base, dev, seed, {steps, cuda_graph}) : Measured{};
+  Measured mp = measure(planned, dev, seed, {steps, cuda_graph, arena});
 
   const Check c = check ? check_steps(reference, planned, {dev, seed, {}}) : Check{"skipped", "", std::nullopt};
   const std::string& check_result = c.status;
@@ -222,6 +236,7 @@ int OptimizeCommand::run() const {
              check_detail.empty() ? "" : " (" + check_detail + ")",
              check && !baseline_fits ? " against the most-recomputation step (the unplanned one does not fit)" : "");
   if (!p.plan.note.empty()) fmt::print("note: {}\n", p.plan.note);
+  if (mp.arena) fmt::print("planned step's {}\n", arena_line(*mp.arena, mp.arena_use));
   fmt::print("{}", report::optimize_details(summary, p.input, 5));
   for (const Measured* m : {&mb, &mp})
     if (m != &mb || baseline_fits)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "cli/arena_output.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "ir/text.h"
@@ -18,22 +19,25 @@
 
 namespace mutwo::cli {
 
-Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps, bool cuda_graph) {
+Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, const MeasureOptions& mo) {
+  runtime::ExecutorOptions o{device, seed};
+  o.cuda_graph = mo.cuda_graph;
+  o.arena = mo.arena;
+  if (mo.arena) o.arena_workspace = measured_workspaces(g, device, seed);
   // What earlier work in this process left cached would change this step's
   // peak: start from a fresh process's allocator.
   runtime::release_cached_memory(device);
   Measured m;
   m.leftover_bytes = runtime::memory_stats(device).current;
-  runtime::ExecutorOptions o{device, seed};
-  o.cuda_graph = cuda_graph;
   runtime::Executor ex(g, o);
   ex.initialize();
-  for (int w = 0; w < (cuda_graph ? 2 : 1); ++w) ex.step();  // warm-up: allocator caches and library handles
+  for (int w = 0; w < (mo.cuda_graph ? 2 : 1); ++w) ex.step();  // warm-up: allocator caches and library handles
   std::vector<double> times;
-  for (int s = 0; s < steps; ++s) {
+  for (int s = 0; s < mo.steps; ++s) {
     runtime::StepResult r = ex.step();
     m.peak_bytes = std::max(m.peak_bytes, r.peak_bytes);
     m.reserved_peak_bytes = std::max(m.reserved_peak_bytes, r.reserved_peak_bytes);
+    m.arena_use = runtime::most(m.arena_use, r.arena);
     times.push_back(r.ms);
     m.losses.push_back(rank_mean(r.outputs).at(0));  // on several ranks: the whole batch's loss
   }
@@ -43,6 +47,7 @@ Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, i
     m.step_ms_max = *std::max_element(times.begin(), times.end());
   }
   m.device_peak_bytes = m.reserved_peak_bytes + runtime::outside_allocator_bytes(device);
+  if (ex.arena_plan()) m.arena = *ex.arena_plan();
   return m;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis/arena.h"
 #include "cli/common.h"
 #include "ir/graph.h"
 #include "plan/plan.h"
@@ -17,6 +18,7 @@
 #include "plan/plan_file.h"
 #include "profile/profiler.h"
 #include "rewrite/recompute.h"
+#include "runtime/arena.h"
 
 namespace mutwo::cli {
 
@@ -28,11 +30,18 @@ struct Measured {
   double step_ms = 0;      // median
   double step_ms_min = 0, step_ms_max = 0;  // the fastest and slowest measured step
   std::vector<double> losses;
+  std::optional<analysis::ArenaPlan> arena;  // with MeasureOptions::arena: the arena it ran from
+  runtime::ArenaUse arena_use;               // ... and the most one step left to the allocator
 };
 
-// One warm-up step (two with cuda_graph: the third is captured), then `steps`
-// measured ones, from `seed`.
-Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, int steps, bool cuda_graph = false);
+struct MeasureOptions {
+  int steps = 5;            // measured, after one warm-up step (two with cuda_graph: the third is captured)
+  bool cuda_graph = false;  // CUDA: captured once, replayed
+  bool arena = false;       // served from its arena, each node's workspace measured first (run --arena's)
+};
+
+// The step measured from `seed` under fresh allocator statistics.
+Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, const MeasureOptions& o);
 
 // A step profiled on this process's device, then planned and rewritten
 // (plan::PlannedStep), and:

@@ -72,10 +72,10 @@ int SweepCommand::sweep() const {
       if (v == "per-layer" && p.profiled_under) {
         progress.warn(fmt::format("sweep: batch {}: the unplanned step does not fit the device; no baseline point", b));
       } else if (v == "per-layer") {
-        const Measured m = measure(p.input.graph, dev, seed, steps);
+        const Measured m = measure(p.input.graph, dev, seed, {steps});
         sw.points.push_back({b, "baseline", 0, m.peak_bytes, p.unplanned_peak, m.step_ms, std::nullopt});
       }
-      const Measured m = measure(p.rewritten.graph, dev, seed, steps);
+      const Measured m = measure(p.rewritten.graph, dev, seed, {steps});
       sw.points.push_back({b, v, p.plan.budget_bytes, m.peak_bytes, p.plan.predicted.peak_bytes, m.step_ms,
                            p.plan.feasible});
     }

@@ -76,3 +76,17 @@ def test_bert_padded_encoder_alone(tmp_path: pathlib.Path) -> None:
     ir = (tmp_path / "rewritten.ir").read_text()
     assert "padding_mask_fill" in ir and "cls.predictions" not in ir, \
         "no padding mask, or an MLM head, in the step"
+
+
+def test_optimize_measures_the_planned_step_from_its_arena(tmp_path: pathlib.Path) -> None:
+    """--arena: the planned step runs from its arena (each node's workspace
+    measured first), the baseline from the allocator. Recomputation changes no
+    bits, so the losses are the baseline's; the step stays within its budget,
+    every planned storage at its offset, little left to the allocator."""
+    r = last_json(mutwo("optimize", "--model", "bert-tiny", "--batch", "8", "--budget", "60%", "--steps", "2",
+                        "--arena", "--out", str(tmp_path), "--json", "--quiet"))
+    b, p = r["baseline"], r["planned"]
+    assert p["arena"] and p["arena_bytes"] > 0 and p["arena_missed_storages"] == 0, p
+    assert p["losses"] == b["losses"]
+    assert r["fits"] and p["peak_bytes"] <= r["budget_bytes"], r
+    assert p["arena_fallback_bytes"] < 0.1 * p["arena_bytes"], p

@@ -41,6 +41,8 @@ CASES: list[Case] = [
     # The arena (--arena) and the persistent state past --device-memory: exits 3 with the planned size.
     Case("run --model mlp --batch 64 --arena --device-memory 6MiB --steps 1", 3,
          "the planned arena of 2.7 MiB (2809984 bytes)"),
+    Case("optimize --model mlp --batch 8 --budget 60% --arena --cuda-graph --quiet --out {blocker}/a", 2,
+         "--arena with --cuda-graph"),
     Case("info --image-size 0", 2, "--image-size"),
     Case("run --data /nonexistent/file.txt", 2, "--data"),
     # An --out that cannot be a folder is exit 2 naming it (a file stands in the way).
