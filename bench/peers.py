@@ -579,8 +579,8 @@ def window_base(engine: str, made: Made, model: torch.nn.Module, loss_fn: Callab
     peer's does."""
     first = made.blocks[0] if engine == "fsdp" else made.model
     local = [p.to_local() if hasattr(p, "to_local") else p for p in made.model.parameters()]
-    saved = [p.detach().to("cpu", copy=True) for p in local]  # in host memory, which the CPU's count sees:
-    aside = 0 if device.startswith("cuda") else sum(t.untyped_storage().nbytes() for t in saved)
+    saved = [p.detach().to("cpu", copy=True) for p in local]  # in host memory: off a card's count,
+    aside = 0 if device.startswith("cuda") else sum(t.untyped_storage().nbytes() for t in saved)  # taken off the CPU's
     rng = torch.get_rng_state(), (torch.cuda.get_rng_state_all() if device.startswith("cuda") else None)
     seen: list[int] = []
     now = (lambda: torch.cuda.memory_allocated(device)) if device.startswith("cuda") else \
