@@ -162,12 +162,17 @@ def inductor_backend(spec: Spec, made: Made, variant: str) -> Any:
     return mutwo_torch().backend(budget, chunk_loss=not variant.startswith("inductor-unchunked:"))
 
 
+def allocated_now(device: str) -> int:
+    """What tensors hold on `device` now (on the CPU as mutwo's counting allocator counts it)."""
+    return torch.cuda.memory_allocated(device) if device.startswith("cuda") else mutwo_torch().memory("cpu")[0]
+
+
 def peak_budget(peak: int, device: str, model: torch.nn.Module) -> int:
     """mutwo's budget (what the step adds) that holds this process to a whole-process peak: the peak less
     what the process holds now (parameters, inputs; on the CPU as mutwo's counting allocator counts it)
     and the optimizer's momentum, which the first step makes (one buffer per parameter; under FSDP2 per
     local shard)."""
-    held = torch.cuda.memory_allocated(device) if device.startswith("cuda") else mutwo_torch().memory("cpu")[0]
+    held = allocated_now(device)
     local = [p.to_local() if hasattr(p, "to_local") else p for p in model.parameters()]
     return max(1, peak - held - sum(p.numel() * p.element_size() for p in local))
 
@@ -583,9 +588,7 @@ def window_base(engine: str, made: Made, model: torch.nn.Module, loss_fn: Callab
     aside = 0 if device.startswith("cuda") else sum(t.untyped_storage().nbytes() for t in saved)  # taken off the CPU's
     rng = torch.get_rng_state(), (torch.cuda.get_rng_state_all() if device.startswith("cuda") else None)
     seen: list[int] = []
-    now = (lambda: torch.cuda.memory_allocated(device)) if device.startswith("cuda") else \
-        (lambda: mutwo_torch().memory("cpu")[0])
-    hook = first.register_forward_pre_hook(lambda *_: seen.append(now()))
+    hook = first.register_forward_pre_hook(lambda *_: seen.append(allocated_now(device)))
     opt = torch.optim.SGD(made.model.parameters(), lr=made.lr, momentum=0.9)
     step = sgd_step(loss_fn, model, made.inputs, opt)
     for _ in range(2):

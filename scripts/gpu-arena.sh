@@ -13,8 +13,11 @@ out=${OUT:-build-cuda}
 mkdir -p "$out"
 scripts/build-cuda.sh
 # The unit tests need GoogleTest, which a GPU machine may not have: without it, the CLI runs alone.
+# A failing test does not stop the runs below (the first call on a card lost them so); the script
+# still exits non-zero at its end.
+failed=0
 if scripts/build.sh --dir build-cuda --tests --quiet --target mutwo_tests; then
-    build-cuda/tests/mutwo_tests --gtest_filter='Rewrite.Arena*'
+    build-cuda/tests/mutwo_tests --gtest_filter='Rewrite.Arena*' || failed=1
 else
     echo "gpu-arena: the unit tests did not build here (GoogleTest?); the CLI runs only"
 fi
@@ -27,3 +30,4 @@ r.update(model=sys.argv[1], batch=int(sys.argv[2]), arena=sys.argv[3] == "--aren
             "$model" "$batch" "${arena:-none}" | tee -a "$out/arena.jsonl"
     done
 done
+exit "$failed"

@@ -14,21 +14,22 @@
 
 namespace mutwo::cli {
 
-std::vector<int64_t> measured_workspaces(const ir::Graph& g, const c10::Device& device, uint64_t seed) {
-  profile::ProfileOptions o;
-  o.device = device.str();
-  o.warmup = 1;
-  o.iters = 1;
-  o.seed = seed;
-  o.progress = false;
-  const profile::Profile p = profile::profile_step(g, o);
+int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o) {
+  MUTWO_ASSERT(o.arena, "prepare_arena without --arena");
+  if (int rc = refuse_arena_over_cap(runtime::Executor(g, o), o.device); rc != 0) return rc;
+  profile::ProfileOptions po;
+  po.device = o.device.str();
+  po.warmup = 1;
+  po.iters = 1;
+  po.seed = o.seed;
+  po.progress = false;
+  const profile::Profile p = profile::profile_step(g, po);
   MUTWO_ASSERT(p.nodes.size() == g.nodes().size(), "profile of {} nodes for a graph of {}", p.nodes.size(),
                g.nodes().size());
-  std::vector<int64_t> workspace;
-  workspace.reserve(p.nodes.size());
-  for (const profile::NodeRecord& n : p.nodes) workspace.push_back(std::max<int64_t>(n.workspace_bytes, 0));
-  runtime::release_cached_memory(device);
-  return workspace;
+  o.arena_workspace.clear();
+  for (const profile::NodeRecord& n : p.nodes) o.arena_workspace.push_back(std::max<int64_t>(n.workspace_bytes, 0));
+  runtime::release_cached_memory(o.device);
+  return 0;
 }
 
 int refuse_arena_over_cap(const runtime::Executor& ex, const c10::Device& device) {

@@ -13,13 +13,15 @@
 
 namespace mutwo::cli {
 
-// Each node's workspace (the most it holds while it runs beyond the storages
-// live before it and its new outputs: kernel temporaries, library
-// workspaces), measured by the profiler in steps of its own (one warm-up, one
-// measured, in an executor of its own: the caller's parameters are
-// untouched), for ExecutorOptions::arena_workspace; the cached blocks the
-// profile leaves are given back.
-std::vector<int64_t> measured_workspaces(const ir::Graph& g, const c10::Device& device, uint64_t seed);
+// --arena's setup of `o` (o.arena set) for `g`, run's step or optimize's
+// planned one: first the executor's refusals and an arena that with the
+// persistent state passes --device-memory (then kExitInfeasible, the planned
+// size on stderr), before any step; then each node's workspace (the most it
+// holds while it runs beyond the storages live before it and its new outputs:
+// kernel temporaries, library workspaces), measured by the profiler in steps
+// of its own (one warm-up, one measured, in an executor of its own: the
+// caller's parameters are untouched), into o.arena_workspace. 0: the step may run.
+int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o);
 
 // Under --device-memory: when the persistent state and the arena pass the cap,
 // says so on stderr with the planned size and returns kExitInfeasible; else 0.

@@ -77,11 +77,8 @@ struct RunCommand {
     runtime::ExecutorOptions o{dev, seed};
     o.cuda_graph = cuda_graph;
     o.arena = arena;
-    if (arena) {  // kernel temporaries get blocks of their own, measured first
-      const runtime::Executor without(g, o);  // its refusals, and an arena over the cap, before any step
-      if (int rc = refuse_arena_over_cap(without, dev); rc != 0) return rc;
-      o.arena_workspace = measured_workspaces(g, dev, seed);
-    }
+    if (arena)  // kernel temporaries get blocks of their own, measured first
+      if (int rc = prepare_arena(g, o); rc != 0) return rc;
     runtime::Executor ex(g, o);
     if (int rc = refuse_arena_over_cap(ex, dev); rc != 0) return rc;
     ex.initialize();

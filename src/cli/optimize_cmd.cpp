@@ -167,9 +167,7 @@ int OptimizeCommand::run() const {
   const std::optional<plan::SavedPlan> saved =
       plan_path.empty() ? std::nullopt : std::optional<plan::SavedPlan>(plan::read_plan(plan_path));
   if (!memory_snapshot.empty()) check_writable(memory_snapshot);  // before anything runs or is written
-  MUTWO_CHECK(!arena || !cuda_graph,
-              "--arena with --cuda-graph: a captured step allocates from the graph's own pool, which the arena does "
-              "not serve yet; leave out one of them");
+  MUTWO_CHECK(!arena || !cuda_graph, "{}", runtime::kArenaWithCudaGraph);
   c10::Device dev = device.open();
   std::optional<runtime::SideStream> side;
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
@@ -203,8 +201,15 @@ int OptimizeCommand::run() const {
   if (!output.quiet)
     fmt::print(stderr, "optimize: measuring {}the plan, {} steps{}\n", baseline_fits ? "the baseline and " : "", steps,
                baseline_fits ? " each" : " (the baseline does not fit)");
+  MeasureOptions planned_options{steps, cuda_graph};
+  if (arena) {  // refused over --device-memory (exit 3) before measuring
+    runtime::ExecutorOptions ao{dev, seed};
+    ao.arena = true;
+    if (int rc = prepare_arena(planned, ao); rc != 0) return rc;
+    planned_options.arena_workspace = std::move(ao.arena_workspace);
+  }
   Measured mb = baseline_fits ? measure(base, dev, seed, {steps, cuda_graph}) : Measured{};
-  Measured mp = measure(planned, dev, seed, {steps, cuda_graph, arena});
+  Measured mp = measure(planned, dev, seed, planned_options);
 
   const Check c = check ? check_steps(reference, planned, {dev, seed, {}}) : Check{"skipped", "", std::nullopt};
   const std::string& check_result = c.status;

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 
-#include "cli/arena_output.h"
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "ir/text.h"
@@ -22,8 +21,8 @@ namespace mutwo::cli {
 Measured measure(const ir::Graph& g, const c10::Device& device, uint64_t seed, const MeasureOptions& mo) {
   runtime::ExecutorOptions o{device, seed};
   o.cuda_graph = mo.cuda_graph;
-  o.arena = mo.arena;
-  if (mo.arena) o.arena_workspace = measured_workspaces(g, device, seed);
+  o.arena = mo.arena_workspace.has_value();
+  if (o.arena) o.arena_workspace = *mo.arena_workspace;
   // What earlier work in this process left cached would change this step's
   // peak: start from a fresh process's allocator.
   runtime::release_cached_memory(device);

@@ -30,14 +30,15 @@ struct Measured {
   double step_ms = 0;      // median
   double step_ms_min = 0, step_ms_max = 0;  // the fastest and slowest measured step
   std::vector<double> losses;
-  std::optional<analysis::ArenaPlan> arena;  // with MeasureOptions::arena: the arena it ran from
+  std::optional<analysis::ArenaPlan> arena;  // with MeasureOptions::arena_workspace: the arena it ran from
   runtime::ArenaUse arena_use;               // ... and the most one step left to the allocator
 };
 
 struct MeasureOptions {
   int steps = 5;            // measured, after one warm-up step (two with cuda_graph: the third is captured)
   bool cuda_graph = false;  // CUDA: captured once, replayed
-  bool arena = false;       // served from its arena, each node's workspace measured first (run --arena's)
+  // Served from its arena with these workspaces per node (prepare_arena's); none: from the allocator.
+  std::optional<std::vector<int64_t>> arena_workspace;
 };
 
 // The step measured from `seed` under fresh allocator statistics.

@@ -79,9 +79,7 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
               "--arena on CUDA with a swapped step: swap_in's copy would write an arena block on the copy stream "
               "before the compute stream is done with the block's earlier tenant; plan it with --no-swap, or leave "
               "out --arena");
-  MUTWO_CHECK(!options_.arena || !options_.device.is_cuda() || !options_.cuda_graph,
-              "--arena with --cuda-graph: a captured step allocates from the graph's own pool, which the arena does "
-              "not serve yet; leave out one of them");
+  MUTWO_CHECK(!options_.arena || !options_.device.is_cuda() || !options_.cuda_graph, "{}", kArenaWithCudaGraph);
   if (options_.arena)
     arena_ = std::make_shared<Arena>(
         graph_, analysis::plan_arena(graph_, liveness_, {options_.device.is_cuda() ? 512 : 64, options_.arena_workspace}));

@@ -21,6 +21,12 @@ class Collectives;
 
 namespace mutwo::runtime {
 
+// The refusal of an arena with a captured CUDA graph, which the executor makes
+// and optimize makes before any work.
+inline constexpr const char* kArenaWithCudaGraph =
+    "--arena with --cuda-graph: a captured step allocates from the graph's own pool, which the arena does not serve "
+    "yet; leave out one of them";
+
 struct ExecutorOptions {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
   uint64_t seed = 0;  // initial values and dropout masks
