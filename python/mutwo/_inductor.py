@@ -33,7 +33,7 @@ import torch
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from torch._subclasses.fake_tensor import FakeTensor
 
-from mutwo import _compat, _frontier, _loss, _mincut
+from mutwo import _compat, _frontier, _joint, _loss, _mincut
 from mutwo._frontier import Candidate, Choice, Corrections, FloorError, Residual
 from mutwo._budget import Budget
 from mutwo._graph import is_tangent
@@ -217,7 +217,12 @@ class CompiledGraph:
         self.cached = False  # the corrections came from an earlier process
         self.error: Optional[str] = None
         self.menu: list[Candidate] = []  # every candidate priced at the first compile (a byte budget's)
-        self.target: Optional[str] = None  # the candidate the step chose, for the next compile
+        self.want = ""  # what the step chose to run next: a candidate, or a Split of two (_joint)
+        self.target: Optional[str] = None  # the candidate being compiled for it
+        self.fns: dict[str, Callable] = {}  # each candidate compiled, by name
+        self.plan = ""  # what runs: a candidate's name, or a Split's
+        self.split: Optional[tuple[str, int, str]] = None  # (first, count, then) while a Split runs
+        self.measured_key = ""  # the running plan's key, once a step measured it
         self._replan = False
         self.called = self.trained = False  # called yet; any call trained (else an evaluation's graph)
         self.loss_rows: Optional[int] = None  # rows per chunk of the chunked loss, once the graph has it
@@ -300,6 +305,7 @@ class CompiledGraph:
             left = Budget("lowest") if self.step.budget == "lowest" else \
                 Budget("bytes", bytes=self.step.budget - self.step.allocated_in_step(self.device))
             earlier = load_choice(key, self.step.label) if len(self.attempts) == 1 else None
+            earlier = _joint.parse(earlier)[0] if earlier else None  # a Split's first candidate
             choice = _frontier.choose(q, self.device, left, corrections, o["planner"], remembered, menu=True,
                                       prefer=earlier, priced=priced)
             if self.chunkable and left.kind == "bytes" and choice.chosen.peak(corrections) > left.bytes:
@@ -368,32 +374,69 @@ class CompiledGraph:
                 attempt.inductor_peaks.clear()
                 fn = compile_fx(self.gm, example_inputs, inner_compile=inner)
         attempt.compile_s = time.perf_counter() - start
+        self.plan = attempt.choice.chosen.name if attempt.choice else ""
+        self.fns[self.plan], self.split = fn, None
         return fn
 
     def remember(self) -> None:
         """The step's choice for this graph, for a later process's first compile."""
         if self.key and self.joint:
-            save_choice(self.key, self.step.label, self.target or self.running_name())
+            save_choice(self.key, self.step.label, self.want or self.running_name())
 
     def retarget(self, name: str) -> None:
-        """Compile with candidate `name` on the next call (autograd runs the
-        step's end with grad mode off, where what compiled would be an
-        inference graph)."""
-        self.target, self._replan = name, True
+        """Run `name` (a candidate, or a Split of two) from the next call,
+        compiling what is not compiled yet then (autograd runs the step's end
+        with grad mode off, where what compiled would be an inference graph)."""
+        self.want, self._replan = name, True
+
+    def missing(self, name: str) -> int:
+        """How many compiles running `name` takes."""
+        first, count, then = _joint.parse(name)
+        return sum(n not in self.fns for n in ([first, then] if count else [first]))
+
+    def _switch(self, args: list) -> None:
+        """Compiles what the step's choice needs, then runs it; planning alone,
+        plans again with what was measured."""
+        if not self.want:
+            self.fn = self._compile(args)
+            return
+        first, count, then = _joint.parse(self.want)
+        for name in [first, then] if count else [first]:
+            if name not in self.fns:
+                self.target = name
+                self._compile(args)
+                assert name in self.fns, f"mutwo: compiling {name} gave {self.plan}"
+        self.plan, self.fn = self.want, self.fns[first]
+        self.split = (first, count, then) if count else None
 
     def unsettled(self) -> bool:
         """Its plan will compile again, or has not run a measured step yet."""
         if self.called and not self.trained:
             return self._replan  # an inference graph: nothing of its own to measure
-        return self._replan or not self.attempts or not self.attempts[-1].measured
+        return self._replan or not self.attempts or not self.attempts[-1].measured or \
+            self.measured_key != self.running_key()
 
     def running_name(self) -> str:
-        choice = self.attempts[-1].choice
-        return choice.chosen.name if choice else ""
+        return self.plan
+
+    def _key_of(self, name: str) -> str:
+        attempt = next((a for a in reversed(self.attempts) if a.choice and a.choice.chosen.name == name), None)
+        return attempt.choice.chosen.key if attempt and attempt.choice else ""
 
     def running_key(self) -> str:
-        choice = self.attempts[-1].choice
-        return choice.chosen.key if choice else ""
+        if self.split:
+            first, count, then = self.split
+            return _joint.split_name(self._key_of(first), count, self._key_of(then))
+        return self._key_of(self.plan)
+
+    def _for_call(self, tracker: Any) -> tuple[Callable, str]:
+        """The compiled candidate this call runs, and its key: under a Split, the
+        first `count` instances awaiting their backward run `first`."""
+        if not self.split:
+            return self.fn, self.running_key()
+        first, count, then = self.split
+        name = first if tracker.alive[self.index] < count else then
+        return self.fns[name], self._key_of(name)
 
     def options_for_step(self) -> list[Option]:
         """The menu, corrected by what was measured: what the step chooses from."""
@@ -406,7 +449,7 @@ class CompiledGraph:
             self._replan = False
             with tracker.compiling():
                 try:
-                    self.fn = self._compile(list(args))
+                    self._switch(list(args))
                 except self.budget_error as e:
                     self.error = str(e)
         if self.error:
@@ -414,9 +457,10 @@ class CompiledGraph:
         self.step.check()
         if any(isinstance(a, FakeTensor) for a in args):
             return self.fn(*args)  # DDP's optimizer propagating shapes between the graphs it split: no step
-        tracker.forward_begins(self.index, self.running_key())
+        fn, plan = self._for_call(tracker)
+        tracker.forward_begins(self.index, self.running_key(), plan)
         try:
-            out = self.fn(*args)
+            out = fn(*args)
         except BaseException:
             tracker.abandon()
             raise
@@ -426,22 +470,27 @@ class CompiledGraph:
         tracker.forward_ends(self.index, trains)
         return out
 
-    def measured(self, fwd: int, bwd: int, retained: int) -> bool:
-        """One step's measurement of this graph, the most over its calls: what
-        its forward added, what its backward added from its forward's start,
-        what its forward left allocated. True for the first of its plan."""
-        attempt = self.attempts[-1]
-        attempt.measured.append((fwd, bwd))
-        chosen = attempt.choice.chosen if attempt.choice else None
-        if chosen is None or len(attempt.measured) > 1:
-            return False
-        # The first measurement of a plan: the model's miss, per phase.
-        self.corrections.measured(chosen, fwd, bwd, retained)
-        if self.key:
+    def measured(self, running: str, by_plan: dict[str, list[int]]) -> bool:
+        """One step's measurement of this graph, running `running`: per
+        candidate that ran, the most over its calls of what its forward added,
+        its backward added from its own start, and its forward left
+        allocated. True where one was the first of its candidate."""
+        if running == self.running_key():
+            self.measured_key = running
+        first = False
+        for key, (fwd, bwd, retained) in by_plan.items():
+            attempt = next((a for a in reversed(self.attempts) if a.choice and a.choice.chosen.key == key), None)
+            if attempt is None or attempt.choice is None:
+                continue
+            attempt.measured.append((fwd, bwd + retained))
+            if len(attempt.measured) == 1:  # the first measurement of a plan: the model's miss, per phase
+                self.corrections.measured(attempt.choice.chosen, fwd, bwd + retained, retained)
+                first = True
+        if first and self.key:
             save_corrections(self.key, self.corrections)
-        if not self.joint:
-            self._alone(attempt)
-        return True
+        if first and not self.joint:
+            self._alone(self.attempts[-1])
+        return first
 
     def _alone(self, attempt: Attempt) -> None:
         """Planning alone (a fraction): over its budget, or a faster candidate
@@ -480,7 +529,7 @@ class CompiledGraph:
                 "lowest_measured_peak_bytes": min(measured) if measured else None,
                 "recompilations": len(self.attempts) - 1, "compiles": len(self.attempts),
                 "loss_chunk_rows": self.loss_rows,
-                "residual_cached": self.cached, "chosen": choice.chosen.name if choice else None,
+                "residual_cached": self.cached, "chosen": self.plan or None,
                 "saved": last.saved,
                 "predicted_extra_ms": round(choice.chosen.extra_ms, 4) if choice else None,
                 "candidates": [c.summary(last.corrections) for c in candidates],

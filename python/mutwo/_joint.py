@@ -15,11 +15,18 @@
 # every interval of every recorded step fits: all combinations where they are
 # few, else μ-TWO's greedy (the cheapest time per byte off the worst
 # interval, then back to faster candidates where they still fit).
+#
+# A graph called several times per step (per-block compile: one graph for
+# every identical block) may also run two of its candidates (Split): its
+# first `count` calls of a step one, the rest the other. Backwards run in the
+# reverse order of their forwards, so the instances awaiting their backward
+# are always the first ones; a budget between two candidates' step peaks is
+# then met at a cost between theirs, not the lower one's.
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Union
 
 import numpy as np
 
@@ -35,6 +42,80 @@ class Option:
     bwd: int  # the backward's added peak, from its forward's start, its own retained bytes included
     retained: int  # what the forward leaves allocated until the backward: its saved set and outputs
     extra_ms: float  # modelled recompute time
+
+    def holds(self, alive: int, own: str) -> int:
+        """This graph's bytes in an interval: `alive` instances' retained bytes
+        awaiting their backward, and, where the interval is one of its own
+        calls ("fwd" or "bwd"), that call's peak."""
+        return alive * self.retained + (self.fwd if own == "fwd" else self.bwd if own == "bwd" else 0)
+
+    def parts(self) -> list[str]:
+        return [self.name]
+
+
+@dataclass
+class Split:
+    """Two candidates of a graph called `instances` times per step: its first
+    `count` calls of each step run `first`, the others `then`."""
+    first: Option
+    count: int
+    then: Option
+    instances: int
+
+    @property
+    def name(self) -> str:
+        return split_name(self.first.name, self.count, self.then.name)
+
+    @property
+    def key(self) -> str:
+        return split_name(self.first.key, self.count, self.then.key)
+
+    @property
+    def extra_ms(self) -> float:
+        """Per call, averaged over the step's calls (solve() weights it by them)."""
+        return (self.count * self.first.extra_ms + (self.instances - self.count) * self.then.extra_ms) / self.instances
+
+    def holds(self, alive: int, own: str) -> int:
+        """As Option.holds: the instances awaiting their backward are the first
+        `alive`, and the call of the interval is instance number `alive`."""
+        first = min(alive, self.count)
+        mine = self.first if alive < self.count else self.then
+        return first * self.first.retained + (alive - first) * self.then.retained + mine.holds(0, own)
+
+    def parts(self) -> list[str]:
+        return [self.first.name, self.then.name]
+
+
+Choice = Union[Option, Split]
+
+
+def split_name(first: str, count: int, then: str) -> str:
+    return f"{first}*{count}+{then}"
+
+
+def parse(name: str) -> tuple[str, int, str]:
+    """A Split's name as (first, count, then); a candidate's own as (name, 0, "")."""
+    head, plus, then = name.rpartition("+")
+    first, star, count = head.rpartition("*")
+    if not plus or not star or not count.isdigit():
+        return name, 0, ""
+    return first, int(count), then
+
+
+def with_splits(options: list[Option], instances: int) -> list[Choice]:
+    """`options` and, for a graph called more than once a step, every split of
+    two of them that are not dominated (another as fast with no more bytes)."""
+    if instances < 2:
+        return list(options)
+    distinct = list({o.key: o for o in reversed(options)}.values())[::-1]  # the first of each partition
+
+    def dominated(o: Option) -> bool:
+        return any(p is not o and p.extra_ms <= o.extra_ms and p.retained <= o.retained and p.fwd <= o.fwd
+                   and p.bwd <= o.bwd and (p.extra_ms, p.retained, p.fwd, p.bwd) != (o.extra_ms, o.retained, o.fwd,
+                                                                                     o.bwd) for p in distinct)
+    kept = [o for o in distinct if not dominated(o)]
+    return list(options) + [Split(a, k, b, instances) for a in kept for b in kept if a is not b
+                            for k in range(1, instances)]
 
 
 @dataclass
@@ -54,15 +135,23 @@ class Interval:
 
 @dataclass
 class Record:
-    """One measured step: its intervals, the option key each graph ran, and per
-    graph the most any instance's forward added, its backward added from its
-    own start, and its forward left allocated."""
+    """One measured step: its intervals, the option key each graph ran (a
+    Split's where it ran two), and per graph the most any instance's forward
+    added, its backward added from its own start, and its forward left
+    allocated; the same per graph and candidate key that ran (by_plan)."""
     intervals: list[Interval]
     running: dict[int, str]
     fwd: dict[int, int] = field(default_factory=dict)
     bwd: dict[int, int] = field(default_factory=dict)
     retained: dict[int, int] = field(default_factory=dict)
     instances: dict[int, int] = field(default_factory=dict)
+    by_plan: dict[int, dict[str, list[int]]] = field(default_factory=dict)  # graph -> key -> [fwd, bwd, retained]
+
+    def most(self, graph: int, plan: str, fwd: int = 0, bwd: int = 0, retained: int = 0) -> None:
+        """Counts one call of `graph` under candidate `plan`: the most of each figure."""
+        seen = self.by_plan.setdefault(graph, {}).setdefault(plan, [0, 0, 0])
+        for i, v in enumerate((fwd, bwd, retained)):
+            seen[i] = max(seen[i], v)
 
     @property
     def peak(self) -> int:
@@ -89,46 +178,54 @@ class Joint:
     method: str
 
 
-def _matrices(menus: dict[int, list[Option]], records: list[Record]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+def _matrices(menus: dict[int, list[Choice]], records: list[Record]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     """The measured peaks of every interval of every record, and per graph
     the change each option makes to each of them."""
     base = np.array([i.peak for r in records for i in r.intervals], dtype=np.float64)
     coef = {g: np.zeros((len(m), len(base))) for g, m in menus.items()}
     col = 0
     for r in records:
-        ran = {g: next((o for o in menus[g] if o.key == r.running.get(g)), None) for g in menus}
+        runs = {g: ran(menus[g], r.running.get(g)) for g in menus}
         for iv in r.intervals:
             for g, options in menus.items():
-                run = ran[g]
+                run = runs[g]
                 if run is None:  # the graph did not run in this step, or ran a plan not among its options
                     continue
+                alive, own = iv.alive.get(g, 0), iv.kind if iv.graph == g else ""
+                ran_holds = run.holds(alive, own)
                 for k, o in enumerate(options):
-                    delta = iv.alive.get(g, 0) * (o.retained - run.retained)
-                    if iv.graph == g and iv.kind == "fwd":
-                        delta += o.fwd - run.fwd
-                    elif iv.graph == g and iv.kind == "bwd":
-                        delta += o.bwd - run.bwd
-                    coef[g][k, col] = delta
+                    coef[g][k, col] = o.holds(alive, own) - ran_holds
             col += 1
     return base, coef
 
 
-def interval_peaks(menus: dict[int, list[Option]], records: list[Record], choice: dict[int, int]) -> np.ndarray:
+def ran(options: list[Choice], key: Optional[str]) -> Optional[Choice]:
+    """The option that ran under `key`: one of `options`, or a Split of two of them."""
+    found = next((o for o in options if o.key == key), None)
+    first, count, then = parse(key or "")
+    if found is not None or not count:
+        return found
+    a = next((o for o in options if o.key == first and isinstance(o, Option)), None)
+    b = next((o for o in options if o.key == then and isinstance(o, Option)), None)
+    return Split(a, count, b, count + 1) if a and b else None
+
+
+def interval_peaks(menus: dict[int, list[Choice]], records: list[Record], choice: dict[int, int]) -> np.ndarray:
     """The predicted peak of every interval of `records` under `choice` (graph -> option index)."""
     base, coef = _matrices(menus, records)
     return base + sum((coef[g][k] for g, k in choice.items()), np.zeros_like(base))
 
 
-def solve(menus: dict[int, list[Option]], records: list[Record], budget: int, weights: dict[int, int],
-          fixed: Optional[dict[int, int]] = None) -> Joint:
+def solve(menus: dict[int, list[Choice]], records: list[Record], budget: int, weights: dict[int, int],
+          only: Optional[dict[int, list[int]]] = None) -> Joint:
     """One option per graph of `menus` (graph -> options) such that every
     interval of every record fits `budget`, with the least extra time, each
-    graph's weighted by how often it runs per step; `fixed` graphs keep the
-    option given."""
-    fixed = fixed or {}
+    graph's weighted by how often it runs per step; the graphs of `only`
+    choose among the options it lists."""
+    only = only or {}
     graphs = sorted(menus)
     base, coef = _matrices(menus, records)
-    allowed = {g: [fixed[g]] if g in fixed else list(range(len(menus[g]))) for g in graphs}
+    allowed = {g: list(only[g]) if g in only else list(range(len(menus[g]))) for g in graphs}
     times = {g: np.array([weights.get(g, 1) * o.extra_ms for o in menus[g]]) for g in graphs}
     combos = 1
     for g in graphs:

@@ -51,6 +51,7 @@ class Tracker:
         self.memory, self.device, self.wanted = memory, device, wanted
         self.longest = 0
         self.quiet = False  # this step is not measured
+        self.calling: dict[int, str] = {}  # graph -> the candidate key of its forward in progress
         self._clear()
         _TRACKERS.add(self)
 
@@ -58,6 +59,7 @@ class Tracker:
         self.intervals: list[Interval] = []
         self.open: Optional[Interval] = None
         self.alive: Counter = Counter()
+        self.plans: dict[int, list[str]] = {}  # graph -> the candidate key of each instance awaiting its backward
         self.base = 0
         self.record = Record([], {})
 
@@ -79,7 +81,10 @@ class Tracker:
         self.open = Interval(kind, graph, current - self.base, {g: n for g, n in alive.items() if n > 0})
         self.open.peak = self.open.start
 
-    def forward_begins(self, graph: int, running: str) -> None:
+    def forward_begins(self, graph: int, running: str, plan: Optional[str] = None) -> None:
+        """A forward of `graph` begins, the graph running `running` (a
+        candidate's key, or a Split's), this call candidate `plan` (running's own)."""
+        self.calling[graph] = running if plan is None else plan
         if self.open is None and not +self.alive:  # a step starts: measure it?
             self.quiet = not self.wanted()
             if self.quiet:
@@ -97,6 +102,9 @@ class Tracker:
         self._begin("fwd", graph, current, self.alive)
 
     def forward_ends(self, graph: int, trains: bool) -> None:
+        plan = self.calling.pop(graph, "")
+        if trains:
+            self.plans.setdefault(graph, []).append(plan)
         if self.quiet:
             self.alive[graph] += trains
             return
@@ -108,6 +116,7 @@ class Tracker:
             r = self.record
             r.fwd[graph] = max(r.fwd.get(graph, 0), iv.peak - iv.start)
             r.retained[graph] = max(r.retained.get(graph, 0), current - self.base - iv.start)
+            r.most(graph, plan, fwd=iv.peak - iv.start, retained=current - self.base - iv.start)
             r.instances[graph] = r.instances.get(graph, 0) + 1
             self.alive[graph] += 1
         else:
@@ -129,6 +138,8 @@ class Tracker:
 
     def backward_ends(self, graph: int) -> Optional[Record]:
         """The measured step, when this was its last backward."""
+        stack = self.plans.get(graph) or [""]
+        plan = stack.pop()  # backwards run in the reverse order of their forwards
         if self.quiet:
             self.alive[graph] -= 1
             if not +self.alive:
@@ -140,6 +151,7 @@ class Tracker:
             return None
         r = self.record
         r.bwd[graph] = max(r.bwd.get(graph, 0), iv.peak - iv.start)
+        r.most(graph, plan, bwd=iv.peak - iv.start)
         self.alive[graph] -= 1
         if +self.alive:
             self._begin("gap", None, current, self.alive)
@@ -222,8 +234,8 @@ class Step:
         if self.plans and "measured_peak_bytes" not in self.plans[-1] and \
                 all(running.get(g) == n for g, n in self.plans[-1]["choice"].items()):
             self.plans[-1]["measured_peak_bytes"] = record.peak
-        firsts = [g for g in record.instances if self.graphs[g].measured(
-            record.fwd.get(g, 0), record.bwd.get(g, 0) + record.retained.get(g, 0), record.retained.get(g, 0))]
+        firsts = [g for g in record.instances
+                  if self.graphs[g].measured(record.running.get(g, ""), record.by_plan.get(g, {}))]
         if self.budget is None:
             return
         new = record.signature() not in self.records
@@ -239,18 +251,26 @@ class Step:
                 if g.index in record.running:
                     g.remember()
 
-    def _menus(self) -> tuple[dict[int, list[_joint.Option]], dict[int, int], dict[int, int]]:
-        menus, weights = {}, {}
+    def _menus(self) -> tuple[dict[int, list[_joint.Choice]], dict[int, list[int]], dict[int, int]]:
+        """Per graph its options (a graph called more than once a step also
+        Splits of two candidates, _joint.with_splits), those still in reach
+        of MAX_COMPILES compiles where that limits them, and its calls per step."""
+        menus, weights, reach = {}, {}, {}
         ran = {g for r in self.records.values() for g in r.running}
         for g in self.graphs:
             options = g.options_for_step()
             if not options or g.index not in ran:  # nothing to choose, or no measured step to choose for
                 continue
-            menus[g.index] = options
             weights[g.index] = max((r.instances.get(g.index, 0) for r in self.records.values()), default=1)
-        fixed = {g: k for g, k in self._running_indices(menus).items()
-                 if len(self.graphs[g].attempts) >= MAX_COMPILES}
-        return menus, fixed, weights
+            menu = _joint.with_splits(options, weights[g.index])
+            running = _joint.ran(menu, g.running_key())
+            if running is not None and running not in menu:  # a Split no longer among the menu's
+                menu.append(running)
+            menus[g.index] = menu
+            left = MAX_COMPILES - len(g.attempts)
+            if any(g.missing(o.name) > left for o in menu):
+                reach[g.index] = [k for k, o in enumerate(menu) if g.missing(o.name) <= left]
+        return menus, reach, weights
 
     def _propose(self, record: Record) -> dict:
         """This rank's decision: per graph the candidate to compile next, or the
@@ -259,30 +279,30 @@ class Step:
         it, only graphs still on their first plan: a faster plan the
         measurement allows is worth one compile, not more."""
         assert self.budget is not None
-        menus, fixed, weights = self._menus()
+        menus, reach, weights = self._menus()
         running = {str(g.index): g.running_name() for g in self.graphs if g.index in menus}
         if not menus:
             return {"choice": running, "error": None}
         lowest = self.budget == "lowest"
         over = not lowest and record.peak > self.budget
-        settled = {**fixed, **{g: k for g, k in self._running_indices(menus).items()
+        settled = {**reach, **{g: [k] for g, k in self._running_indices(menus).items()
                                if len(self.graphs[g].attempts) > 1}}
         records = list(self.records.values())
         limit = -1 if lowest else self.budget
-        joint = _joint.solve(menus, records, limit, weights, fixed if over else settled)
+        joint = _joint.solve(menus, records, limit, weights, reach if over else settled)
         if not over and not lowest and not joint.feasible:  # the settled plans no longer fit a step seen
-            joint = _joint.solve(menus, records, limit, weights, fixed)
+            joint = _joint.solve(menus, records, limit, weights, reach)
         if lowest:  # the floor is the plan
             joint = dataclasses.replace(joint, choice=joint.floor_choice, peak=joint.floor, feasible=True)
         self.joint = joint
         if not joint.feasible:
-            if over and len(fixed) == len(menus):
+            if over and all(g in reach and len(reach[g]) <= 1 for g in menus):
                 return {"choice": running, "error": self._over_text()}
             return {"choice": running, "error": self._floor_text(joint, menus)}
         return {"choice": {**running, **{str(g): menus[g][k].name for g, k in joint.choice.items()}},
                 "error": None}
 
-    def _running_indices(self, menus: dict[int, list[_joint.Option]]) -> dict[int, int]:
+    def _running_indices(self, menus: dict[int, list[_joint.Choice]]) -> dict[int, int]:
         out = {}
         for g, options in menus.items():
             k = next((k for k, o in enumerate(options) if o.key == self.graphs[g].running_key()), None)
@@ -299,7 +319,7 @@ class Step:
                                "predicted_peak_bytes": self.joint.peak if self.joint else None})
         for g, name in proposal["choice"].items():
             graph = self.graphs[int(g)]
-            if name != graph.running_name() and len(graph.attempts) < MAX_COMPILES:
+            if name != graph.running_name() and len(graph.attempts) + graph.missing(name) <= MAX_COMPILES:
                 graph.retarget(name)
 
     def _floor_text(self, joint: _joint.Joint, menus: dict) -> str:
@@ -366,7 +386,5 @@ class Step:
         iv = self.last.intervals[int(peaks.argmax())]
         out = {}
         for g, k in choice.items():
-            o = menus[g][k]
-            own = {"fwd": o.fwd, "bwd": o.bwd}.get(iv.kind, 0) if iv.graph == g else 0
-            out[g] = iv.alive.get(g, 0) * o.retained + own
+            out[g] = menus[g][k].holds(iv.alive.get(g, 0), iv.kind if iv.graph == g else "")
         return out

@@ -229,19 +229,19 @@ def test_fixed_graphs_keep_their_option() -> None:
     rng = random.Random(7)
     menus = {g: _options(rng, 4) for g in range(2)}
     record = _stack_record(menus, {0: 0, 1: 0}, rng)
-    j = _joint.solve(menus, [record], -1, {0: 1, 1: 1}, fixed={0: 2})
+    j = _joint.solve(menus, [record], -1, {0: 1, 1: 1}, only={0: [2]})
     assert j.floor_choice[0] == 2 and j.choice[0] == 2
 
 
 class FakeGraph:
     """What Step asks of a CompiledGraph, on plain data: a menu of options and
-    the plan running (its compiles)."""
+    the plan running (its compiles), a candidate or a Split of two."""
 
     def __init__(self, step: _step.Step, options: list[Option]) -> None:
         self.menu, self.names = options, [options[0].name]
         self.step, self.index, self.key = step, step.add(self), f"graph{len(step.graphs)}"
-        self.attempts = [object()]
-        self.seen = 0  # how many of its attempts a measured step ran
+        self.attempts = [options[0].name]  # each candidate compiled
+        self.seen = ""  # the running key a measured step ran
 
     def options_for_step(self) -> list[Option]:
         return self.menu
@@ -249,35 +249,53 @@ class FakeGraph:
     def running_name(self) -> str:
         return self.names[-1]
 
-    def running_key(self) -> str:
-        return next(o.key for o in self.menu if o.name == self.names[-1])
+    def option(self, name: str) -> Option:
+        return next(o for o in self.menu if o.name == name)
 
-    def measured(self, fwd: int, bwd: int, retained: int) -> bool:
-        self.seen = len(self.attempts)
+    def running_key(self) -> str:
+        first, count, then = _joint.parse(self.running_name())
+        if count:
+            return _joint.split_name(self.option(first).key, count, self.option(then).key)
+        return self.option(first).key
+
+    def call(self, instance: int) -> Option:
+        """The candidate the call of this instance runs."""
+        first, count, then = _joint.parse(self.running_name())
+        return self.option(first if not count or instance < count else then)
+
+    def measured(self, running: str, by_plan: dict) -> bool:
+        self.seen = running
         return False
 
     def unsettled(self) -> bool:
-        return self.seen < len(self.attempts)
+        return self.seen != self.running_key()
+
+    def missing(self, name: str) -> int:
+        first, count, then = _joint.parse(name)
+        return sum(n not in self.attempts for n in ([first, then] if count else [first]))
 
     def remember(self) -> None:
         self.remembered = self.running_name()
 
     def retarget(self, name: str) -> None:  # compiled at once here
+        first, count, then = _joint.parse(name)
+        self.attempts += [n for n in ([first, then] if count else [first]) if n not in self.attempts]
         self.names.append(name)
-        self.attempts.append(object())
 
 
 def _run_step(step: _step.Step, mem: FakeMemory, graphs: list[FakeGraph]) -> None:
-    """Forwards in order, backwards reversed, each as its running option says."""
+    """Forwards in order, backwards reversed, each as its running option says
+    (a graph listed n times is called n times, a Split's first instances first)."""
     t = step.tracker("cpu")
+    calls = []
     for g in graphs:
-        o = next(o for o in g.menu if o.name == g.running_name())
-        t.forward_begins(g.index, g.running_key())
+        o = g.call(t.alive[g.index])
+        calls.append(o)
+        t.forward_begins(g.index, g.running_key(), o.key)
         mem.alloc(o.fwd)
         mem.free(o.fwd - o.retained)
         t.forward_ends(g.index, trains=True)
-    for g in reversed(graphs):
-        o = next(o for o in g.menu if o.name == g.running_name())
+    for g, o in reversed(list(zip(graphs, calls))):
         t.backward_begins(g.index)
         mem.alloc(o.bwd - o.retained)
         mem.free(o.bwd)
@@ -326,8 +344,42 @@ def test_a_graph_compiled_three_times_keeps_its_plan() -> None:
     mem = FakeMemory()
     step = _step.Step(1100 * K, mem, RuntimeError)
     a = FakeGraph(step, _menu("a"))
-    a.attempts = [object()] * 3  # at _step.MAX_COMPILES: its plan stands, though a:0.5 would fit
+    a.attempts = ["a:1", "x", "y"]  # at _step.MAX_COMPILES, a:0.5 not compiled: its plan stands, though a:0.5 would fit
     _run_step(step, mem, [a])
     assert a.names == ["a:1"]
     with pytest.raises(RuntimeError, match=r"lowest measured added peak .* is 1.17 MiB after 3 compiles"):
         step.check()
+
+
+def test_a_graph_called_eight_times_splits_between_two_candidates() -> None:
+    # One graph per identical block, called 8 times a step (per-block
+    # compile). Uniformly, a:1 peaks at 7 x 1000 + 1200 = 8200 KiB and a:0.5
+    # at 7 x 500 + 1000 = 4500 KiB (the last forward): at 6000 KiB only a:0.5
+    # fits uniformly, at 8 x 1.0 ms. Some instances on a:1 fit too, for less.
+    mem = FakeMemory()
+    step = _step.Step(6000 * K, mem, RuntimeError)
+    a = FakeGraph(step, _menu("a"))
+    _run_step(step, mem, [a] * 8)
+    assert step.last is not None and step.last.peak == 8200 * K and step.last.instances == {0: 8}
+    first, count, then = _joint.parse(a.running_name())
+    assert 0 < count < 8 and {first, then} <= {"a:1", "a:0.5", "a:0.1"}, a.running_name()
+    assert step.joint is not None and step.joint.peak <= 6000 * K and step.joint.extra_ms < 8.0
+    assert a.attempts == ["a:1"] + [n for n in ("a:0.5", "a:0.1") if n in (first, then)]  # one compile per candidate
+    _run_step(step, mem, [a] * 8)
+    assert step.last.peak == step.joint.peak <= 6000 * K  # the Split's step, predicted as measured
+    assert set(step.last.by_plan[0]) == {a.option(first).key, a.option(then).key}
+
+
+def test_splits_pair_only_candidates_no_other_beats() -> None:
+    menu = _menu("a") + [Option("a:0.4", "a-d", 1000 * K, 700 * K, 600 * K, 2.0),  # a:0.5 is as fast, smaller
+                         Option("a:0.5b", "a-b", 1000 * K, 700 * K, 500 * K, 1.0)]  # a:0.5's partition again
+    assert _joint.with_splits(menu, 1) == menu
+    splits = [o for o in _joint.with_splits(menu, 4) if isinstance(o, _joint.Split)]
+    assert {(s.first.name, s.then.name) for s in splits} == {(x, y) for x in ("a:1", "a:0.5", "a:0.1")
+                                                             for y in ("a:1", "a:0.5", "a:0.1") if x != y}
+    assert sorted({s.count for s in splits}) == [1, 2, 3]
+    s = next(s for s in splits if (s.first.name, s.count, s.then.name) == ("a:0.1", 1, "a:1"))
+    assert _joint.parse(s.name) == ("a:0.1", 1, "a:1") and _joint.parse("compile:0.5") == ("compile:0.5", 0, "")
+    assert s.extra_ms == pytest.approx(3.0 / 4)
+    # awaiting their backward: the first instance on a:0.1, two more on a:1; the call is the fourth's, on a:1
+    assert s.holds(3, "bwd") == 100 * K + 2 * 1000 * K + 1200 * K
