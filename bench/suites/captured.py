@@ -28,6 +28,8 @@ def captured_row(variant: str, model: str, batch: int, j: dict, eager_ms: float 
              feasible=j["feasible"], predicted_peak_bytes=part["predicted_peak_bytes"],
              dropped=part.get("dropped", 0), dropped_bytes=part.get("dropped_bytes", 0),
              baseline_peak_bytes=j["baseline"]["peak_bytes"], baseline_step_ms=round(j["baseline"]["step_ms"], 3))
+    # what the card gave (issue 36: the reserve against the allocated peak), and the arena's figures under --arena
+    r.update({k: v for k, v in part.items() if k in ("reserved_peak_bytes", "device_peak_bytes") or k.startswith("arena")})
     if eager_ms:
         r["extra_vs_eager_pct"] = round(100 * (r["step_ms"] / eager_ms - 1), 1)
     return r

@@ -7,6 +7,8 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/pipeline.h"
+#include "plan/plan.h"
 #include "profile/profiler.h"
 #include "runtime/memory.h"
 #include "support/error.h"
@@ -16,6 +18,7 @@ namespace mutwo::cli {
 
 int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o) {
   MUTWO_ASSERT(o.arena, "prepare_arena without --arena");
+  o.arena_workspace.clear();  // an earlier plan's, of another graph
   if (int rc = refuse_arena_over_cap(runtime::Executor(g, o), o.device); rc != 0) return rc;
   profile::ProfileOptions po;
   po.device = o.device.str();
@@ -30,6 +33,25 @@ int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o) {
   for (const profile::NodeRecord& n : p.nodes) o.arena_workspace.push_back(std::max<int64_t>(n.workspace_bytes, 0));
   runtime::release_cached_memory(o.device);
   return 0;
+}
+
+int fit_plan_to_arena(plan::PlannedStep& p, const plan::PlanOptions& plan, const rewrite::PassOptions& passes,
+                      bool replan, runtime::ExecutorOptions& o) {
+  if (int rc = prepare_arena(p.rewritten.graph, o); rc != 0) return rc;
+  const bool bounded = plan.budget.kind == Budget::Kind::bytes || plan.budget.kind == Budget::Kind::fraction;
+  if (!replan || !bounded || !p.plan.feasible) return 0;
+  const Measured m = measure(p.rewritten.graph, o.device, o.seed, {1, false, o.arena_workspace});
+  const int64_t over = m.peak_bytes - p.plan.predicted.peak_bytes, budget = p.plan.budget_bytes;
+  if (over <= 0 || p.plan.predicted.peak_bytes + over <= budget) return 0;
+  plan::Plan again = plan::run_planner(p.plan.planner, p.input, budget - over, plan.progress);
+  if (!again.feasible) return 0;  // the first plan stands: measured, it says how far over the arena takes it
+  again.note = fmt::format("planned under {} less {}, what a step from the arena took beyond the prediction "
+                           "(the arena's gaps, allocations it did not serve){}",
+                           format_bytes(budget), format_bytes(over), again.note.empty() ? "" : "; " + again.note);
+  again.budget_bytes = budget;
+  p.plan = std::move(again);
+  p.rewritten = plan::rewrite_plan(p.input, p.plan, passes);
+  return prepare_arena(p.rewritten.graph, o);
 }
 
 int refuse_arena_over_cap(const runtime::Executor& ex, const c10::Device& device) {

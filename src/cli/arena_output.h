@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "analysis/arena.h"
+#include "plan/pipeline.h"
 #include "runtime/executor.h"
 
 namespace mutwo::cli {
@@ -22,6 +23,18 @@ namespace mutwo::cli {
 // of its own (one warm-up, one measured, in an executor of its own: the
 // caller's parameters are untouched), into o.arena_workspace. 0: the step may run.
 int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o);
+
+// optimize --arena: prepare_arena for the planned step p.rewritten, then one
+// step of it measured from the arena. An arena is larger than the most bytes
+// live in it at once (its blocks' gaps), and what it does not serve falls
+// back to the allocator, so the step may peak above the plan's prediction.
+// Where that passes the plan's budget, the planner plans once more under the
+// budget less the measured excess (p.plan keeps the budget asked for, and a
+// note says so), and the arena is prepared for the new plan. A byte budget
+// or a fraction alike; none, "lowest" and a saved plan (`replan` false) are
+// left as they are.
+int fit_plan_to_arena(plan::PlannedStep& p, const plan::PlanOptions& plan, const rewrite::PassOptions& passes,
+                      bool replan, runtime::ExecutorOptions& o);
 
 // Under --device-memory: when the persistent state and the arena pass the cap,
 // says so on stderr with the planned size and returns kExitInfeasible; else 0.

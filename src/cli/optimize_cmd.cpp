@@ -184,6 +184,13 @@ int OptimizeCommand::run() const {
   }
   const rewrite::PassOptions passes = step.dump_ir_after.rewrite_passes();
   PlannedOnDevice p = saved ? apply_saved_plan(g, po, *saved, plan_path, options, passes) : plan_step(g, po, options, passes);
+  MeasureOptions planned_options{steps, cuda_graph};
+  if (arena) {  // refused over --device-memory (exit 3) before measuring; planned again where the arena passes the budget
+    runtime::ExecutorOptions ao{dev, seed};
+    ao.arena = true;
+    if (int rc = fit_plan_to_arena(p, options, passes, !saved, ao); rc != 0) return rc;
+    planned_options.arena_workspace = std::move(ao.arena_workspace);
+  }
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
@@ -201,13 +208,6 @@ int OptimizeCommand::run() const {
   if (!output.quiet)
     fmt::print(stderr, "optimize: measuring {}the plan, {} steps{}\n", baseline_fits ? "the baseline and " : "", steps,
                baseline_fits ? " each" : " (the baseline does not fit)");
-  MeasureOptions planned_options{steps, cuda_graph};
-  if (arena) {  // refused over --device-memory (exit 3) before measuring
-    runtime::ExecutorOptions ao{dev, seed};
-    ao.arena = true;
-    if (int rc = prepare_arena(planned, ao); rc != 0) return rc;
-    planned_options.arena_workspace = std::move(ao.arena_workspace);
-  }
   Measured mb = baseline_fits ? measure(base, dev, seed, {steps, cuda_graph}) : Measured{};
   Measured mp = measure(planned, dev, seed, planned_options);
 
