@@ -172,9 +172,12 @@ class _Partitioner(CustomPartitionerFn):
                                                         lambda name: ticker.tick(f"candidates priced: {name}"))
             finally:
                 self.attempt.plan_s = time.perf_counter() - start
-            chosen = self.attempt.choice.chosen
-            ticker.close(f"planned {chosen.name}: predicted added peak {_mib(self.attempt.predicted())}, "
-                         f"+{chosen.extra_ms:.2f} ms modelled; candidates priced")
+            chosen, step = self.attempt.choice.chosen, self.graph.step
+            # Chosen by the step, the graph's own figure means little (corrected by its
+            # measured residual, it was negative on one FSDP2 rank): the step's.
+            peak = (f"the step's predicted added peak {_mib(step.joint.peak)}" if self.graph.target and step.joint
+                    else f"predicted added peak {_mib(self.attempt.predicted())}")
+            ticker.close(f"planned {chosen.name}: {peak}, +{chosen.extra_ms:.2f} ms modelled; candidates priced")
             return self.attempt.choice.chosen.saved
         with _mincut.choosing(gm, kwargs["num_fwd_outputs"], chooser):
             fw, bw = _mincut.partition(gm, joint_inputs, kwargs)
