@@ -83,6 +83,31 @@ def _run(model: nn.Module, inputs: tuple, loss_fn: Callable, backend: Any, steps
     return first
 
 
+@pytest.fixture(scope="module")
+def bounds(tmp_path_factory) -> Callable[[str, pytest.MonkeyPatch], dict]:
+    """Per model of MODELS, made once and shared by the tests that made the
+    same compiles each (the LLaMA-style decoder's unplanned and lowest runs
+    were made twice each): two steps with no budget (its backend
+    "unplanned", its first step "unplanned_run"), then two at budget="lowest"
+    (its backend "lowest"), in a residual cache of the model's own, which the
+    caller's MUTWO_CACHE_DIR becomes: its later runs see these runs'
+    residuals, as when the test made them itself first."""
+    done: dict[str, dict] = {}
+
+    def get(name: str, monkeypatch: pytest.MonkeyPatch) -> dict:
+        if name not in done:
+            cache = tmp_path_factory.mktemp(f"cache-{name}")
+            monkeypatch.setenv("MUTWO_CACHE_DIR", str(cache))
+            model, inputs, loss_fn = MODELS[name]()
+            unplanned, lowest = mt.backend(), mt.backend(budget="lowest")
+            run = _run(model, inputs, loss_fn, unplanned, 2)
+            _run(model, inputs, loss_fn, lowest, 2)
+            done[name] = {"cache": cache, "unplanned": unplanned, "unplanned_run": run, "lowest": lowest}
+        monkeypatch.setenv("MUTWO_CACHE_DIR", str(done[name]["cache"]))
+        return done[name]
+    return get
+
+
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
     return bool(torch.allclose(a, b, rtol=TOLERANCE, atol=TOLERANCE * float(b.abs().max().clamp(min=1e-12))))
 
@@ -102,14 +127,14 @@ class _Recorder(torch._inductor.custom_graph_pass.CustomPartitionerFn):
         return None  # not cached: every compile runs it
 
 
-def test_no_budget_saves_what_plain_compile_saves() -> None:
+def test_no_budget_saves_what_plain_compile_saves(bounds, monkeypatch) -> None:
     model, inputs, loss_fn = MODELS["llama"]()
     recorder = _Recorder()
     with torch._inductor.config.patch(custom_partitioner_fn=recorder), \
             torch._functorch.config.patch(enable_autograd_cache=False):  # a cached compile skips the partitioner
         plain = _run(model, inputs, loss_fn, "inductor", 1)
-    backend = mt.backend()
-    run = _run(model, inputs, loss_fn, backend, 2)
+    b = bounds("llama", monkeypatch)
+    backend, run = b["unplanned"], b["unplanned_run"]
     info = mt.report(backend)
     assert info["chosen"] == "compile:1" and info["compiles"] == 1, info
     assert info["loss_chunk_rows"] is None, "no budget: the graph is plain compile's, its loss too"
@@ -121,15 +146,12 @@ def test_no_budget_saves_what_plain_compile_saves() -> None:
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_budgets_between_the_floor_and_plain_compile_hold(name: str) -> None:
+def test_budgets_between_the_floor_and_plain_compile_hold(name: str, bounds, monkeypatch) -> None:
     model, inputs, loss_fn = MODELS[name]()
     plain = _run(model, inputs, loss_fn, "inductor", 1)
-    unplanned = mt.backend()
-    _run(model, inputs, loss_fn, unplanned, 2)
-    top = mt.report(unplanned)["measured_peak_bytes"]
-    lowest = mt.backend(budget="lowest")
-    _run(model, inputs, loss_fn, lowest, 2)
-    floor = mt.report(lowest)["measured_peak_bytes"]
+    b = bounds(name, monkeypatch)
+    top = mt.report(b["unplanned"])["measured_peak_bytes"]
+    floor = mt.report(b["lowest"])["measured_peak_bytes"]
     assert floor < top, f"{name}: nothing to plan ({floor} B lowest, {top} B unplanned)"
     for share in (0.75, 0.5, 0.25):
         budget = int(floor + share * (top - floor))
@@ -325,13 +347,11 @@ def test_planning_says_what_it_chose_unless_quiet(capfd, monkeypatch) -> None:
     assert "planned" not in capfd.readouterr().err
 
 
-def test_report_names_what_the_compiled_step_recomputes() -> None:
+def test_report_names_what_the_compiled_step_recomputes(bounds, monkeypatch) -> None:
     """report() of the compiled route: each activation plain compile saves named by
     its module path and op, and str() the summary (peak, recompilations, what
     is recomputed, by module)."""
-    model, inputs, loss_fn = MODELS["llama"]()
-    backend = mt.backend(budget="lowest")
-    _run(model, inputs, loss_fn, backend, 2)
+    backend = bounds("llama", monkeypatch)["lowest"]
     r = mt.report(backend)
     recomputed = [a for a in r["activations"] if a["decision"] == "recompute"]
     assert recomputed, r["activations"]
