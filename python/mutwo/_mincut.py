@@ -42,6 +42,7 @@ class Query:
         self._cuts: dict[tuple, tuple[list[Node], Any]] = {}
         self._runtimes: dict[Node, float] = {}
         self._anchors: list[Node] | None = None
+        self._layout_opt: bool | None = None
 
     # -- the sets
     def pytorch(self, budget: float) -> list[Node]:
@@ -92,6 +93,30 @@ class Query:
 
     def is_forward(self, node: Node) -> bool:
         return bool(self.node_info.is_required_fw(node))
+
+    def relaid(self, fw: Schedule) -> set[Node]:
+        """The forward's inputs Inductor copies before a convolution reads
+        them. With its layout optimization on (GraphLowering.decide_layout_opt,
+        asked of the joint graph here; on the CPU with oneDNN, any graph with a
+        convolution), a 2-D convolution's input and weight are made
+        channels-last (kernel/conv.py): an input not already so is copied, and
+        where the backward reads it, the forward saves the copy, not the input."""
+        if self._layout_opt is None:
+            from torch._inductor.graph import GraphLowering
+            self._layout_opt = bool(GraphLowering.decide_layout_opt(self.joint_module, is_inference=False))
+        if not self._layout_opt:
+            return set()
+        inputs = set(fw.inputs)
+        copied = set()
+        for n in fw.nodes:
+            if n.target is not torch.ops.aten.convolution.default:
+                continue
+            for a in n.args[:2]:
+                val = a.meta.get("val") if isinstance(a, Node) else None
+                if a in inputs and isinstance(val, torch.Tensor) and val.dim() == 4 and \
+                        not val.is_contiguous(memory_format=torch.channels_last):
+                    copied.add(a)
+        return copied
 
     # -- memoised internals
     def _solve(self, joint_graph: fx.Graph, node_info: Any, options: Any, dont_ban: Any = None) -> Any:
