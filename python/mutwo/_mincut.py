@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import networkx as nx
@@ -42,7 +43,6 @@ class Query:
         self._cuts: dict[tuple, tuple[list[Node], Any]] = {}
         self._runtimes: dict[Node, float] = {}
         self._anchors: list[Node] | None = None
-        self._layout_opt: bool | None = None
 
     # -- the sets
     def pytorch(self, budget: float) -> list[Node]:
@@ -97,14 +97,16 @@ class Query:
     def relaid(self, fw: Schedule) -> set[Node]:
         """The forward's inputs Inductor copies before a convolution reads
         them. With its layout optimization on (GraphLowering.decide_layout_opt,
-        asked of the joint graph here; on the CPU with oneDNN, any graph with a
-        convolution), a 2-D convolution's input and weight are made
-        channels-last (kernel/conv.py): an input not already so is copied, and
-        where the backward reads it, the forward saves the copy, not the input."""
-        if self._layout_opt is None:
-            from torch._inductor.graph import GraphLowering
-            self._layout_opt = bool(GraphLowering.decide_layout_opt(self.joint_module, is_inference=False))
-        if not self._layout_opt:
+        which Inductor asks of each module it compiles and which reads only its
+        nodes; on the CPU with oneDNN, any graph with a convolution), a 2-D
+        convolution's input and weight are made channels-last
+        (kernel/conv.py): an input not already so is copied, and where the
+        backward reads it, the forward saves the copy, not the input."""
+        from torch._inductor.graph import GraphLowering
+        nodes = [*fw.inputs, *fw.nodes, SimpleNamespace(op="output", target="output")]  # it counts the output node
+        module = SimpleNamespace(graph=SimpleNamespace(nodes=nodes))
+        if not any(n.target is torch.ops.aten.convolution.default for n in fw.nodes) or \
+                not GraphLowering.decide_layout_opt(module, is_inference=False):
             return set()
         inputs = set(fw.inputs)
         copied = set()
