@@ -160,10 +160,13 @@ class _Walk:
     measured (docs/planners.md, "The compiled route"): on the CPU counting
     fused temporaries as free missed the backward's peak by up to 50% once
     values were recomputed; on an H100 counting them over-predicted the
-    added peak about twofold."""
+    added peak about twofold. `relaid`: inputs Inductor copies before a
+    convolution reads them (Query.relaid); the copy is allocated where the
+    first of them reads it and freed like any value."""
 
-    def __init__(self, module: Schedule, live: dict[int, int], fused: bool) -> None:
-        self.module, self.live, self.fused = module, dict(live), fused
+    def __init__(self, module: Schedule, live: dict[int, int], fused: bool,
+                 relaid: frozenset = frozenset()) -> None:
+        self.module, self.live, self.fused, self.relaid = module, dict(live), fused, relaid
         self.bytes = sum(self.live.values())
         self.peak = self.bytes
         self.carried = set(live)  # storages live before the module: the backward's saved set
@@ -185,6 +188,12 @@ class _Walk:
             for k, _ in map(_storage, _tensors(n.meta.get("val"))):
                 given.add(k)
         for i, n in enumerate(nodes):
+            for a in n.all_input_nodes:
+                if a in self.relaid:
+                    for k, size in map(_storage, _tensors(a.meta.get("val"))):
+                        if k not in self.live:
+                            self.live[k] = size
+                            self.bytes += size
             if n.op == "call_function" and not (self.fused and _unmaterialized(n, self.module, outputs)):
                 for k, size in map(_storage, _tensors(n.meta.get("val"))):
                     if k not in self.live and k not in given:
@@ -202,13 +211,14 @@ class _Walk:
         return self.live
 
 
-def memory(fw: Schedule, bw: Schedule, fused: bool) -> tuple[int, int, int, int]:
+def memory(fw: Schedule, bw: Schedule, fused: bool, relaid: frozenset = frozenset()) -> tuple[int, int, int, int]:
     """(forward's added peak, backward's added peak, saved bytes live at the
     higher of the two, bytes the forward leaves allocated) of one partition:
-    the forward from nothing but its inputs; the backward from what the
-    forward returned (the saved set and the outputs), each saved value freed
-    after its last reader, the gradients kept."""
-    fwd = _Walk(fw, {}, fused)
+    the forward from nothing but its inputs, less the inputs it copies
+    (`relaid`, Query.relaid); the backward from what the forward returned
+    (the saved set, such copies among it, and the outputs), each saved value
+    freed after its last reader, the gradients kept."""
+    fwd = _Walk(fw, {}, fused, relaid)
     after = fwd.run(keep_outputs=True)
     retained = sum(after.values())
     bwd = _Walk(bw, after, fused)
@@ -249,7 +259,7 @@ def node_ms(node: fx.Node, device: str) -> float:
 
 def predict(q: Query, name: str, saved: list[fx.Node], device: str) -> Candidate:
     fw, bw = q.schedules(saved)
-    fwd_peak, bwd_peak, at_peak, retained = memory(fw, bw, fused=device == "cuda")
+    fwd_peak, bwd_peak, at_peak, retained = memory(fw, bw, fused=device == "cuda", relaid=frozenset(q.relaid(fw)))
     forward = {n.name: n for n in q.joint_graph.nodes if n.op == "call_function" and q.is_forward(n)}
     recomputed = [n.name for n in bw.nodes if n.op == "call_function" and n.name in forward]
     kept = [n for n in saved if isinstance(n.meta.get("val"), torch.Tensor)]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator, Optional, Sequence
 
 import networkx as nx
@@ -92,6 +93,32 @@ class Query:
 
     def is_forward(self, node: Node) -> bool:
         return bool(self.node_info.is_required_fw(node))
+
+    def relaid(self, fw: Schedule) -> set[Node]:
+        """The forward's inputs Inductor copies before a convolution reads
+        them. With its layout optimization on (GraphLowering.decide_layout_opt,
+        which Inductor asks of each module it compiles and which reads only its
+        nodes; on the CPU with oneDNN, any graph with a convolution), a 2-D
+        convolution's input and weight are made channels-last
+        (kernel/conv.py): an input not already so is copied, and where the
+        backward reads it, the forward saves the copy, not the input."""
+        from torch._inductor.graph import GraphLowering
+        nodes = [*fw.inputs, *fw.nodes, SimpleNamespace(op="output", target="output")]  # it counts the output node
+        module = SimpleNamespace(graph=SimpleNamespace(nodes=nodes))
+        if not any(n.target is torch.ops.aten.convolution.default for n in fw.nodes) or \
+                not GraphLowering.decide_layout_opt(module, is_inference=False):
+            return set()
+        inputs = set(fw.inputs)
+        copied = set()
+        for n in fw.nodes:
+            if n.target is not torch.ops.aten.convolution.default:
+                continue
+            for a in n.args[:2]:
+                val = a.meta.get("val") if isinstance(a, Node) else None
+                if a in inputs and isinstance(val, torch.Tensor) and val.dim() == 4 and \
+                        not val.is_contiguous(memory_format=torch.channels_last):
+                    copied.add(a)
+        return copied
 
     # -- memoised internals
     def _solve(self, joint_graph: fx.Graph, node_info: Any, options: Any, dont_ban: Any = None) -> Any:
