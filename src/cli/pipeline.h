@@ -38,7 +38,7 @@ struct MeasureOptions {
   int steps = 5;            // measured, after one warm-up step (two with cuda_graph: the third is captured)
   bool cuda_graph = false;  // CUDA: captured once, replayed
   // Served from its arena with these workspaces per node (prepare_arena's); none: from the allocator.
-  std::optional<std::vector<int64_t>> arena_workspace;
+  std::optional<std::vector<int64_t>> arena_workspace{};
 };
 
 // The step measured from `seed` under fresh allocator statistics.

@@ -48,7 +48,7 @@ struct ExecutorOptions {
   // what it cannot serve falls back to the device's allocator, counted in
   // StepResult::arena.
   bool arena = false;
-  std::vector<int64_t> arena_workspace;  // per node: the workspace the plan states; empty: none
+  std::vector<int64_t> arena_workspace{};  // per node: the workspace the plan states; empty: none
 };
 
 struct StepResult {
