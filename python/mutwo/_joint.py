@@ -199,15 +199,16 @@ def _matrices(menus: dict[int, list[Choice]], records: list[Record]) -> tuple[np
     return base, coef
 
 
-def ran(options: list[Choice], key: Optional[str]) -> Optional[Choice]:
-    """The option that ran under `key`: one of `options`, or a Split of two of them."""
+def ran(options: list[Choice], key: Optional[str], instances: int = 0) -> Optional[Choice]:
+    """The option that ran under `key`: one of `options`, or a Split of two of
+    them over `instances` calls a step (at least its count and one more)."""
     found = next((o for o in options if o.key == key), None)
     first, count, then = parse(key or "")
     if found is not None or not count:
         return found
     a = next((o for o in options if o.key == first and isinstance(o, Option)), None)
     b = next((o for o in options if o.key == then and isinstance(o, Option)), None)
-    return Split(a, count, b, count + 1) if a and b else None
+    return Split(a, count, b, max(instances, count + 1)) if a and b else None
 
 
 def interval_peaks(menus: dict[int, list[Choice]], records: list[Record], choice: dict[int, int]) -> np.ndarray:

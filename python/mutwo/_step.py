@@ -263,7 +263,7 @@ class Step:
                 continue
             weights[g.index] = max((r.instances.get(g.index, 0) for r in self.records.values()), default=1)
             menu = _joint.with_splits(options, weights[g.index])
-            running = _joint.ran(menu, g.running_key())
+            running = _joint.ran(menu, g.running_key(), weights[g.index])
             if running is not None and running not in menu:  # a Split no longer among the menu's
                 menu.append(running)
             menus[g.index] = menu

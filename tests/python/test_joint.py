@@ -383,3 +383,11 @@ def test_splits_pair_only_candidates_no_other_beats() -> None:
     assert s.extra_ms == pytest.approx(3.0 / 4)
     # awaiting their backward: the first instance on a:0.1, two more on a:1; the call is the fourth's, on a:1
     assert s.holds(3, "bwd") == 100 * K + 2 * 1000 * K + 1200 * K
+
+
+def test_a_split_that_ran_is_found_by_its_key_over_the_steps_calls() -> None:
+    menu = _menu("a")  # a Split of a:0.1 and a:1 not in the menu: found from its key
+    found = _joint.ran(menu, _joint.split_name("a-c", 1, "a-a"), 4)
+    assert isinstance(found, _joint.Split) and (found.first.name, found.count, found.then.name) == ("a:0.1", 1, "a:1")
+    assert found.extra_ms == pytest.approx(3.0 / 4)  # one call of four on a:0.1
+    assert _joint.ran(menu, "a-b") is menu[1] and _joint.ran(menu, "unknown") is None
