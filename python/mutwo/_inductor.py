@@ -394,8 +394,7 @@ class CompiledGraph:
 
     def missing(self, name: str) -> int:
         """How many compiles running `name` takes."""
-        first, count, then = _joint.parse(name)
-        return sum(n not in self.fns for n in ([first, then] if count else [first]))
+        return sum(n not in self.fns for n in _joint.candidates(name))
 
     def _switch(self, args: list) -> None:
         """Compiles what the step's choice needs, then runs it; planning alone,
@@ -404,7 +403,7 @@ class CompiledGraph:
             self.fn = self._compile(args)
             return
         first, count, then = _joint.parse(self.want)
-        for name in [first, then] if count else [first]:
+        for name in _joint.candidates(self.want):
             if name not in self.fns:
                 self.target = name
                 self._compile(args)

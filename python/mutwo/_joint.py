@@ -49,9 +49,6 @@ class Option:
         calls ("fwd" or "bwd"), that call's peak."""
         return alive * self.retained + (self.fwd if own == "fwd" else self.bwd if own == "bwd" else 0)
 
-    def parts(self) -> list[str]:
-        return [self.name]
-
 
 @dataclass
 class Split:
@@ -82,9 +79,6 @@ class Split:
         mine = self.first if alive < self.count else self.then
         return first * self.first.retained + (alive - first) * self.then.retained + mine.holds(0, own)
 
-    def parts(self) -> list[str]:
-        return [self.first.name, self.then.name]
-
 
 Choice = Union[Option, Split]
 
@@ -100,6 +94,12 @@ def parse(name: str) -> tuple[str, int, str]:
     if not plus or not star or not count.isdigit():
         return name, 0, ""
     return first, int(count), then
+
+
+def candidates(name: str) -> list[str]:
+    """The candidates a choice's name runs: a Split's two, or the one."""
+    first, count, then = parse(name)
+    return [first, then] if count else [first]
 
 
 def with_splits(options: list[Option], instances: int) -> list[Choice]:
@@ -136,14 +136,12 @@ class Interval:
 @dataclass
 class Record:
     """One measured step: its intervals, the option key each graph ran (a
-    Split's where it ran two), and per graph the most any instance's forward
-    added, its backward added from its own start, and its forward left
-    allocated; the same per graph and candidate key that ran (by_plan)."""
+    Split's where it ran two), and per graph and candidate key that ran the
+    most any of its calls' forward added, its backward added from its own
+    start, and its forward left allocated (by_plan); fwd, bwd and retained
+    are the same per graph."""
     intervals: list[Interval]
     running: dict[int, str]
-    fwd: dict[int, int] = field(default_factory=dict)
-    bwd: dict[int, int] = field(default_factory=dict)
-    retained: dict[int, int] = field(default_factory=dict)
     instances: dict[int, int] = field(default_factory=dict)
     by_plan: dict[int, dict[str, list[int]]] = field(default_factory=dict)  # graph -> key -> [fwd, bwd, retained]
 
@@ -152,6 +150,21 @@ class Record:
         seen = self.by_plan.setdefault(graph, {}).setdefault(plan, [0, 0, 0])
         for i, v in enumerate((fwd, bwd, retained)):
             seen[i] = max(seen[i], v)
+
+    def _per_graph(self, i: int) -> dict[int, int]:
+        return {g: max(v[i] for v in plans.values()) for g, plans in self.by_plan.items()}
+
+    @property
+    def fwd(self) -> dict[int, int]:
+        return self._per_graph(0)
+
+    @property
+    def bwd(self) -> dict[int, int]:
+        return self._per_graph(1)
+
+    @property
+    def retained(self) -> dict[int, int]:
+        return self._per_graph(2)
 
     @property
     def peak(self) -> int:

@@ -114,8 +114,6 @@ class Tracker:
             return
         if trains:
             r = self.record
-            r.fwd[graph] = max(r.fwd.get(graph, 0), iv.peak - iv.start)
-            r.retained[graph] = max(r.retained.get(graph, 0), current - self.base - iv.start)
             r.most(graph, plan, fwd=iv.peak - iv.start, retained=current - self.base - iv.start)
             r.instances[graph] = r.instances.get(graph, 0) + 1
             self.alive[graph] += 1
@@ -150,7 +148,6 @@ class Tracker:
         if iv is None:
             return None
         r = self.record
-        r.bwd[graph] = max(r.bwd.get(graph, 0), iv.peak - iv.start)
         r.most(graph, plan, bwd=iv.peak - iv.start)
         self.alive[graph] -= 1
         if +self.alive:
@@ -368,9 +365,10 @@ class Step:
         if r is None or not r.intervals:
             return {}
         iv = r.at_peak()
-        parts = {g: n * r.retained.get(g, 0) for g, n in iv.alive.items()}
+        retained = r.retained
+        parts = {g: n * retained.get(g, 0) for g, n in iv.alive.items()}
         if iv.graph is not None and iv.kind in ("fwd", "bwd"):
-            own = iv.peak - iv.start + (r.retained.get(iv.graph, 0) if iv.kind == "bwd" else 0)
+            own = iv.peak - iv.start + (retained.get(iv.graph, 0) if iv.kind == "bwd" else 0)
             parts[iv.graph] = parts.get(iv.graph, 0) + own
         return parts
 

@@ -29,7 +29,6 @@ int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o) {
   const profile::Profile p = profile::profile_step(g, po);
   MUTWO_ASSERT(p.nodes.size() == g.nodes().size(), "profile of {} nodes for a graph of {}", p.nodes.size(),
                g.nodes().size());
-  o.arena_workspace.clear();
   for (const profile::NodeRecord& n : p.nodes) o.arena_workspace.push_back(std::max<int64_t>(n.workspace_bytes, 0));
   runtime::release_cached_memory(o.device);
   return 0;

@@ -271,15 +271,13 @@ class FakeGraph:
         return self.seen != self.running_key()
 
     def missing(self, name: str) -> int:
-        first, count, then = _joint.parse(name)
-        return sum(n not in self.attempts for n in ([first, then] if count else [first]))
+        return sum(n not in self.attempts for n in _joint.candidates(name))
 
     def remember(self) -> None:
         self.remembered = self.running_name()
 
     def retarget(self, name: str) -> None:  # compiled at once here
-        first, count, then = _joint.parse(name)
-        self.attempts += [n for n in ([first, then] if count else [first]) if n not in self.attempts]
+        self.attempts += [n for n in _joint.candidates(name) if n not in self.attempts]
         self.names.append(name)
 
 
