@@ -28,7 +28,7 @@ int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o);
 // step of it measured from the arena. An arena is larger than the most bytes
 // live in it at once (its blocks' gaps), and what it does not serve falls
 // back to the allocator, so the step may peak above the plan's prediction.
-// Where that passes the plan's budget, the planner plans once more under the
+// Where that passes the plan's budget, the planner plans again (up to three rounds) under the
 // budget less the measured excess (p.plan keeps the budget asked for, and a
 // note says so), and the arena is prepared for the new plan. A byte budget
 // or a fraction alike; none, "lowest" and a saved plan (`replan` false) are

@@ -105,4 +105,4 @@ def test_optimize_plans_again_where_its_arena_passes_the_budget(tmp_path: pathli
     assert p["arena"] and p["arena_missed_storages"] == 0, p
     assert r["fits"] and p["peak_bytes"] <= r["budget_bytes"], r
     note = json.loads((tmp_path / "plan.json").read_text())["note"]
-    assert re.search(r"planned under [0-9.]+ MiB less [0-9.]+ [KM]iB, what a step from the arena took", note), note
+    assert re.search(r"planned under [0-9.]+ MiB less [0-9.]+ [KM]iB, what steps from the arena took", note), note
