@@ -16,6 +16,8 @@
 
 namespace mutwo::cli {
 
+constexpr int kArenaReplans = 3;  // plans made again, each measured from its arena
+
 int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o) {
   MUTWO_ASSERT(o.arena, "prepare_arena without --arena");
   o.arena_workspace.clear();  // an earlier plan's, of another graph
@@ -40,22 +42,24 @@ int fit_plan_to_arena(plan::PlannedStep& p, const plan::PlanOptions& plan, const
   const bool bounded = plan.budget.kind == Budget::Kind::bytes || plan.budget.kind == Budget::Kind::fraction;
   if (!replan || !bounded || !p.plan.feasible) return 0;
   const int64_t budget = p.plan.budget_bytes;
-  int64_t lowered = 0;
-  for (int round = 0; round < 3; ++round) {  // each plan's own excess, until a step from its arena fits
+  int64_t target = budget;  // what the planner is asked for: the budget less what the arena took beyond plans
+  for (int round = 0;; ++round) {
     const Measured m = measure(p.rewritten.graph, o.device, o.seed, {1, false, o.arena_workspace});
-    if (m.peak_bytes <= budget) return 0;
-    lowered += m.peak_bytes - budget;
-    plan::Plan again = plan::run_planner(p.plan.planner, p.input, budget - lowered, plan.progress);
-    if (!again.feasible) return 0;  // the last plan stands: measured, it says how far over the arena takes it
+    if (m.peak_bytes <= budget || round == kArenaReplans) return 0;  // the last plan stands, measured
+    // This plan's prediction less its own excess: lowering only the budget can
+    // give the same plan again, where its prediction had room under it.
+    target = std::min(target, p.plan.predicted.peak_bytes - (m.peak_bytes - budget));
+    plan::Plan again = plan::run_planner(p.plan.planner, p.input, target, plan.progress);
+    if (!again.feasible || (again.drop == p.plan.drop && again.swap == p.plan.swap)) return 0;
     again.note = fmt::format("planned under {} less {}, what steps from the arena took beyond it (the arena's "
                              "gaps, allocations it did not serve){}",
-                             format_bytes(budget), format_bytes(lowered), again.note.empty() ? "" : "; " + again.note);
+                             format_bytes(budget), format_bytes(budget - target),
+                             again.note.empty() ? "" : "; " + again.note);
     again.budget_bytes = budget;
     p.plan = std::move(again);
     p.rewritten = plan::rewrite_plan(p.input, p.plan, passes);
     if (int rc = prepare_arena(p.rewritten.graph, o); rc != 0) return rc;
   }
-  return 0;
 }
 
 int refuse_arena_over_cap(const runtime::Executor& ex, const c10::Device& device) {

@@ -28,9 +28,11 @@ int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o);
 // step of it measured from the arena. An arena is larger than the most bytes
 // live in it at once (its blocks' gaps), and what it does not serve falls
 // back to the allocator, so the step may peak above the plan's prediction.
-// Where that passes the plan's budget, the planner plans again (up to three rounds) under the
-// budget less the measured excess (p.plan keeps the budget asked for, and a
-// note says so), and the arena is prepared for the new plan. A byte budget
+// Where that passes the plan's budget, the planner plans again under that
+// plan's own predicted peak less its measured excess (p.plan keeps the budget
+// asked for, and a note says by how much it planned below it), the arena is
+// prepared for the new plan and it is measured in turn: up to three new
+// plans, until one fits or the planner gives the same plan again. A byte budget
 // or a fraction alike; none, "lowest" and a saved plan (`replan` false) are
 // left as they are.
 int fit_plan_to_arena(plan::PlannedStep& p, const plan::PlanOptions& plan, const rewrite::PassOptions& passes,
