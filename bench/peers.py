@@ -243,9 +243,11 @@ def report_fields(variant: str, reported: Any) -> dict:
                                     measured=max(a["measured_peak_bytes"], default=None),
                                     inductor=a["inductor_estimated_peak_bytes"]) for a in g["attempts"]]
                               for g in info["graphs"]],
-                    # per graph, every candidate priced: its name and added peak as the model, corrected by
-                    # what was measured, now predicts it (why a faster one was not chosen)
-                    candidates=[[(c["name"], c["predicted_peak_bytes"]) for c in g["candidates"]] for g in info["graphs"]],
+                    # per graph, every candidate priced: its name, added peak as the model, corrected by
+                    # what was measured, now predicts it, and modelled recompute ms and nodes (why a faster
+                    # one was not chosen; with the step times, how far the time model is off)
+                    candidates=[[(c["name"], c["predicted_peak_bytes"], c["extra_ms"], c["recomputed"])
+                                 for c in g["candidates"]] for g in info["graphs"]],
                     recompilations=sum(g["recompilations"] for g in info["graphs"]),
                     compiles=sum(g["compiles"] for g in info["graphs"]), chosen=info["chosen"],
                     residual_cached=info["residual_cached"], predicted_extra_ms=info["predicted_extra_ms"],

@@ -231,6 +231,9 @@ def test_dist_compile_under_torchrun_on_the_cpu(tmp_path) -> None:
     assert 0 < ours["window_base_bytes"] < peer["peak_bytes"]
     assert ours["budget_bytes"] == peer["peak_bytes"] - ours["window_base_bytes"]
     assert ours["compiles"] >= 1 and ours["first_step_s"] > 0 and ours["peak_valid"]
+    # every candidate priced, with its modelled time beside its peak: the time model checked against steps
+    names = [c[0] for c in ours["candidates"][0]]
+    assert "compile:1" in names and all(len(c) == 4 and c[2] >= 0 and c[3] >= 0 for c in ours["candidates"][0])
     losses = [by[v]["loss"] for v in ("fsdp_compile", "fsdp_mutwo@fsdp_compile", "ddp_compile")]
     assert max(losses) - min(losses) <= 1e-4 * abs(losses[0]), losses  # the same training, three ways
 
