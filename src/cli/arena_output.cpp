@@ -22,6 +22,19 @@ int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o) {
   MUTWO_ASSERT(o.arena, "prepare_arena without --arena");
   o.arena_workspace.clear();  // an earlier plan's, of another graph
   if (int rc = refuse_arena_over_cap(runtime::Executor(g, o), o.device); rc != 0) return rc;
+  measure_workspaces(g, o);
+  return 0;
+}
+
+int64_t prepare_arena_within_cap(const ir::Graph& g, runtime::ExecutorOptions& o) {
+  MUTWO_ASSERT(o.arena, "prepare_arena_within_cap without an arena");
+  o.arena_workspace.clear();
+  if (const int64_t over = arena_over_cap_bytes(runtime::Executor(g, o), o.device); over > 0) return over;
+  measure_workspaces(g, o);
+  return 0;
+}
+
+void measure_workspaces(const ir::Graph& g, runtime::ExecutorOptions& o) {
   profile::ProfileOptions po;
   po.device = o.device.str();
   po.warmup = 1;
@@ -31,9 +44,9 @@ int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o) {
   const profile::Profile p = profile::profile_step(g, po);
   MUTWO_ASSERT(p.nodes.size() == g.nodes().size(), "profile of {} nodes for a graph of {}", p.nodes.size(),
                g.nodes().size());
+  o.arena_workspace.clear();
   for (const profile::NodeRecord& n : p.nodes) o.arena_workspace.push_back(std::max<int64_t>(n.workspace_bytes, 0));
   runtime::release_cached_memory(o.device);
-  return 0;
 }
 
 int fit_plan_to_arena(plan::PlannedStep& p, const plan::PlanOptions& plan, const rewrite::PassOptions& passes,
@@ -62,12 +75,18 @@ int fit_plan_to_arena(plan::PlannedStep& p, const plan::PlanOptions& plan, const
   }
 }
 
-int refuse_arena_over_cap(const runtime::Executor& ex, const c10::Device& device) {
+int64_t arena_over_cap_bytes(const runtime::Executor& ex, const c10::Device& device) {
   const analysis::ArenaPlan* a = ex.arena_plan();
   const int64_t cap = runtime::memory_limit(device);
   if (!a || cap <= 0) return 0;
+  return std::max<int64_t>(ex.liveness().persistent_bytes + a->bytes - cap, 0);
+}
+
+int refuse_arena_over_cap(const runtime::Executor& ex, const c10::Device& device) {
+  if (arena_over_cap_bytes(ex, device) == 0) return 0;
+  const analysis::ArenaPlan* a = ex.arena_plan();
+  const int64_t cap = runtime::memory_limit(device);
   const int64_t persistent = ex.liveness().persistent_bytes;
-  if (persistent + a->bytes <= cap) return 0;
   fmt::print(stderr,
              "--arena: the planned arena of {} ({} bytes) and the persistent state of {} pass --device-memory {}; "
              "give --device-memory at least {} or plan the step under a lower budget (mutwo optimize)\n",

@@ -24,6 +24,14 @@ namespace mutwo::cli {
 // caller's parameters are untouched), into o.arena_workspace. 0: the step may run.
 int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o);
 
+// prepare_arena for a search that tries steps (max-batch --arena): where the
+// arena with the persistent state passes the cap, by how many bytes, without
+// a word and nothing measured; else 0, the workspaces measured.
+int64_t prepare_arena_within_cap(const ir::Graph& g, runtime::ExecutorOptions& o);
+
+// Each node's workspace of `g`, measured by the profiler, into o.arena_workspace.
+void measure_workspaces(const ir::Graph& g, runtime::ExecutorOptions& o);
+
 // optimize --arena: prepare_arena for the planned step p.rewritten, then one
 // step of it measured from the arena. An arena is larger than the most bytes
 // live in it at once (its blocks' gaps), and what it does not serve falls
@@ -37,6 +45,10 @@ int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o);
 // left as they are.
 int fit_plan_to_arena(plan::PlannedStep& p, const plan::PlanOptions& plan, const rewrite::PassOptions& passes,
                       bool replan, runtime::ExecutorOptions& o);
+
+// Under --device-memory: by how many bytes the persistent state and the arena
+// pass the cap (0: they fit, or there is no cap).
+int64_t arena_over_cap_bytes(const runtime::Executor& ex, const c10::Device& device);
 
 // Under --device-memory: when the persistent state and the arena pass the cap,
 // says so on stderr with the planned size and returns kExitInfeasible; else 0.

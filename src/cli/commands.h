@@ -102,6 +102,7 @@ struct MaxBatchCommand {
   int64_t limit = 4096;
   std::string search = "model";  // --search: "model" (predict, then confirm) or "full" (every batch profiled)
   bool no_fresh_check = false;   // --no-fresh-check: answers not trained again in a fresh process
+  bool arena = false;            // --arena: each answer measured, and trained fresh, from its arena
   SwapOptions swap;
   OutputOptions output;
 

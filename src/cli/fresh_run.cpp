@@ -87,27 +87,26 @@ bool ran_out_of_memory(const std::string& err) {
 
 }  // namespace
 
-std::vector<std::string> fresh_run_argv(const std::string& exe, const std::string& graph_path,
-                                        const DeviceOptions& device, const c10::Device& opened) {
-  std::vector<std::string> argv{exe, "run", "--graph", graph_path, "--device", device.name};
+std::vector<std::string> fresh_run_argv(const std::string& exe, const std::string& graph_path, const FreshOptions& o) {
+  std::vector<std::string> argv{exe, "run", "--graph", graph_path, "--device", o.device.name};
   // The cap as bytes: `free` read again in the child would be what is free then.
-  if (const int64_t cap = device.memory_cap(opened); cap > 0) {
+  if (const int64_t cap = o.device.memory_cap(o.opened); cap > 0) {
     argv.push_back("--device-memory");
     argv.push_back(std::to_string(cap));
   }
-  for (std::string a : {std::string("--seed"), std::to_string(device.seed), std::string("--steps"),
+  for (std::string a : {std::string("--seed"), std::to_string(o.device.seed), std::string("--steps"),
                         std::to_string(kFreshRunSteps), std::string("--json")})
     argv.push_back(std::move(a));
+  if (o.arena) argv.push_back("--arena");
   return argv;
 }
 
-FreshRun run_fresh(const std::string& step_text, const std::string& what, const DeviceOptions& device,
-                   const c10::Device& opened) {
+FreshRun run_fresh(const std::string& step_text, const std::string& what, const FreshOptions& o) {
   static int count = 0;
   const std::string stem = (fs::temp_directory_path() / fmt::format("mutwo-fresh-{}-{}", getpid(), ++count)).string();
   const std::string graph = stem + ".ir", out = stem + ".stdout", err = stem + ".stderr";
   write_file(graph, step_text);
-  const std::vector<std::string> argv = fresh_run_argv(own_executable(), graph, device, opened);
+  const std::vector<std::string> argv = fresh_run_argv(own_executable(), graph, o);
   const auto t0 = std::chrono::steady_clock::now();
   const int code = spawn_and_wait(argv, out, err);
   FreshRun r;
@@ -124,6 +123,8 @@ FreshRun run_fresh(const std::string& step_text, const std::string& what, const 
   };
   if (code != 0 && ran_out_of_memory(stderr_text)) {
     r.out_of_memory = true;
+  } else if (code == kExitInfeasible && o.arena) {  // its arena refused over the cap: it does not fit either
+    r.arena_over_cap = true;
   } else if (code != 0) {
     fail(code < 0 ? fmt::format("the child was killed by signal {}", -code) : fmt::format("the child exited {}", code));
   } else {

@@ -21,18 +21,25 @@ inline constexpr int kFreshRunSteps = 3;
 
 // What the child measured.
 struct FreshRun {
-  bool out_of_memory = false;  // it ran out of memory (no peak measured)
+  bool out_of_memory = false;   // it ran out of memory (no peak measured)
+  bool arena_over_cap = false;  // run --arena refused: its arena and the persistent state pass the cap (no peak)
   int64_t peak_bytes = 0;      // allocated, the most over its steps
   int64_t device_peak_bytes = 0;  // reserved + context and libraries
   double seconds = 0;          // the child's wall time, start-up included
+  bool measured() const { return !out_of_memory && !arena_over_cap; }
 };
 
 // The child's command line for `graph_path` under the parent's device
 // options (`opened`: the device they opened): `run --graph`, --device, the
 // cap the parent runs under in bytes (none without --device-memory), --seed,
-// --steps, --json. argv[0] is `exe`.
-std::vector<std::string> fresh_run_argv(const std::string& exe, const std::string& graph_path,
-                                        const DeviceOptions& device, const c10::Device& opened);
+// --steps, --json, and --arena where asked. argv[0] is `exe`.
+// With `arena`, the child serves the step from its arena (run --arena).
+struct FreshOptions {
+  const DeviceOptions& device;
+  const c10::Device& opened;
+  bool arena = false;
+};
+std::vector<std::string> fresh_run_argv(const std::string& exe, const std::string& graph_path, const FreshOptions& o);
 
 // Trains `step_text` (IR) in a child process; `what` names it in messages
 // ("per-layer at batch 12"). The step goes to a file in the temporary folder,
@@ -41,7 +48,6 @@ std::vector<std::string> fresh_run_argv(const std::string& exe, const std::strin
 // error naming that file and the command that re-runs it. The executable is
 // this process's own (/proc/self/exe); tests put another in its place with
 // MUTWO_TEST_FRESH_EXE (a wrapper that runs mutwo and edits what it says).
-FreshRun run_fresh(const std::string& step_text, const std::string& what, const DeviceOptions& device,
-                   const c10::Device& opened);
+FreshRun run_fresh(const std::string& step_text, const std::string& what, const FreshOptions& o);
 
 }  // namespace mutwo::cli

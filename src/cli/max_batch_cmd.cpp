@@ -18,6 +18,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli/arena_output.h"
 #include "cli/commands.h"
 #include "cli/ending_in_json.h"
 #include "cli/fresh_run.h"
@@ -138,9 +139,13 @@ class Search {
   plan::PlanOptions request() const {
     plan::PlanOptions o;
     c_.swap.apply_to(o);
+    if (c_.arena && dev_.is_cuda()) o.swap = false;  // swap_in's copies are not ordered with the arena's blocks yet
     o.progress = !c_.output.quiet;
     return o;
   }
+  // The rewritten step measured (from its arena under --arena): its figures,
+  // or, where the arena with the persistent state passes the cap, by how much.
+  Measured measure_step(const ir::Graph& g, int64_t& arena_over);
   const ir::Graph& step_at(int64_t b);
   // The step at b with the model's profile (predictions, and the plans of
   // real runs for planners that read no node times: the bytes are the step's own).
@@ -348,9 +353,15 @@ Fit Search::try_run(const std::string& planner, int64_t b) {
       auto m = measured_.find(text);
       if (m == measured_.end()) {
         t0 = Clock::now();
-        m = measured_.emplace(text, measure(p.rewritten.graph, dev_, c_.device.seed, {2})).first;
+        int64_t over = 0;
+        Measured got = measure_step(p.rewritten.graph, over);
         spent_.run_s += std::chrono::duration<double>(Clock::now() - t0).count();
         ++spent_.runs;
+        if (over > 0) {  // the arena alone passes the cap: plan lower by that much, not measured
+          budget -= over;
+          continue;
+        }
+        m = measured_.emplace(text, std::move(got)).first;
       }
       last = {false, true, m->second.peak_bytes, m->second.device_peak_bytes, {}};
       if (m->second.device_peak_bytes <= cap_ && m->second.peak_bytes <= cap_)
@@ -364,6 +375,16 @@ Fit Search::try_run(const std::string& planner, int64_t b) {
     }
   }
   return last;
+}
+
+Measured Search::measure_step(const ir::Graph& g, int64_t& arena_over) {
+  arena_over = 0;
+  if (!c_.arena) return measure(g, dev_, c_.device.seed, {2});
+  runtime::ExecutorOptions o{dev_, c_.device.seed};
+  o.arena = true;
+  arena_over = prepare_arena_within_cap(g, o);
+  if (arena_over > 0) return {};
+  return measure(g, dev_, c_.device.seed, {2, false, o.arena_workspace});
 }
 
 const Fit& Search::run(const std::string& planner, int64_t b) {
@@ -393,26 +414,29 @@ Confirmed Search::confirm_fresh(const std::string& planner, int64_t b) {
     MUTWO_ASSERT(f.fits && !f.step.empty(), "{} at batch {}: no fitting step to train in a fresh process", planner, b);
     progress_.step(fmt::format("{}: batch {} in a fresh process", planner, b), kRunSteps * static_cast<double>(b));
     runtime::release_cached_memory(dev_);  // the device for the child (this process keeps its context)
-    const FreshRun r = run_fresh(f.step, fmt::format("{} at batch {}", planner, b), c_.device, dev_);
+    const FreshRun r = run_fresh(f.step, fmt::format("{} at batch {}", planner, b), {c_.device, dev_, c_.arena});
     spent_.fresh_s += r.seconds;
     ++spent_.fresh;
     const int64_t high = std::max(r.peak_bytes, r.device_peak_bytes);
-    c = {b, !r.out_of_memory && high <= cap_, json()};
-    tries.push_back({{"batch", b},
-                     {"fits", c.fits},
-                     {"out_of_memory", r.out_of_memory},
-                     {"peak_bytes", r.out_of_memory ? json() : json(r.peak_bytes)},
-                     {"device_peak_bytes", r.out_of_memory ? json() : json(r.device_peak_bytes)},
-                     {"seconds", r.seconds}});
+    c = {b, r.measured() && high <= cap_, json()};
+    json t{{"batch", b},
+           {"fits", c.fits},
+           {"out_of_memory", r.out_of_memory},
+           {"peak_bytes", r.measured() ? json(r.peak_bytes) : json()},
+           {"device_peak_bytes", r.measured() ? json(r.device_peak_bytes) : json()},
+           {"seconds", r.seconds}};
+    if (c_.arena) t["arena_over_cap"] = r.arena_over_cap;
+    tries.push_back(std::move(t));
     if (c.fits) break;
     const int64_t per_sample = std::max<int64_t>(1, high / b);
-    const int64_t down = r.out_of_memory ? b / 20 : (high - cap_ + per_sample - 1) / per_sample;
+    const int64_t down = !r.measured() ? b / 20 : (high - cap_ + per_sample - 1) / per_sample;
     const int64_t next = b - std::max<int64_t>(1, down);
     progress_.warn(fmt::format("max-batch: {}: batch {} fitted in this process but not in a fresh one ({}){}", planner,
                                b,
-                               r.out_of_memory ? std::string("out of memory")
-                                               : fmt::format("peak {}, {} over --memory", format_bytes(high),
-                                                             format_bytes(high - cap_)),
+                               r.out_of_memory    ? std::string("out of memory")
+                               : r.arena_over_cap ? std::string("its arena passed --memory")
+                                                  : fmt::format("peak {}, {} over --memory", format_bytes(high),
+                                                                format_bytes(high - cap_)),
                                attempt + 1 < kFreshTries && next > 0 ? fmt::format("; trying {} and below", next) : ""));
     if (attempt + 1 < kFreshTries)
       b = next > 0 ? largest_fitting(next, next, [&](int64_t x) { return run(planner, x).fits; }) : 0;
@@ -422,7 +446,7 @@ Confirmed Search::confirm_fresh(const std::string& planner, int64_t b) {
            {"fits", c.fits},
            {"peak_bytes", last["peak_bytes"]},
            {"device_peak_bytes", last["device_peak_bytes"]},
-           {"margin_bytes", last["out_of_memory"].get<bool>()
+           {"margin_bytes", last["peak_bytes"].is_null()
                                 ? json()
                                 : json(cap_ - std::max(last["peak_bytes"].get<int64_t>(),
                                                        last["device_peak_bytes"].get<int64_t>()))},
@@ -515,6 +539,10 @@ void MaxBatchCommand::add_to(CLI::App& app) {
   app.add_option("--out", out, "directory for each answer's rewritten step, PLANNER.ir (train it with run --graph)");
   app.add_flag("--no-fresh-check", no_fresh_check,
                "report each answer as found in this process, without training it again in a fresh process");
+  app.add_flag("--arena", arena,
+               "measure each batch tried, and train each answer in its fresh process, served from one arena planned "
+               "ahead (run --arena's): an answer fits where the arena, what falls back to the allocator and the "
+               "context stay under --memory; on CUDA planned without swaps");
   output.add_to(app);
 }
 
@@ -532,6 +560,7 @@ int MaxBatchCommand::find(nlohmann::json& result) const {
   const int64_t cap = device_memory_bytes(dev, memory.empty() ? "free" : memory);
   result["memory_bytes"] = cap;
   result["search"] = search;
+  result["arena"] = arena;
   Progress progress("max-batch", {!output.quiet});
   Search s(*this, dev, cap, progress);
   s.predict(names);

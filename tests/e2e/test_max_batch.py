@@ -2,7 +2,8 @@
 the step against the batch, then confirmed by real runs, against the search
 before the model (--search full: doubling and bisection, a profile at every
 batch tried); each answer trained again in a fresh process, and stepped down
-where a planted wrapper of that child says it does not fit.
+where a planted wrapper of that child says it does not fit; with --arena,
+measured and trained from the arena.
 """
 from __future__ import annotations
 
@@ -83,8 +84,9 @@ def test_no_fresh_check() -> None:
 # The child of the fresh-process check, planted: a wrapper (MUTWO_TEST_FRESH_EXE)
 # that logs its arguments and, call by call as FRESH_PLAN says, runs mutwo and
 # passes its output on ("ok"), adds bytes to the peaks it reports
-# ("over:BYTES"), says it ran out of memory ("oom") or prints no JSON
-# ("garbage"); the last entry holds for every later call.
+# ("over:BYTES"), says it ran out of memory ("oom"), exits 3 as run --arena
+# does where its arena passes the cap ("cap") or prints no JSON ("garbage");
+# the last entry holds for every later call.
 WRAPPER = """#!{python}
 import json, os, subprocess, sys
 log = os.path.join(os.environ["FRESH_DIR"], "argv.log")
@@ -99,6 +101,9 @@ if mode == "garbage":
 if mode == "oom":
     print("mutwo: out of memory: planted by the test", file=sys.stderr)
     sys.exit(1)
+if mode == "cap":
+    print("--arena: the planned arena passes --device-memory: planted by the test", file=sys.stderr)
+    sys.exit(3)
 r = subprocess.run([{mutwo!r}, *sys.argv[1:]], capture_output=True, text=True)
 sys.stderr.write(r.stderr)
 lines = r.stdout.splitlines()
@@ -136,6 +141,29 @@ def test_fresh_child_argv(tmp_path: pathlib.Path) -> None:
     a = calls[0]
     assert a[:2] == ["run", "--graph"] and a[2].endswith(".ir") and not os.path.exists(a[2]), a
     assert a[3:] == ["--device", "cpu", "--device-memory", str(2 << 20), "--seed", "3", "--steps", "3", "--json"], a
+
+
+def test_arena_answers_are_measured_and_trained_from_their_arena(tmp_path: pathlib.Path) -> None:
+    """--arena: every batch tried is measured from its arena, and the answer's
+    child trains from one too (run --arena): the answer fits the memory there."""
+    j, _, calls = planted(tmp_path, "ok", "--arena", expect=0)
+    row = j["results"][0]
+    assert j["arena"] is True and row["max_batch"] > 0 and row["fresh_process"]["fits"], row
+    assert row["peak_bytes"] <= 2 << 20 and row["fresh_process"]["device_peak_bytes"] <= 2 << 20, row
+    assert len(calls) == 1 and calls[0][-1] == "--arena", calls
+    assert last_json(mutwo(*ARGS, "--no-fresh-check"))["arena"] is False
+
+
+def test_an_arena_refused_over_the_cap_is_no_fit(tmp_path: pathlib.Path) -> None:
+    """A child whose arena passes the cap (run --arena exits 3) did not fit:
+    the answer steps down, as after running out of memory, not an error."""
+    j, err, calls = planted(tmp_path, "cap,ok", "--arena", expect=0)
+    row = j["results"][0]
+    tries = row["fresh_process"]["tries"]
+    assert [t["fits"] for t in tries] == [False, True] and tries[0]["arena_over_cap"], tries
+    assert not tries[0]["out_of_memory"] and tries[0]["peak_bytes"] is None, tries
+    assert row["max_batch"] == tries[1]["batch"] < tries[0]["batch"] and len(calls) == 2, (row, calls)
+    assert "not in a fresh one (its arena passed --memory)" in err, err
 
 
 def test_fresh_overshoot_steps_down(tmp_path: pathlib.Path) -> None:
