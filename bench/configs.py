@@ -39,7 +39,7 @@ class Settings:
     sweep_only: list[str] = field(default_factory=list)  # zoo: the MODEL:BATCH entries that get --budgets
     fallback_budget: str = ""  # graph: the budget when no checkpoint peer measured a peak (CPU tests)
     small: bool = False  # tiny captured models (CPU tests)
-    mutwo_flags: list[str] = field(default_factory=list)  # added to graph's mutwo optimize
+    mutwo_flags: list[str] = field(default_factory=list)  # added to graph's mutwo optimize, shared-card's max-batch
     timeouts: dict[str, int] = field(default_factory=dict)  # seconds per step kind: peer=300, ...
     gpus: int = 1  # dist: ranks; others: one-card jobs spread over this many cards
 

@@ -53,7 +53,8 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--check", action=argparse.BooleanOptionalAction, default=None)
     g.add_argument("--fallback-budget")
     g.add_argument("--small", action="store_true", default=None)
-    g.add_argument("--mutwo-flags", help="more flags for graph's mutwo optimize, one string")
+    g.add_argument("--mutwo-flags", help="more flags for graph's mutwo optimize and shared-card's max-batch "
+                   "(--arena: its answers also trained from the arena), one string")
     g.add_argument("--timeout", action="append", metavar="NAME=SECONDS", help="per step kind: peer=300, optimize=120")
     g.add_argument("--gpus", type=int, help="dist: ranks; the others: one-card jobs spread over this many cards")
     r = ap.add_argument_group("the run")

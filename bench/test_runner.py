@@ -197,6 +197,15 @@ def test_dist_compile_dry_run_prints_its_command_lines(tmp_path, capsys) -> None
     assert sum("--model llama1b --batch 4" in line and "--autocast bf16" in line for line in lines) == 6
 
 
+def test_shared_card_passes_mutwo_flags_to_max_batch(tmp_path, capsys) -> None:
+    """--mutwo-flags=--arena: shared-card's max-batch measures from the arena (issue 36)."""
+    run.main(["shared-card", "--dry-run", "--mutwo-flags=--arena", "--out", str(tmp_path / "out"),
+              "--work", str(tmp_path / "work")])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("would run:")]
+    searches = [line for line in lines if " max-batch " in line]
+    assert len(searches) == 2 and all(line.endswith("--arena") for line in searches), searches  # its two models
+
+
 def test_cards_run_on_shares_of_the_cores(tmp_path, capsys) -> None:
     """--gpus N: each card's runner on its own share of the cores, the shares apart and all of them used."""
     cores = sorted(os.sched_getaffinity(0))

@@ -110,13 +110,14 @@ def shared_sections(ctx: Context, s: Settings, on: set[str], hf: dict[str, str])
     for model in [e.model for e in entries(s)] if "2" in on else []:
         out = ctx.workdir(f"mb_{model}")
         row(ctx.mutwo_run("max-batch", "--model", model, "--device", "cuda", "--planners", ",".join(s.planners),
-                          "--limit", str(s.limit), "--out", out, "--json", "--quiet",
+                          "--limit", str(s.limit), "--out", out, "--json", "--quiet", *s.mutwo_flags,
                           timeout=s.timeout("max-batch", 200)),
             f"max-batch-{model}")
+        arena = ["--arena"] if "--arena" in s.mutwo_flags else []  # each answer trained as max-batch measured it
         for p in ("none", "per-layer", "mutwo"):
             if os.path.exists(os.path.join(out, f"{p}.ir")):
                 r = ctx.mutwo_run("run", "--graph", os.path.join(out, f"{p}.ir"), "--steps", "10", "--device", "cuda",
-                                  "--json", timeout=60)
+                                  "--json", *arena, timeout=60)
                 ctx.emit({"trained": r.json() is not None, "out": (r.out.strip().splitlines() or [r.why()])[-1][:300]},
                          f"shared-card: train-{model}-{p}", case=f"train-{model}-{p}")
     if "3" in on:
