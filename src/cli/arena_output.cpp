@@ -18,22 +18,9 @@ namespace mutwo::cli {
 
 constexpr int kArenaReplans = 3;  // plans made again, each measured from its arena
 
-int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o) {
-  MUTWO_ASSERT(o.arena, "prepare_arena without --arena");
-  o.arena_workspace.clear();  // an earlier plan's, of another graph
-  if (int rc = refuse_arena_over_cap(runtime::Executor(g, o), o.device); rc != 0) return rc;
-  measure_workspaces(g, o);
-  return 0;
-}
+namespace {
 
-int64_t prepare_arena_within_cap(const ir::Graph& g, runtime::ExecutorOptions& o) {
-  MUTWO_ASSERT(o.arena, "prepare_arena_within_cap without an arena");
-  o.arena_workspace.clear();
-  if (const int64_t over = arena_over_cap_bytes(runtime::Executor(g, o), o.device); over > 0) return over;
-  measure_workspaces(g, o);
-  return 0;
-}
-
+// Each node's workspace of `g`, measured by the profiler, into o.arena_workspace.
 void measure_workspaces(const ir::Graph& g, runtime::ExecutorOptions& o) {
   profile::ProfileOptions po;
   po.device = o.device.str();
@@ -44,9 +31,23 @@ void measure_workspaces(const ir::Graph& g, runtime::ExecutorOptions& o) {
   const profile::Profile p = profile::profile_step(g, po);
   MUTWO_ASSERT(p.nodes.size() == g.nodes().size(), "profile of {} nodes for a graph of {}", p.nodes.size(),
                g.nodes().size());
-  o.arena_workspace.clear();
   for (const profile::NodeRecord& n : p.nodes) o.arena_workspace.push_back(std::max<int64_t>(n.workspace_bytes, 0));
   runtime::release_cached_memory(o.device);
+}
+
+}  // namespace
+
+int64_t prepare_arena_within_cap(const ir::Graph& g, runtime::ExecutorOptions& o) {
+  MUTWO_ASSERT(o.arena, "prepare_arena without an arena");
+  o.arena_workspace.clear();  // an earlier plan's, of another graph
+  if (const int64_t over = arena_over_cap_bytes(runtime::Executor(g, o), o.device); over > 0) return over;
+  measure_workspaces(g, o);
+  return 0;
+}
+
+int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o) {
+  if (prepare_arena_within_cap(g, o) == 0) return 0;
+  return refuse_arena_over_cap(runtime::Executor(g, o), o.device);  // says by how much, exit 3
 }
 
 int fit_plan_to_arena(plan::PlannedStep& p, const plan::PlanOptions& plan, const rewrite::PassOptions& passes,

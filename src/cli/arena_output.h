@@ -29,9 +29,6 @@ int prepare_arena(const ir::Graph& g, runtime::ExecutorOptions& o);
 // a word and nothing measured; else 0, the workspaces measured.
 int64_t prepare_arena_within_cap(const ir::Graph& g, runtime::ExecutorOptions& o);
 
-// Each node's workspace of `g`, measured by the profiler, into o.arena_workspace.
-void measure_workspaces(const ir::Graph& g, runtime::ExecutorOptions& o);
-
 // optimize --arena: prepare_arena for the planned step p.rewritten, then one
 // step of it measured from the arena. An arena is larger than the most bytes
 // live in it at once (its blocks' gaps), and what it does not serve falls

@@ -29,16 +29,17 @@ struct FreshRun {
   bool measured() const { return !out_of_memory && !arena_over_cap; }
 };
 
-// The child's command line for `graph_path` under the parent's device
-// options (`opened`: the device they opened): `run --graph`, --device, the
-// cap the parent runs under in bytes (none without --device-memory), --seed,
-// --steps, --json, and --arena where asked. argv[0] is `exe`.
-// With `arena`, the child serves the step from its arena (run --arena).
+// How the child runs: under the parent's device options (`opened`: the device
+// they opened), and with `arena` serving its step from an arena (run --arena).
 struct FreshOptions {
   const DeviceOptions& device;
   const c10::Device& opened;
   bool arena = false;
 };
+
+// The child's command line for `graph_path`: `run --graph`, --device, the cap
+// the parent runs under in bytes (none without --device-memory), --seed,
+// --steps, --json, and --arena where asked. argv[0] is `exe`.
 std::vector<std::string> fresh_run_argv(const std::string& exe, const std::string& graph_path, const FreshOptions& o);
 
 // Trains `step_text` (IR) in a child process; `what` names it in messages

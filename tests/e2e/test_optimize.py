@@ -97,7 +97,7 @@ def test_optimize_plans_again_where_its_arena_passes_the_budget(tmp_path: pathli
     """--arena on ResNet-18, whose arena has gaps and leaves some kernel
     temporaries to the allocator: planned as without the arena, its step
     measured 4.2 MiB over the 60% budget. A step from the arena is measured
-    first, and the plan made again under the budget less that excess
+    first, and the plan made again under its prediction less that excess
     (plan.json's note says by how much): the step fits."""
     r = last_json(mutwo("optimize", "--model", "resnet-18", "--batch", "4", "--budget", "60%", "--steps", "2",
                         "--arena", "--out", str(tmp_path), "--json", "--quiet"))

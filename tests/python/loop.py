@@ -1,9 +1,12 @@
 # A plain PyTorch training loop for the tests of mutwo.torch: the model
 # wrapped when a budget is given, the user's loss, backward() and torch.optim,
-# and what the tests compare (losses, gradients, parameters, buffers, RNG).
+# and what the tests compare (losses, gradients, parameters, buffers, RNG);
+# gc_paused() for steps whose memory a test measures.
 from __future__ import annotations
 
-from typing import Callable
+import gc
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 import torch
 
@@ -36,3 +39,16 @@ def train(factory: Callable, opt_name: str, budget: str | None, planner: str = "
     return {"losses": losses, "grads": grads, "params": [p.detach().clone() for p in plain.parameters()],
             "buffers": {k: b.clone() for k, b in plain.named_buffers()}, "rng": torch.get_rng_state(),
             "model": model}
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Steps whose memory a test measures: earlier tests' garbage collected
+    first, not by the collector in the middle of a measured step, where it
+    would move the step's figures."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -23,7 +23,6 @@
 from __future__ import annotations
 
 import copy
-import gc
 import json
 import os
 import re
@@ -38,6 +37,7 @@ from torch import nn
 import torch.nn.functional as F
 
 import hf_models
+import loop
 import models
 import mutwo.torch as mt
 from mutwo import _ext, _mincut
@@ -163,12 +163,8 @@ def test_the_model_counts_the_copies_a_convolution_saves() -> None:
     forward leaves allocated is predicted as measured."""
     model, inputs, loss_fn = _conv()
     backend = mt.backend()
-    gc.collect()  # an earlier test's garbage, collected in the middle of a measured step, would move its figures
-    gc.disable()
-    try:
+    with loop.gc_paused():
         _run(model, inputs, loss_fn, backend, 2)
-    finally:
-        gc.enable()
     graph = backend.graphs[-1]
     chosen = graph.attempts[-1].choice.chosen
     miss = graph.corrections.by_plan[chosen.key]

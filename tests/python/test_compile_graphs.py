@@ -13,13 +13,13 @@
 from __future__ import annotations
 
 import copy
-import gc
 from typing import Any, Callable
 
 import pytest
 import torch
 
 import hf_models
+import loop
 import models
 import mutwo.torch as mt
 from llama_decoder import Llama
@@ -156,15 +156,13 @@ def test_the_instances_of_one_graph_run_two_plans_as_the_model_says() -> None:
     losses = {}
     for run in ("eager", "split"):
         torch._dynamo.reset()
-        gc.collect()  # garbage of earlier tests, freed by the collector inside a measured step, would move its figures
         model = copy.deepcopy(start)
         backend = mt.backend(budget="1GiB") if run == "split" else None
         for block in model.layers if backend else []:
             block.compile(backend=backend, dynamic=False)
         opt = torch.optim.SGD(model.parameters(), lr=0.01)
         losses[run] = []
-        gc.disable()
-        try:
+        with loop.gc_paused():
             for i in range(3):
                 loss = models.lm_loss(model, *inputs)
                 loss.backward()
@@ -180,8 +178,6 @@ def test_the_instances_of_one_graph_run_two_plans_as_the_model_says() -> None:
                     other = min(graph.menu, key=lambda c: c.retained).name  # the candidate that saves least
                     split = _joint.split_name("compile:1", 2, other)
                     graph.retarget(split)
-        finally:
-            gc.enable()
     assert _close(losses["split"], losses["eager"]), losses
     second = step.last
     assert graph.running_name() == split and len(graph.attempts) == 2 and second.running[0] == graph.running_key()
