@@ -43,14 +43,14 @@ ProcessGroup* process_group() { return g_group; }
 
 struct ProcessGroup::Impl {
   c10::Device device;
-  c10::intrusive_ptr<c10d::Store> store;
+  c10::intrusive_ptr<c10d::Store> store{};
 #ifdef MUTWO_HAVE_GLOO
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> gloo{};
 #endif
 #ifdef MUTWO_HAVE_NCCL
-  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl;
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> nccl{};
 #endif
-  std::map<int64_t, c10::intrusive_ptr<c10d::Work>> pending;  // by bucket
+  std::map<int64_t, c10::intrusive_ptr<c10d::Work>> pending{};  // by bucket
 
   // f(backend) on whichever backend this group has.
   template <class F>
@@ -77,7 +77,7 @@ struct ProcessGroup::Impl {
 };
 
 ProcessGroup::ProcessGroup(const Launch& l, c10::Device device)
-    : impl_(new Impl{device, {}, {}, {}}), rank_(l.rank), world_(l.world_size) {
+    : impl_(new Impl{device}), rank_(l.rank), world_(l.world_size) {
   MUTWO_CHECK(l.world_size >= 1 && l.rank >= 0 && l.rank < l.world_size,
               "RANK {} and WORLD_SIZE {} do not make a process group; launch with torchrun --nproc-per-node N", l.rank,
               l.world_size);

@@ -80,8 +80,9 @@ TEST(Arena, NoTwoLiveBlocksOverlapAndTheSizeIsThePlannedPeak) {
         // Byte for byte, without swaps (whose copied storages stay outside),
         // the blocks live at once are the simulator's peak: persistent state
         // and what the device holds beyond the graph are outside the arena.
-        if (alignment == 1 && p.swap.empty())
+        if (alignment == 1 && p.swap.empty()) {
           EXPECT_EQ(L.persistent_bytes + a.live_peak_bytes + step.extra_bytes, p.predicted.peak_bytes);
+        }
         if (alignment == 1) continue;
         const int64_t excess = (a.bytes - a.live_peak_bytes) * 1000 / std::max<int64_t>(1, a.live_peak_bytes);
         worst_excess_permille = std::max(worst_excess_permille, excess);

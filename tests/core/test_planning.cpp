@@ -83,8 +83,12 @@ void expect_reasoning(const plan::PlanInput& in, const plan::Plan& p) {
     if (r.rank > 0) ranks.insert(r.rank);
     if (p.planner == "mutwo") {
       EXPECT_EQ(d, r.reason == "picked") << r.name << ": " << r.reason;
-      if (d) EXPECT_GT(r.rank, 0) << r.name << " was dropped without being picked";
-      if (r.rank > 0) EXPECT_GT(r.score, 0) << r.name;
+      if (d) {
+        EXPECT_GT(r.rank, 0) << r.name << " was dropped without being picked";
+      }
+      if (r.rank > 0) {
+        EXPECT_GT(r.score, 0) << r.name;
+      }
     } else {
       EXPECT_EQ(r.rank, 0) << r.name;
     }

@@ -115,8 +115,11 @@ TEST(MemorySnapshot, StepsReplayToTheSimulatorsPeaks) {
     beyond += e.alloc && e.what == "held beyond the graph's tensors" && e.bytes == in.start_extra_bytes && e.node == -1;
   EXPECT_EQ(beyond, 1);
   // Every node's allocation names it.
-  for (const report::MemoryEvent& e : steps[1].events)
-    if (e.alloc && e.node >= 0) EXPECT_NE(e.what.find(" -> %"), std::string::npos) << e.what;
+  for (const report::MemoryEvent& e : steps[1].events) {
+    if (e.alloc && e.node >= 0) {
+      EXPECT_NE(e.what.find(" -> %"), std::string::npos) << e.what;
+    }
+  }
 }
 
 TEST(MemorySnapshot, ACopyHoldsItsStorageUntilItIsDone) {
