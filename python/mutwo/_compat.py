@@ -1,6 +1,7 @@
 # The torch internals mutwo.capture leans on, in one place: AOTAutograd and
 # its partitioner (torch._functorch), fake tensors, functionalised graphs that
-# return new buffer values as extra forward outputs, nn_module_stack metadata.
+# return new buffer values as extra forward outputs, nn_module_stack metadata,
+# torch.compile's backend registry.
 # mutwo needs torch MIN_TORCH or later, checked here, on import of mutwo.capture
 # or mutwo.torch (CMakeLists.txt's MUTWO_TORCH_MIN says the same).
 from __future__ import annotations
@@ -272,6 +273,18 @@ def tangent_outputs(requires_grad: Sequence[bool], n_tangents: int) -> Optional[
     count does not fit that rule."""
     with_grad = [i for i, r in enumerate(requires_grad) if r]
     return with_grad if len(with_grad) == n_tangents else None
+
+
+def name_backend(name: str, entry_point: str) -> None:
+    """`name` known to torch.compile's backend registry as an entry point of
+    the group torch_dynamo_backends, as an installed distribution's is, which
+    torch loads at the first compile that names it; unless the name is known.
+    (Torch discovers installed entry points only at such a compile, and sets
+    the same one then.)"""
+    from importlib.metadata import EntryPoint
+    from torch._dynamo.backends import registry
+    if name not in registry._BACKENDS and name not in registry._COMPILER_FNS:
+        registry._BACKENDS[name] = EntryPoint(name=name, value=entry_point, group="torch_dynamo_backends")
 
 
 def autocast_state() -> tuple:

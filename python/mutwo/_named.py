@@ -4,7 +4,8 @@
 #
 # After pip install ., torch's backend registry finds `mutwo` through the entry
 # point of the group torch_dynamo_backends (pyproject.toml), without importing
-# mutwo first. torch passes options= to the backend with each graph
+# mutwo first; in a source tree, import mutwo.torch declares the same entry
+# point (_registry.register). torch passes options= to the backend with each graph
 # (torch/__init__.py, _TorchCompileWrapper), so each torch.compile call gets its
 # own mutwo.torch.backend(...), built at its first graph from, in this order:
 # options=, mutwo.trainer.MutwoCallback's, MUTWO_BUDGET and MUTWO_PLANNER, the
@@ -206,17 +207,6 @@ def mutwo(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *, options: O
     def refuse(*args: Any) -> Any:  # raised from the call: not wrapped in Dynamo's BackendCompilerFailed
         raise error
     return refuse
-
-
-def register() -> None:
-    """Makes backend="mutwo" known to torch's registry where pip install .'s
-    entry point is not (a source tree, PYTHONPATH=python); else nothing."""
-    from torch._dynamo.backends.registry import lookup_backend, register_backend
-    from torch._dynamo.exc import InvalidBackend
-    try:
-        lookup_backend("mutwo")
-    except InvalidBackend:
-        register_backend(mutwo, name="mutwo")
 
 
 _registry.named = mutwo

@@ -1,13 +1,17 @@
 # Which mutwo backend compiled a module: the named backends' entries (one per
 # torch.compile(backend="mutwo") call, made by _named.py) and the lookup
-# mutwo.torch.report() does for a compiled module. Below both: _named.py
-# writes here, torch.py reads.
+# mutwo.torch.report() does for a compiled module; the name registered in a
+# source tree. Below both: _named.py writes here, torch.py reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from mutwo import _compat
 from mutwo._ext import MutwoError
+
+# The named backend's entry point, as pyproject.toml declares it.
+ENTRY_POINT = "mutwo._named:mutwo"
 
 
 @dataclass
@@ -54,3 +58,11 @@ def entry_of(compiled: Any) -> Entry:
 def compiled(module: Any) -> bool:
     """A torch.compile'd module (what entry_of reads)."""
     return hasattr(module, "dynamo_ctx") and hasattr(module, "_orig_mod")
+
+
+def register() -> None:
+    """Makes backend="mutwo" known to torch where pip install .'s entry point
+    is not (a source tree, PYTHONPATH=python): the same entry point, so that
+    torch imports mutwo._named only at a compile naming it. Done on import of
+    mutwo.torch and mutwo.trainer; else nothing."""
+    _compat.name_backend("mutwo", ENTRY_POINT)

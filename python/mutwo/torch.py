@@ -29,6 +29,8 @@ from mutwo.capture import CaptureError, OutputSpec, data_key, document, named_st
 
 __all__ = ["wrap", "backend", "report", "MutwoError", "BudgetError", "CaptureError", "memory"]
 
+_registry.register()  # backend="mutwo" in a source tree too, where no entry point names it
+
 class _Session:
     """One planned step: one input signature of one module."""
 

@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from transformers import TrainerCallback
 
-from mutwo import _named
+from mutwo import _named, _registry
 
 __all__ = ["MutwoCallback"]
 
@@ -40,7 +40,7 @@ def _accept_in_accelerate() -> None:
 
 
 _accept_in_accelerate()
-_named.register()  # in a source tree, where no entry point names it
+_registry.register()  # in a source tree, where no entry point names it
 
 
 class MutwoCallback(TrainerCallback):

@@ -17,16 +17,15 @@ import torch
 from torch import nn
 
 import mutwo.torch as mt
-from mutwo import _named
+from mutwo import _named, _registry
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
 @pytest.fixture(autouse=True)
 def registered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """backend="mutwo" in this process (the source tree has no entry point
-    installed), and no budget from the environment or a callback."""
-    _named.register()
+    """No budget from the environment or a callback (backend="mutwo" is
+    named by import mutwo.torch, as the source tree has no entry point installed)."""
     torch._dynamo.reset()  # each test's compiles from scratch, far from Dynamo's recompile limit
     for name in _named.ENVIRONMENT.values():
         monkeypatch.delenv(name, raising=False)
@@ -45,40 +44,60 @@ def _first_call_error(**compile_kwargs: Any) -> str:
     return str(e.value)
 
 
+# A fresh process's step through backend="mutwo" by name, after `before`:
+# gradients equal eager's, the report's budget from options=.
+_NAMED_STEP = """
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4))
+compiled = torch.compile(model, backend="mutwo", options={"budget": "100%", "compiler": "mutwo"})
+x = torch.randn(8, 32)
+compiled(x).sum().backward()
+got = [p.grad.clone() for p in model.parameters()]
+model.zero_grad()
+model(x).sum().backward()
+assert all(torch.equal(a, p.grad) for a, p in zip(got, model.parameters()))
+import mutwo.torch
+report = mutwo.torch.report(compiled)
+assert report["budget_source"] == "options" and report["measured_peak_bytes"] <= report["budget_bytes"]
+print("named backend:", report["budget"], report["measured_peak_bytes"])
+"""
+
+
+def _named_step(before: str, path: list[str], cwd: Any) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path + [os.path.join(ROOT, "python")])}
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(before) + _NAMED_STEP], env=env, cwd=cwd,
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "named backend: 100%" in run.stdout
+
+
 def test_entry_point_finds_the_backend_in_a_fresh_process(tmp_path: Any) -> None:
     """The entry point of pyproject.toml, as an installed distribution's
     metadata: torch lists mutwo and compiles with it before mutwo is imported."""
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         points = tomllib.load(f)["project"]["entry-points"]["torch_dynamo_backends"]
-    assert points == {"mutwo": "mutwo._named:mutwo"}
+    assert points == {"mutwo": _registry.ENTRY_POINT}
     info = tmp_path / "mutwo_entry_point-0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: mutwo-entry-point\nVersion: 0\n")
     (info / "entry_points.txt").write_text("[torch_dynamo_backends]\n" +
                                            "".join(f"{k} = {v}\n" for k, v in points.items()))
-    script = textwrap.dedent("""
+    _named_step("""
         import sys, torch
         assert "mutwo" in torch._dynamo.list_backends(), torch._dynamo.list_backends()
         assert not any(m.startswith("mutwo") for m in sys.modules)
-        torch.manual_seed(0)
-        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.GELU(), torch.nn.Linear(64, 4))
-        compiled = torch.compile(model, backend="mutwo", options={"budget": "100%", "compiler": "mutwo"})
-        x = torch.randn(8, 32)
-        compiled(x).sum().backward()
-        got = [p.grad.clone() for p in model.parameters()]
-        model.zero_grad()
-        model(x).sum().backward()
-        assert all(torch.equal(a, p.grad) for a, p in zip(got, model.parameters()))
+    """, [str(tmp_path)], tmp_path)
+
+
+def test_import_mutwo_torch_names_the_backend_in_a_source_tree(tmp_path: Any) -> None:
+    """The README's source-tree setup (PYTHONPATH=python, no entry point
+    installed): `import mutwo.torch` alone makes backend="mutwo" known, not
+    only `import mutwo.trainer`."""
+    _named_step("""
+        import sys, torch
         import mutwo.torch
-        report = mutwo.torch.report(compiled)
-        assert report["budget_source"] == "options" and report["measured_peak_bytes"] <= report["budget_bytes"]
-        print("named backend:", report["budget"], report["measured_peak_bytes"])
-    """)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.path.join(ROOT, "python")])}
-    run = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True, text=True,
-                         timeout=300)
-    assert run.returncode == 0, run.stderr[-3000:]
-    assert "named backend: 100%" in run.stdout
+        assert "mutwo.trainer" not in sys.modules and "mutwo" in torch._dynamo.list_backends()
+    """, [], tmp_path)
 
 
 @pytest.mark.parametrize("options, message", [
