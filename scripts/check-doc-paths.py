@@ -60,9 +60,16 @@ def exists(root, path):
     return os.path.isdir(full) if path.endswith("/") else os.path.exists(full)
 
 
+def documents(argv):
+    """The repository's root (argv[1], else this script's parent) and its docs:
+    README.md and docs/*.md, relative to the root (scripts/check-doc-lengths.py
+    reads the same)."""
+    root = os.path.abspath(argv[1] if len(argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+    return root, ["README.md"] + sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "docs", "*.md")))
+
+
 def main():
-    root = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
-    docs = ["README.md"] + sorted(os.path.relpath(p, root) for p in glob.glob(os.path.join(root, "docs", "*.md")))
+    root, docs = documents(sys.argv)
     missing, checked = [], 0
     for doc in docs:
         with open(os.path.join(root, doc), encoding="utf-8") as f:
