@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import operator
+import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -150,6 +151,18 @@ def real_tensors_as_constants() -> Iterator[None]:
         yield
     finally:
         aa.construct_fake_mode = original
+
+
+@contextmanager
+def no_anomaly_warning() -> Iterator[None]:
+    """AOTAutograd traces the backward in anomaly mode (for its nodes' stack
+    traces), whose UserWarning "Error detected in XBackward0. Traceback of
+    forward call that caused the error:" comes with an empty traceback when
+    the backward fails: the error raised says it all, so the warning is left out."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Error detected in .* Traceback of forward call",
+                                category=UserWarning)
+        yield
 
 
 @contextmanager

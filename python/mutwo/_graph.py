@@ -35,6 +35,11 @@ class CaptureError(Exception):
     """A training step that cannot be written as a step file; the message is one line naming the node."""
 
 
+class DataDependentError(CaptureError):
+    """A step whose graph the data decides (a branch on a tensor's value, a
+    shape torch.nonzero gives): one traced graph cannot hold it."""
+
+
 @dataclass
 class Primal:
     role: str  # parameter, buffer or input

@@ -12,6 +12,7 @@ import importlib
 import os
 import re
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
@@ -20,8 +21,8 @@ import torch.fx
 
 from mutwo import _compat
 from mutwo._files import dumps, write_safetensors
-from mutwo._graph import (FORMAT, VERSION, WRAPPER_ATTR, CaptureError, Joint, Primal, flatten,  # noqa: F401 (re-exported)
-                          is_tangent, mutated_positions, normalize_args, rng_preserved)
+from mutwo._graph import (FORMAT, VERSION, WRAPPER_ATTR, CaptureError, DataDependentError,  # noqa: F401 (re-exported)
+                          Joint, Primal, flatten, is_tangent, mutated_positions, normalize_args, rng_preserved)
 from mutwo._progress import Progress
 from mutwo._writing import data_key, document  # noqa: F401 (data_key re-exported)
 
@@ -47,16 +48,32 @@ class _Wrapper(torch.nn.Module):
         return model(*inputs) if self.loss_fn is None else self.loss_fn(model, *inputs)
 
 
+_STDLIB = os.path.dirname(os.__file__)
+
+
+def _users(filename: str) -> bool:
+    """A frame of the user's code: not mutwo's, torch's or Python's own."""
+    return not (filename.startswith((_HERE, _STDLIB, "<frozen"))
+                or any(s in filename for s in (os.sep + "torch" + os.sep, os.sep + "functorch" + os.sep)))
+
+
 def _user_frame(exc: BaseException) -> str:
     """file:line of the innermost traceback frame outside torch and mutwo."""
-    tb, where = exc.__traceback__, ""
-    while tb is not None:
-        f = tb.tb_frame.f_code.co_filename
-        if not (f.startswith(_HERE) or "contextlib" in f
-                or any(s in f for s in (os.sep + "torch" + os.sep, os.sep + "functorch" + os.sep))):
-            where = f"{os.path.basename(f)}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return where
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _users(f.filename)]
+    return f"{os.path.basename(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+
+
+def _users_traceback(exc: BaseException) -> str:
+    """The traceback of an exception the user's own code raised (its innermost
+    frame is theirs; for a CaptureError, its cause's), with only their frames;
+    "" for any other, whose one line says what mutwo or torch refused."""
+    own = exc.__cause__ if isinstance(exc, CaptureError) else exc
+    frames = traceback.extract_tb(own.__traceback__) if own is not None else []
+    if not frames or not _users(frames[-1].filename):
+        return ""
+    return ("Traceback (most recent call last; torch's and mutwo's frames left out):\n" +
+            "".join(traceback.format_list([f for f in frames if _users(f.filename)])) +
+            "".join(traceback.format_exception_only(own)))
 
 
 def _tracing_error(exc: Exception) -> CaptureError:
@@ -74,10 +91,10 @@ def _tracing_error(exc: Exception) -> CaptureError:
     low = text.lower()
     if (op and op.group(1) in ("_local_scalar_dense", "item")) \
             or "data-dependent" in low or "data dependent" in low:
-        return CaptureError(f"node aten::_local_scalar_dense{at}: a tensor's value is read while tracing "
-                            "(.item(), bool(), int(), data-dependent control flow)")
+        return DataDependentError(f"node aten::_local_scalar_dense{at}: a tensor's value is read while tracing "
+                                  "(.item(), bool(), int(), data-dependent control flow)")
     if op and "dynamicoutputshape" in (type(exc).__name__ + low).lower():
-        return CaptureError(f"node aten::{op.group(1)}{at}: data-dependent output shape")
+        return DataDependentError(f"node aten::{op.group(1)}{at}: data-dependent output shape")
     return CaptureError(f"tracing failed{at}: {type(exc).__name__}: {msg}")
 
 
@@ -183,7 +200,8 @@ def _run_joint(wrapper: torch.nn.Module, step: Callable, flat: list) -> tuple[di
     compiled = _compat.aot_function(step, fw_compiler=lambda gm, _: _compat.make_boxed_func(gm),
                                     partition_fn=partition_fn)
     try:
-        with _compat.module_scopes(wrapper), _compat.real_tensors_as_constants(), _compat.compiling():
+        with _compat.module_scopes(wrapper), _compat.real_tensors_as_constants(), _compat.compiling(), \
+                _compat.no_anomaly_warning():
             results = compiled(*flat)  # traces, partitions (our hook records the joint graph), runs the forward
     except CaptureError:
         raise
@@ -375,7 +393,7 @@ def capture(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Call
 # -- the command line: python3 -m mutwo.capture MODULE:FUNCTION --out step.json
 # [--name NAME] imports MODULE, calls FUNCTION() for (model, example_inputs,
 # loss_fn) and writes the step file. Errors are one line on stderr and exit
-# status 2. Progress (each stage, and what is left) goes to stderr unless
+# status 2, below the traceback of an exception the user's code raised. Progress (each stage, and what is left) goes to stderr unless
 # --quiet (mutwo/_progress.py).
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2
@@ -390,7 +408,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                              "as a mutwo step file: OUT (JSON) and OUT's stem + .safetensors beside it.",
                  epilog="FUNCTION() takes no arguments and returns (model, example_inputs, loss_fn), where "
                         "loss_fn(model, *example_inputs) returns the scalar loss. MODULE is imported from the "
-                        "current directory or PYTHONPATH. Errors: one line on stderr, exit status 2.")
+                        "current directory or PYTHONPATH. Errors: one line on stderr (below the "
+                        "traceback of an exception your code raised), exit status 2.")
     ap.add_argument("target", metavar="MODULE:FUNCTION", help="e.g. models:resnet18")
     ap.add_argument("--out", required=True, metavar="STEP.json", help="the step file to write")
     ap.add_argument("--name", help="the model's name in the file (default: the model's class name)")
@@ -421,7 +440,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         progress.done()
         msg = str(e).strip().splitlines()[0] if str(e).strip() else ""
         kind = "" if isinstance(e, CaptureError) else f"{type(e).__name__}: "
-        print(f"mutwo.capture: error: {kind}{msg}", file=sys.stderr)
+        print(f"{_users_traceback(e)}mutwo.capture: error: {kind}{msg}", file=sys.stderr)
         return 2
     progress.done()
     print(f"wrote {a.out} ({len(doc['nodes'])} nodes, {len(doc['values'])} values) and {doc['data']}")

@@ -25,7 +25,8 @@ import torch
 from mutwo import _budget, _compat, _registry
 from mutwo._report import Report
 from mutwo._ext import BudgetError, MutwoError, call, memory, ops
-from mutwo.capture import CaptureError, OutputSpec, data_key, document, named_state, rng_preserved, trace
+from mutwo.capture import (CaptureError, DataDependentError, OutputSpec, data_key, document, named_state,
+                           rng_preserved, trace)
 
 __all__ = ["wrap", "backend", "report", "MutwoError", "BudgetError", "CaptureError", "memory"]
 
@@ -36,7 +37,12 @@ class _Session:
 
     def __init__(self, module: torch.nn.Module, args: tuple, options: dict) -> None:
         spec: list[OutputSpec] = []
-        joint = trace(module, args, None, spec)
+        try:
+            joint = trace(module, args, None, spec)
+        except DataDependentError as e:
+            raise DataDependentError(f"{e}; torch.compile(model, backend=mutwo.torch.backend(budget)) trains such "
+                                     "a model: Dynamo breaks the graph where the data decides, and mutwo plans "
+                                     "what it compiles") from e
         with _compat.no_autocast():  # the graph holds autocast's casts; its real run must not cast again
             doc, tensors = document(joint, options["label"], data=None)
         self.spec = spec[0]

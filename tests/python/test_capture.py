@@ -11,6 +11,8 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
+import warnings
 
 import pytest
 import torch
@@ -407,6 +409,67 @@ def test_cli(tmp_path) -> None:
         assert loud.returncode == 2 and loud.stderr.splitlines()[-1] == r.stderr.strip() and loud.stdout == "", \
             (bad, loud.stderr)
         assert all(l.startswith("mutwo.capture: [") for l in loud.stderr.splitlines()[:-1]), (bad, loud.stderr)
+
+
+class _ReadsDataInBackward(torch.autograd.Function):
+    """A backward whose control flow reads a saved tensor's value."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return g * 2 if x.sum() > 0 else g
+
+
+def test_an_error_in_backward_leaks_no_anomaly_warning() -> None:
+    """AOTAutograd traces the backward in anomaly mode, whose "Error detected
+    in ..." warning has no forward traceback to show under the capture: the
+    CaptureError alone says what failed."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(cap.CaptureError, match="aten::_local_scalar_dense"):
+            cap.trace(torch.nn.Linear(4, 4), (torch.randn(2, 4),), lambda m, x: _ReadsDataInBackward.apply(m(x)).sum())
+    assert not [str(w.message) for w in caught if "Error detected in" in str(w.message)]
+
+
+def test_cli_keeps_the_traceback_of_the_users_own_exception(tmp_path) -> None:
+    """An exception the user's code raised (building the model, or in its
+    forward while traced) is printed with their frames, torch's and mutwo's
+    left out, above the one-line error: the bug is theirs to find."""
+    (tmp_path / "mine.py").write_text(textwrap.dedent("""
+        import torch
+
+        class Broken(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                return check(self.fc(x))
+
+        def check(y):
+            raise ValueError("my own bug")
+
+        def build():
+            return Broken(), (torch.randn(2, 4),), lambda m, x: m(x).sum()
+
+        def build_fails():
+            return dict()["missing"]
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PYTHON_DIR, str(tmp_path)]))
+    for target, raised, last in (("mine:build", 'raise ValueError("my own bug")', "ValueError: my own bug"),
+                                 ("mine:build_fails", 'return dict()["missing"]', "KeyError: 'missing'")):
+        r = subprocess.run([sys.executable, "-m", "mutwo.capture", target, "--out", str(tmp_path / "s.json"),
+                            "--quiet"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        lines = r.stderr.splitlines()
+        assert r.returncode == 2 and lines[0].startswith("Traceback") and raised in r.stderr, r.stderr
+        assert lines[-2] == last and lines[-1].startswith("mutwo.capture: error: ") and last in lines[-1], r.stderr
+        assert "mine.py" in r.stderr and "site-packages" not in r.stderr and "mutwo/capture.py" not in r.stderr
+        assert ("in forward" in r.stderr) == (target == "mine:build"), r.stderr
 
 
 def test_integer_indexing_is_captured_and_boolean_masks_are_not() -> None:

@@ -97,6 +97,31 @@ def test_unreachable_budget_names_the_lowest_peak() -> None:
         loss_fn(w, *inputs)
 
 
+@pytest.mark.parametrize("factory", [models.item_branch, models.nonzero])
+def test_data_dependent_control_flow_names_the_compiled_route(factory) -> None:
+    """One joint graph cannot hold a branch on a tensor's value or a shape the
+    data decides: the CaptureError says which route trains such a model."""
+    model, inputs, loss_fn = factory()
+    with pytest.raises(mutwo.torch.CaptureError) as e:
+        loss_fn(mutwo.torch.wrap(model, "60%"), *inputs)
+    msg = str(e.value)
+    assert "\n" not in msg and "models.py:" in msg, msg
+    assert "torch.compile(model, backend=mutwo.torch.backend(budget)) trains such a model" in msg, msg
+
+
+def test_the_compiled_route_trains_a_model_that_branches_on_data(monkeypatch, tmp_path) -> None:
+    """What that message says: Dynamo breaks the graph at .item(), mutwo plans
+    the graph it compiles, and the gradients are the model's own."""
+    monkeypatch.setenv("MUTWO_CACHE_DIR", str(tmp_path / "cache"))
+    model, inputs, loss_fn = models.item_branch()
+    backend = mutwo.torch.backend("lowest")
+    loss_fn(torch.compile(model, backend=backend), *inputs).backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    loss_fn(model, *inputs).backward()
+    assert backend.graphs and same(got, [p.grad for p in model.parameters()])
+
+
 def test_new_shape_plans_again_and_eval_runs_eagerly() -> None:
     model, (images, labels), loss_fn = models.unet()
     w = mutwo.torch.wrap(model, "80%")
