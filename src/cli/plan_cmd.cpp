@@ -94,7 +94,7 @@ void PlanCommand::add_to(CLI::App& app) {
         }
         return {};
       }, "PCT[,PCT...]"));
-  output.add_to(app, "end with one JSON line", /*with_quiet=*/false);
+  output.add_to(app, "end with one JSON line");
 }
 
 int PlanCommand::run() const {

@@ -91,6 +91,18 @@ def test_optimal_planner_says_how_far(tmp_path: pathlib.Path) -> None:
     assert "optimal:" not in q.stderr, q.stderr
 
 
+def test_plan_says_how_far_and_nothing_under_quiet(tmp_path: pathlib.Path) -> None:
+    """mutwo plan's optimal planner reports its progress, and --quiet, as every command has, silences it."""
+    r = piped([MUTWO, "profile", "--model", "transformer-lm", "--batch", "8", "--out", str(tmp_path), "--quiet"])
+    assert r.returncode == 0, r.stderr
+    argv = [MUTWO, "plan", "--profile", str(tmp_path / "profile.json"), "--budget", "80%", "--planner", "optimal",
+            "--out", str(tmp_path / "plan.json")]
+    loud = piped(argv)
+    assert loud.returncode == 0 and any(l.startswith("optimal: CBC") for l in loud.stderr.splitlines()), loud.stderr
+    q = piped([*argv, "--quiet"])
+    assert q.returncode == 0 and q.stderr == "" and "wrote " in q.stdout, q.stderr
+
+
 def test_capture_live_on_a_terminal(tmp_path: pathlib.Path) -> None:
     env = {"PYTHONPATH": str(ROOT / "python")}
     argv = [sys.executable, "-m", "mutwo.capture", "models:unet", "--out", str(tmp_path / "step.json")]
