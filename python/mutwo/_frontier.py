@@ -18,7 +18,11 @@
 # Each candidate is priced from the forward and backward modules min-cut
 # returns for it (`predict`): the added peak of each phase by one liveness walk
 # that skips what Inductor never writes to memory, and the recompute time of
-# the forward ops the backward holds, from a roofline. The fastest candidate
+# the forward ops the backward holds, from the core's roofline (the device rate
+# table, src/profile/rates.h). μ-TWO's order, the solve across layers, the
+# choice among priced candidates, what a budget resolves to and the refusal
+# text are the core's (src/plan/compiled.h), called through the extension: this
+# module finds PyTorch's nodes and prices partitions. The fastest candidate
 # that fits wins; with no budget pressure that is compile's own default, and
 # PyTorch's answer at any budget is among the candidates, so at the same
 # modelled peak mutwo is never slower by its model.
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import operator
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
@@ -34,20 +39,12 @@ import torch.fx as fx
 
 from mutwo import _budget, _layers, _loss
 from mutwo._budget import Budget
+from mutwo._ext import call, ops
 from mutwo._mincut import Query, Schedule
 
 LADDER = (0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)  # activation_memory_budget values, besides 1
 SPREAD = 8  # mutwo:K candidates priced for choosing across graphs (Frontier.spread)
 LAYER_OPTIONS = 6  # prefixes of a layer's anchors the layer planner prices (Frontier.layered)
-
-# Roofline constants per device: (matmul FLOP/s by element size in bytes, memory bytes/s).
-# They rank candidates; the measured step corrects the memory model, not these.
-_RATES = {
-    "cuda": ({2: 600e12, 4: 50e12, 8: 25e12, 1: 1200e12}, 2.8e12),
-    "cpu": ({2: 2e11, 4: 1e11, 8: 5e10, 1: 2e11}, 2e10),
-}
-_POINTWISE_SHARE = 0.25  # of the bytes a fused pointwise op reads, paid when recomputed inside a consumer
-
 
 @dataclass
 class Candidate:
@@ -248,18 +245,27 @@ def _bytes(vals: Sequence[Any]) -> int:
     return sum(t.numel() * t.element_size() for v in vals for t in _tensors(v))
 
 
-def node_ms(node: fx.Node, device: str) -> float:
-    """Roofline time of one node: matmul-like work at the device's rate for its
-    element size, everything else at memory speed; a fused pointwise node pays
-    a share of what it reads."""
-    flops_rate, bandwidth = _RATES.get(device, _RATES["cpu"])
-    ins = [a.meta.get("val") for a in node.all_input_nodes]
-    read = _bytes(ins)
-    if _pointwise(node) or node.target is operator.getitem:
-        return _POINTWISE_SHARE * read / bandwidth * 1e3
-    out = _tensors(node.meta.get("val"))
-    size = out[0].element_size() if out else 4
-    return max(_flops(node) / flops_rate.get(size, flops_rate[4]), (read + _bytes(out)) / bandwidth) * 1e3
+_TIMES: "weakref.WeakKeyDictionary[Query, dict[fx.Node, float]]" = weakref.WeakKeyDictionary()
+
+
+def times(q: Query, device: str) -> dict[fx.Node, float]:
+    """Modelled ms of every op of the joint graph, from the core's roofline
+    (one call): matmul-like work at the device's rate for its element size,
+    everything else at memory speed; a pointwise op, fused into its consumer
+    when recomputed, pays a share of what it reads."""
+    if q not in _TIMES:
+        nodes = [n for n in q.joint_graph.nodes if n.op == "call_function"]
+        flops, read, written, element, fused = [], [], [], [], []
+        for n in nodes:
+            out = _tensors(n.meta.get("val"))
+            flops.append(_flops(n))
+            read.append(_bytes([a.meta.get("val") for a in n.all_input_nodes]))
+            written.append(_bytes(out))
+            element.append(out[0].element_size() if out else 4)
+            fused.append(int(_pointwise(n) or n.target is operator.getitem))
+        ms = call(ops().roofline, device, flops, read, written, element, fused) if nodes else []
+        _TIMES[q] = dict(zip(nodes, ms))
+    return _TIMES[q]
 
 
 def predict(q: Query, name: str, saved: list[fx.Node], device: str) -> Candidate:
@@ -270,7 +276,7 @@ def predict(q: Query, name: str, saved: list[fx.Node], device: str) -> Candidate
     kept = [n for n in saved if isinstance(n.meta.get("val"), torch.Tensor)]
     return Candidate(name, list(saved), fwd_peak, bwd_peak, retained, saved_at_peak=at_peak,
                      saved_bytes=sum(v for _, v in {_storage(n.meta["val"]) for n in kept}),
-                     extra_ms=sum(node_ms(forward[r], device) for r in recomputed), recomputed=recomputed)
+                     extra_ms=sum(times(q, device)[forward[r]] for r in recomputed), recomputed=recomputed)
 
 
 def saving(q: Query, saved: list[fx.Node], device: str) -> tuple[int, float]:
@@ -291,7 +297,7 @@ def saving(q: Query, saved: list[fx.Node], device: str) -> tuple[int, float]:
         todo.extend(n.all_input_nodes)
     tensors = [n for n in kept if isinstance(n.meta.get("val"), torch.Tensor)]
     return (sum(v for _, v in {_storage(n.meta["val"]) for n in tensors}),
-            sum(node_ms(n, device) for n in seen if n.op == "call_function"))
+            sum(times(q, device)[n] for n in seen if n.op == "call_function"))
 
 
 # -- the search
@@ -301,6 +307,7 @@ class Choice:
     default: Candidate  # plain torch.compile's
     candidates: list[Candidate]
     budget_bytes: Optional[int]  # the byte budget the candidates were held to (None: no budget)
+    split: Optional[tuple[int, int]] = None  # (F, A) a percentage was resolved on: kept for the graph's later plans
 
 
 class Frontier:
@@ -415,11 +422,13 @@ class Frontier:
         return self._add(name, self.q.with_recomputed(self._layer_anchors(name.split(":", 1)[1])))
 
     def order(self) -> list[fx.Node]:
-        """The anchors in μ-TWO's order: modelled recompute time per byte saved, cheapest first."""
-        def per_byte(n: fx.Node) -> float:
-            size = sum(t.numel() * t.element_size() for t in _tensors(n.meta.get("val")))
-            return node_ms(n, self.device) / max(size, 1)
-        return sorted(self.q.anchors(), key=lambda n: (per_byte(n), n.name))
+        """The anchors in μ-TWO's order (the core's recompute_order: bytes freed
+        per modelled ms, highest first; ties by name)."""
+        anchors = sorted(self.q.anchors(), key=lambda n: n.name)
+        ms = times(self.q, self.device)
+        order = call(ops().recompute_order, [float(ms[n]) for n in anchors],
+                     [_bytes([n.meta.get("val")]) for n in anchors]) if anchors else []
+        return [anchors[i] for i in order]
 
     def _prefix(self, order: list[fx.Node], k: int) -> Candidate:
         if f"mutwo:{k}" in self.by_name:
@@ -445,12 +454,27 @@ class Frontier:
         return self._prefix(self.order(), int(value))
 
     def lowest(self, corrections: Corrections) -> Candidate:
-        return min(self.seen.values(), key=lambda c: (c.peak(corrections), c.extra_ms))
+        return lowest(list(self.seen.values()), corrections)
+
+
+def _priced(candidates: Sequence[Candidate], corrections: Corrections) -> tuple[list[int], list[float]]:
+    return [c.peak(corrections) for c in candidates], [float(c.extra_ms) for c in candidates]
+
+
+def lowest(candidates: Sequence[Candidate], corrections: Corrections) -> Candidate:
+    """The candidate of the lowest corrected peak, the faster of equals (the core's rule)."""
+    return candidates[call(ops().lowest, *_priced(candidates, corrections))]
+
+
+def fastest_within(candidates: Sequence[Candidate], budget: int, corrections: Corrections) -> Optional[Candidate]:
+    """The fastest candidate whose corrected peak is within `budget`, None if none is (the core's rule)."""
+    i = call(ops().fastest_within, *_priced(candidates, corrections), budget)
+    return candidates[i] if i >= 0 else None
 
 
 def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner: str,
            remembered: Sequence[Candidate] = (), menu: bool = False, prefer: Optional[str] = None,
-           priced: Optional[Callable[[str], None]] = None) -> Choice:
+           priced: Optional[Callable[[str], None]] = None, split: Optional[tuple[int, int]] = None) -> Choice:
     """The fastest candidate whose corrected peak fits `budget` (a
     _budget.Budget: bytes, a fraction of the activations, "lowest"; None: plain
     compile's). Raises FloorError when none fits, unless `menu` (a graph of a
@@ -459,9 +483,10 @@ def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner
     lowest runs where none fits; `prefer` names the candidate an earlier
     process's step chose, which runs instead. `remembered`: an earlier
     compile's candidates of the same joint graph (Frontier); `priced` is told
-    each candidate as it is priced."""
+    each candidate as it is priced. `split`: the (F, A) this graph's first plan
+    resolved a percentage on, so that a measurement never moves its bytes."""
     f = Frontier(q, device, remembered, priced)
-    choice = _choose(f, budget, corrections, planner, menu)
+    choice = _choose(f, budget, corrections, planner, menu, split)
     if menu and prefer is not None and choice.chosen.name != prefer:
         choice.chosen = next((c for c in choice.candidates if c.name == prefer), choice.chosen)
     choice.chosen = f.fresh(choice.chosen)
@@ -476,14 +501,14 @@ def named(q: Query, device: str, name: str, remembered: Sequence[Candidate] = ()
     return Choice(chosen, f.default, list(f.seen.values()), None)
 
 
-def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, menu: bool = False) -> Choice:
+def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, menu: bool = False,
+            split: Optional[tuple[int, int]] = None) -> Choice:
     if menu and planner != "none" and budget is not None and budget.kind == "bytes":
         f.pytorch_ladder()
         f.spread()
         f.greedy(budget.bytes, corrections)
         f.layered(budget.bytes, corrections)
-        fits = [c for c in f.seen.values() if c.peak(corrections) <= budget.bytes]
-        best = min(fits, key=lambda c: (c.extra_ms, c.peak(corrections))) if fits else f.lowest(corrections)
+        best = fastest_within(list(f.seen.values()), budget.bytes, corrections) or f.lowest(corrections)
         return Choice(best, f.default, list(f.seen.values()), budget.bytes)
     if planner.startswith("candidate:"):  # one named candidate, whatever the budget (the model's own checks)
         f.pytorch_ladder()
@@ -492,8 +517,10 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, me
     if budget is None or planner == "none":
         return Choice(f.default, f.default, [f.default], None)
     lowest_wanted = budget.kind == "lowest"
-    if not lowest_wanted and f.default.peak(corrections) <= resolve(budget, f.default, corrections):
-        return Choice(f.default, f.default, [f.default], resolve(budget, f.default, corrections))
+    split = split or _split(f.default, corrections)
+    limit = _budget.resolve(budget, *split) if not lowest_wanted else 0
+    if not lowest_wanted and f.default.peak(corrections) <= limit:
+        return Choice(f.default, f.default, [f.default], limit, split)
     f.pytorch_ladder()
     if menu:
         f.spread()
@@ -502,21 +529,19 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, me
         f.greedy(low.peak(corrections), corrections)
         best = f.lowest(corrections)
         return Choice(best, f.default, list(f.seen.values()), best.peak(corrections))
-    limit = resolve(budget, f.default, corrections)
     f.greedy(limit, corrections)
     f.layered(limit, corrections)
-    fits = [c for c in f.seen.values() if c.peak(corrections) <= limit]
-    if not fits and not corrections.by_plan:
-        # Nothing measured yet: the model is not calibrated on this graph and
-        # card. Run the lowest candidate; its measurement decides.
-        best = f.lowest(corrections)
-        return Choice(best, f.default, list(f.seen.values()), limit)
-    if not fits:
-        lowest = f.lowest(corrections).peak(corrections)
-        raise FloorError(limit, lowest, f.default.peak(corrections),
-                         instead(lowest, f.default, corrections) if budget.kind == "fraction" else None)
-    best = min(fits, key=lambda c: (c.extra_ms, c.peak(corrections)))
-    return Choice(best, f.default, list(f.seen.values()), limit)
+    best = fastest_within(list(f.seen.values()), limit, corrections)
+    if best is None:
+        low = f.lowest(corrections).peak(corrections)
+        # Nothing measured yet, and the budget within the model's tolerance of
+        # the floor: run the lowest candidate, and its measurement decides.
+        # Further below, no step need run to know (the core's surely_below).
+        if not corrections.by_plan and not call(ops().surely_below, limit, low):
+            return Choice(f.lowest(corrections), f.default, list(f.seen.values()), limit, split)
+        fixed, activation = split if budget.kind == "fraction" else (0, 0)
+        raise FloorError(limit, low, f.default.peak(corrections), fixed, activation)
+    return Choice(best, f.default, list(f.seen.values()), limit, split)
 
 
 def _split(default: Candidate, corrections: Corrections) -> tuple[int, int]:
@@ -527,20 +552,15 @@ def _split(default: Candidate, corrections: Corrections) -> tuple[int, int]:
     return unplanned - activations, activations
 
 
-def resolve(budget: Budget, default: Candidate, corrections: Corrections) -> int:
-    """A budget in bytes of added peak (_budget.resolve on plain compile's partition)."""
-    return _budget.resolve(budget, *_split(default, corrections))
-
-
-def instead(peak: int, default: Candidate, corrections: Corrections) -> str:
-    """The least percentage whose budget holds `peak` bytes ("83%")."""
-    return _budget.instead(peak, *_split(default, corrections))
-
-
 class FloorError(Exception):
-    """No candidate fits: the budget, the lowest predicted peak, plain compile's, and the percentage to ask for."""
+    """No candidate fits: the budget, the lowest predicted peak, plain
+    compile's, and (for a percentage) what a percentage is of."""
 
-    def __init__(self, budget: int, lowest: int, unplanned: int, percent: Optional[str]) -> None:
+    def __init__(self, budget: int, lowest: int, unplanned: int, fixed: int = 0, activation: int = 0) -> None:
         super().__init__(budget, lowest, unplanned)
-        self.budget, self.lowest, self.unplanned, self.percent = budget, lowest, unplanned, percent
+        self.budget, self.lowest, self.unplanned = budget, lowest, unplanned
+        self.fixed, self.activation = fixed, activation
 
+    def text(self, what: str) -> str:
+        """The core's refusal (plan::compiled::refusal_text), naming `what` was planned."""
+        return call(ops().refusal_text, self.budget, self.lowest, self.unplanned, what, self.fixed, self.activation, 0)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import pathlib
 import re
@@ -36,6 +35,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 from mutwo import _compat, _frontier, _joint, _loss, _mincut
 from mutwo._frontier import Candidate, Choice, Corrections, FloorError, Residual
 from mutwo._budget import Budget
+from mutwo._ext import call, ops
 from mutwo._graph import is_tangent
 from mutwo._joint import Option
 from mutwo._progress import Ticker, quiet
@@ -211,6 +211,7 @@ class CompiledGraph:
         # hold that call's activations for the whole run (on two H200s, 64 MiB
         # per block graph of GPT-2 medium). A recompile takes its call's inputs.
         self.gm, self.options = gm, options
+        self.origin = origin(gm)  # "at model.py:31 (layers.0)", for refusals
         self.step, self.budget_error = step, step.budget_error
         self.device = device_of(example_inputs)
         self.index = step.add(self)
@@ -220,6 +221,7 @@ class CompiledGraph:
         self.cached = False  # the corrections came from an earlier process
         self.error: Optional[str] = None
         self.menu: list[Candidate] = []  # every candidate priced at the first compile (a byte budget's)
+        self.resolved_on: Optional[tuple[int, int]] = None  # (F, A) of the first plan: a percentage's bytes, once
         self.want = ""  # what the step chose to run next: a candidate, or a Split of two (_joint)
         self.target: Optional[str] = None  # the candidate being compiled for it
         self.fns: dict[str, Callable] = {}  # each candidate compiled, by name
@@ -259,6 +261,7 @@ class CompiledGraph:
         self.loss_rows = _loss.rewrite(self.gm, site)
         # A new joint graph: its own key, corrections and candidates.
         self.key, self.corrections, self.cached, self.menu = None, Corrections(), False, []
+        self.resolved_on = None
         return True
 
     @property
@@ -317,7 +320,8 @@ class CompiledGraph:
             return choice
         try:
             choice = _frontier.choose(q, self.device, o["budget"], corrections, o["planner"], remembered,
-                                      priced=priced)
+                                      priced=priced, split=self.resolved_on)
+            self.resolved_on = self.resolved_on or choice.split
         except FloorError as e:
             if self.chunkable:
                 raise _ChunkFirst() from None
@@ -327,12 +331,7 @@ class CompiledGraph:
         return choice
 
     def floor_text(self, e: FloorError) -> str:
-        share = 100.0 * e.lowest / e.unplanned if e.unplanned else 100.0
-        instead = (f"budget=\"{e.percent}\"" if e.percent is not None
-                   else f"budget=\"{math.ceil(e.lowest / 2**20 * 10) / 10}MiB\"")
-        return (f"budget {_mib(e.budget)} cannot be met by this compiled graph: its lowest predicted added peak is "
-                f"{_mib(e.lowest)}, {share:.0f}% of plain torch.compile's {_mib(e.unplanned)}: try {instead}, or "
-                "budget=\"lowest\" for the lowest it reaches")
+        return e.text(f"the compiled graph {self.origin}")
 
     # -- compiling
     def _compile(self, example_inputs: list) -> Callable:
@@ -501,9 +500,8 @@ class CompiledGraph:
         over = budget is not None and max(attempt.measured[-1]) > budget
         if over and len(self.attempts) >= MAX_COMPILES:
             lowest = min(max(m) for a in self.attempts for m in a.measured)
-            self.error = (f"budget {_mib(budget)} cannot be met: the lowest measured added peak of this compiled "
-                          f"graph is {_mib(lowest)} after {len(self.attempts)} compiles; raise the budget to at "
-                          f"least that, or lower the batch")
+            self.error = call(ops().refusal_text, budget, lowest, 0, f"the compiled graph {self.origin}", 0, 0,
+                              len(self.attempts))
         elif over or self._faster_fits(attempt):
             self._replan = True
 
@@ -591,6 +589,29 @@ def _activations(choice: Choice) -> list[dict]:
                      "reason": "saved, as plain torch.compile saves it" if keep else
                      f"recomputed in the backward ({choice.chosen.name})"})
     return out
+
+
+def origin(gm: torch.fx.GraphModule) -> str:
+    """Where a Dynamo graph comes from, for messages: "at model.py:31 (layers.0.mlp)",
+    from its first op's source line and module path."""
+    for n in gm.graph.nodes:
+        trace, stack = n.meta.get("stack_trace"), n.meta.get("nn_module_stack")
+        if n.op != "call_function" or not (trace or stack):
+            continue
+        where = ""
+        if trace:
+            lines = re.findall(r'File "([^"]+)", line (\d+)', trace)
+            if lines:
+                where = f"at {os.path.basename(lines[-1][0])}:{lines[-1][1]}"
+        path = _module_path(list(stack.values())[-1][0]) if stack else ""
+        return " ".join(x for x in (where, f"({path})" if path else "") if x) or "(no source line)"
+    return "(no source line)"
+
+
+def _module_path(dynamo: str) -> str:
+    """Dynamo's "L['self'].model.layers[0]" as a module path: "model.layers.0"."""
+    path = re.sub(r"\[(\d+)\]", r".\1", re.sub(r"^L\['self'\]\.?", "", dynamo))
+    return re.sub(r"\[['\"]([^'\"]+)['\"]\]", r".\1", path).strip(".")
 
 
 def _mib(b: int) -> str:

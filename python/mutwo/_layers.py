@@ -8,35 +8,35 @@
 # byte saved, cheapest first); an option is a prefix of that order. Options are
 # priced once, on one template layer, from the partition PyTorch's min-cut
 # gives with that prefix recomputed in that layer alone: the bytes the forward
-# then saves less, and the recompute time it adds. The solve (`solve`) is a
-# knapsack over quantised bytes: layers are interchangeable for the peak at
-# the backward's start, where every layer's saved values are live, so it
-# counts how many layers take each option. The plan it returns is then priced
-# whole by the frontier's one model, like every other candidate.
+# then saves less, and the recompute time it adds. What is a layer (the core's
+# block rule, plan::block_of) and the solve across layers (an exact knapsack,
+# plan::compiled::solve_layers) are the core's, called through the extension;
+# what is here finds the layers' nodes in PyTorch's graph. The plan the solve
+# returns is then priced whole by the frontier's one model, like every other
+# candidate.
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import torch.fx as fx
 
-_INDEX = re.compile(r"^\d+$")
+from mutwo._ext import call, ops
+
+def _path(node: fx.Node) -> str:
+    stack = node.meta.get("nn_module_stack")
+    return list(stack.values())[-1][0] if stack else ""
+
+
+def layer_names(nodes: Sequence[fx.Node]) -> list[Optional[str]]:
+    """The repeated layer each node belongs to (the core's block rule: its
+    module path up to the first all-digit component, `layers.3`), or None."""
+    names = call(ops().blocks_of, [_path(n) for n in nodes]) if nodes else []
+    return [name or None for name in names]
 
 
 def layer_of(node: fx.Node) -> Optional[str]:
-    """The repeated layer a node belongs to: its module path up to the first
-    all-digit component (`layers.3`), or None."""
-    stack = node.meta.get("nn_module_stack")
-    if not stack:
-        return None
-    path = list(stack.values())[-1][0]
-    parts = path.split(".")
-    for i, p in enumerate(parts):
-        if _INDEX.match(p):
-            return ".".join(parts[:i + 1])
-    return None
+    return layer_names([node])[0]
 
 
 def _role(node: fx.Node, layer: str) -> str:
@@ -50,8 +50,7 @@ def layers(anchors: Sequence[fx.Node]) -> list[list[fx.Node]]:
     order, each ordered as `anchors` is; only layers alike in their anchors'
     roles (the most common shape, when at least two layers share it)."""
     by_layer: dict[str, list[fx.Node]] = {}
-    for n in anchors:
-        name = layer_of(n)
+    for n, name in zip(anchors, layer_names(anchors)):
         if name is not None:
             by_layer.setdefault(name, []).append(n)
     shapes: dict[tuple, list[str]] = {}
@@ -83,46 +82,10 @@ class Option:
     extra_ms: float
 
 
-def useful(options: Sequence[Option]) -> list[Option]:
-    """The options no other beats: none frees as much or more for less time."""
-    kept = []
-    for o in sorted(options, key=lambda o: (o.extra_ms, -o.freed)):
-        if not kept or o.freed > kept[-1].freed:
-            kept.append(o)
-    return kept
-
-
-def solve(options: Sequence[Option], count: int, need: int, buckets: int = 512) -> Optional[list[int]]:
-    """The option of each of `count` layers (its k), the least total
-    extra_ms whose freed bytes add up to at least `need`; None if even every
-    layer's most freeing option does not. A knapsack over bytes quantised to
-    `buckets` steps of need (rounded up, so a solution frees at least need)."""
-    opts = useful(options)
-    if need <= 0:
-        return [0] * count
-    if not opts or max(o.freed for o in opts) * count < need:
-        return None
-    step = max(1, math.ceil(need / buckets))
-    goal = math.ceil(need / step)
-    units = [min(goal, o.freed // step) for o in opts]
-    inf = float("inf")
-    best = [0.0] + [inf] * goal  # best[b]: least ms freeing at least b units, over the layers so far
-    picks: list[list[int]] = []
-    for _ in range(count):
-        nxt, pick = [inf] * (goal + 1), [0] * (goal + 1)
-        for b in range(goal + 1):
-            if best[b] == inf:
-                continue
-            for i, o in enumerate(opts):
-                t = min(goal, b + units[i])
-                if best[b] + o.extra_ms < nxt[t]:
-                    nxt[t], pick[t] = best[b] + o.extra_ms, i * (goal + 1) + b
-        best = nxt
-        picks.append(pick)
-    if best[goal] == inf:
-        return None
-    chosen, b = [], goal
-    for pick in reversed(picks):
-        i, b = divmod(pick[b], goal + 1)
-        chosen.append(opts[i].k)
-    return sorted(chosen, reverse=True)  # the most recomputed first: which layer takes which does not move the peak
+def solve(options: Sequence[Option], count: int, need: int) -> Optional[list[int]]:
+    """The option of each of `count` layers (its k, the most recomputed first):
+    the least total extra_ms whose freed bytes add up to at least `need`; None
+    if even every layer's most freeing option does not (the core's solve)."""
+    out = call(ops().solve_layers, [o.k for o in options], [o.freed for o in options],
+               [float(o.extra_ms) for o in options], count, need)
+    return [int(k) for k in out[1:]] if out[0] else None

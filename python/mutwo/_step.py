@@ -23,14 +23,11 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
 from mutwo import _joint, _ranks
+from mutwo._ext import call, ops
 from mutwo._joint import Interval, Record
 
 MAX_COMPILES = 3  # per graph: its first plan, one with the measured step, one more if that was still over
 _TRACKERS: "weakref.WeakSet[Tracker]" = weakref.WeakSet()
-
-
-def _mib(b: float) -> str:
-    return f"{b / 2**20:.2f} MiB"
 
 
 class Tracker:
@@ -320,20 +317,23 @@ class Step:
                 graph.retarget(name)
 
     def _floor_text(self, joint: _joint.Joint, menus: dict) -> str:
-        assert self.budget is not None
-        calls = self.last.instances.get(next(iter(menus)), 1) if self.last else 1
-        what = ("this compiled graph" + (f" (called {calls} times per step)" if calls > 1 else "") if len(menus) == 1
-                else f"the {len(menus)} compiled graphs of this step together")
-        return (f"budget {_mib(self.budget)} cannot be met by {what}: the lowest predicted added peak is "
-                f"{_mib(joint.floor)} (the lowest measured so far: {_mib(self.lowest or 0)}): try "
-                f"budget=\"{joint.floor / 2**20 + 0.1:.1f}MiB\", or budget=\"lowest\" for the lowest each graph "
-                "reaches")
+        assert isinstance(self.budget, int)
+        return call(ops().refusal_text, self.budget, int(joint.floor), 0, self._what(menus), 0, 0, 0)
 
     def _over_text(self) -> str:
-        assert self.budget is not None
-        return (f"budget {_mib(self.budget)} cannot be met: the lowest measured added peak of this step's "
-                f"{len(self.graphs)} compiled graph(s) is {_mib(self.lowest or 0)} after {MAX_COMPILES} compiles "
-                "of each; raise the budget to at least that, or lower the batch")
+        assert isinstance(self.budget, int)
+        return call(ops().refusal_text, self.budget, int(self.lowest or 0), 0,
+                    f"the {len(self.graphs)} compiled graph(s) of this step", 0, 0, MAX_COMPILES)
+
+    def _what(self, menus: dict) -> str:
+        """The graphs a refusal is about: the one, where it comes from, or how many."""
+        if len(menus) > 1:
+            return f"the {len(menus)} compiled graphs of this step together"
+        g = next(iter(menus))
+        calls = self.last.instances.get(g, 1) if self.last else 1
+        where = getattr(self.graphs[g], "origin", "")
+        return " ".join(x for x in ("the compiled graph", where, f"(called {calls} times per step)" if calls > 1 else "")
+                        if x)
 
     def check(self) -> None:
         if self.error:

@@ -66,11 +66,12 @@ int64_t budget_bytes(const PlannedStep& p, const PlanOptions& o) {
 
 namespace {
 
-// The cheapest plan at the lowest peak `planner` reaches: its plan under a
-// budget of 0 bytes, then planned again under that plan's peak (which drops
-// no more than it needs to). Feasible, its budget that peak.
+// The cheapest plan at the lowest peak `planner` reaches: its floor
+// (plan_floor: for mutwo, whatever the profile's times), then planned again
+// under that floor's peak (which drops no more than it needs to). Feasible,
+// its budget its peak.
 Plan lowest_plan(const std::string& planner, const PlanInput& in, bool progress) {
-  Plan low = run_planner(planner, in, 0, progress);
+  Plan low = planner == "mutwo" ? plan_floor(planner, in) : run_planner(planner, in, 0, progress);
   Plan p = run_planner(planner, in, low.predicted.peak_bytes, progress);
   if (p.feasible) p.planning_ms += low.planning_ms;
   else p = std::move(low);
@@ -104,7 +105,7 @@ PlannedStep plan_and_rewrite(const profile::Profile& prof, const PlanOptions& o,
 }
 
 std::string infeasible_text(const PlannedStep& p, const PlanOptions& o) {
-  const Plan low = run_planner(o.planner, p.input, 0);
+  const Plan low = plan_floor(o.planner, p.input);
   const int64_t lowest = low.predicted.peak_bytes, activation = p.unplanned_activation_bytes;
   const int64_t fixed = p.unplanned_peak - activation;
   const bool bytes = o.budget.kind == Budget::Kind::bytes;
@@ -121,11 +122,7 @@ std::string infeasible_text(const PlannedStep& p, const PlanOptions& o) {
     text += fmt::format(", which is {:.1f}% as a budget (a percentage is of the {} of activations at the unplanned peak "
                         "of {}, on top of the {} planning cannot change)",
                         pct, format_bytes(activation), format_bytes(p.unplanned_peak), format_bytes(fixed));
-    if (!bytes) {
-      auto at = static_cast<int64_t>(std::max(1.0, std::ceil(pct)));
-      while (budget_of_fraction(static_cast<double>(at) / 100, fixed, activation) < lowest) ++at;
-      instead = fmt::format("{}%", at);
-    }
+    if (!bytes) instead = percent_at_least(lowest, fixed, activation);
   } else {
     text += fmt::format(" (the unplanned peak of {} holds no activations a plan can free)", format_bytes(p.unplanned_peak));
   }

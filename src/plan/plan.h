@@ -76,12 +76,27 @@ const std::vector<std::string>& planner_names();
 // `progress`: the planners that take long (optimal) say on stderr how far they are.
 Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget_bytes, bool progress = false);
 
+// μ-TWO's greedy score of dropping `bytes` for `ms` of recomputation: bytes per
+// millisecond (1 fs at least: a fused random op's modelled time is below 1 ns,
+// and such ops must still rank by their time). The one definition the
+// executor's greedy (mutwo.cpp) and the compiled route's anchor order
+// (compiled.h) both rank by.
+inline double recompute_ratio(int64_t bytes, double ms) { return static_cast<double>(bytes) / (ms > 1e-12 ? ms : 1e-12); }
+
 // The planners (one file each).
 Plan plan_none(const PlanInput& in, int64_t budget_bytes);
 Plan plan_per_layer(const PlanInput& in, int64_t budget_bytes);
 Plan plan_sqrt_n(const PlanInput& in, int64_t budget_bytes);
 Plan plan_mutwo(const PlanInput& in, int64_t budget_bytes);
 Plan plan_optimal(const PlanInput& in, int64_t budget_bytes);
+
+// The floor: the plan with the lowest peak `planner` reaches (its plan under a
+// budget of 0 bytes). For mutwo it is searched on the graph's own times (the
+// device rate table's roofline, not the profile's measured times) among the
+// greedy, per-layer and sqrt-n, so the same step has the same floor whatever
+// its timings; and every budget at or above it fits (plan_mutwo).
+Plan plan_floor(const std::string& planner, const PlanInput& in);
+Plan mutwo_floor(const PlanInput& in, int64_t budget_bytes);  // plan_floor's for mutwo (a PlannerFn: the budget is 0)
 
 // "the lowest peak the mutwo planner reaches is 2.9 GiB (parameter 418 MiB,
 // gradient 418 MiB, ...)": an infeasible plan's peak and what is live there by

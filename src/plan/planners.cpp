@@ -21,14 +21,10 @@ const std::vector<std::string>& planner_names() {
   return names;
 }
 
-Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget, bool progress) {
-  PlannerFn fn = name == "none"        ? plan_none
-                 : name == "per-layer" ? plan_per_layer
-                 : name == "sqrt-n"    ? plan_sqrt_n
-                 : name == "mutwo"     ? plan_mutwo
-                 : name == "optimal"   ? static_cast<PlannerFn>(plan_optimal)
-                                       : nullptr;
-  MUTWO_CHECK(fn != nullptr, "unknown planner '{}'; planners: {}", name, fmt::join(planner_names(), ", "));
+namespace {
+
+// Runs a planner, timing it, on the step with its vocabulary loss chunked where that lowers the peak.
+Plan run(const std::string& name, PlannerFn fn, const PlanInput& in, int64_t budget, bool progress) {
   auto t0 = std::chrono::steady_clock::now();
   std::vector<ChunkChoice> chunks = choose_chunks(in, budget);
   Progress shown("optimal", {progress && name == "optimal"});
@@ -48,6 +44,19 @@ Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget, b
   grow_chunks(in, p);
   p.planning_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return p;
+}
+
+}  // namespace
+
+Plan run_planner(const std::string& name, const PlanInput& in, int64_t budget, bool progress) {
+  PlannerFn fn = name == "none"        ? plan_none
+                 : name == "per-layer" ? plan_per_layer
+                 : name == "sqrt-n"    ? plan_sqrt_n
+                 : name == "mutwo"     ? plan_mutwo
+                 : name == "optimal"   ? static_cast<PlannerFn>(plan_optimal)
+                                       : nullptr;
+  MUTWO_CHECK(fn != nullptr, "unknown planner '{}'; planners: {}", name, fmt::join(planner_names(), ", "));
+  return run(name, fn, in, budget, progress);
 }
 
 Plan plan_none(const PlanInput& in, int64_t budget) { return finish(in, "none", budget, {}); }
@@ -107,7 +116,11 @@ std::string floor_text(const Plan& lowest, const std::string& planner) {
 std::vector<ir::ValueId> lowest_drop(const ir::Graph& g, const std::string& device) {
   PlanInput in = make_input(profile::estimate_profile(g, device));
   in.swap = false;  // the step profiled with these drops runs without swaps
-  return plan_mutwo(in, 0).drop;
+  return mutwo_floor(in, 0).drop;
+}
+
+Plan plan_floor(const std::string& planner, const PlanInput& in) {
+  return planner == "mutwo" ? run(planner, mutwo_floor, in, 0, false) : run_planner(planner, in, 0);
 }
 
 }  // namespace mutwo::plan

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <algorithm>
 
 #include "support/error.h"
 
@@ -72,22 +73,24 @@ std::string bare_number_hint(double v) {
 
 Budget parse_budget(std::string_view text) {
   const std::string s(text);
-  MUTWO_CHECK(!s.empty(), "empty budget; write a size (2GiB, 1500MiB), a percentage of the activation memory (60%) "
-                          "or lowest");
+  constexpr const char* kForms = "a size (2GiB, 1500MiB), a percentage of the activation memory (60%) or lowest";
+  MUTWO_CHECK(!s.empty(), "empty budget; write {}", kForms);
   std::string lower = s;
   for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   if (lower == "lowest") return Budget::lowest();
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
+  const bool number = end != s.c_str() && !std::isspace(static_cast<unsigned char>(s[0])) && std::isfinite(v);
+  MUTWO_CHECK(number && v >= 0, "'{}' is not a budget; write {}", s, kForms);
   if (s.back() == '%') {
-    MUTWO_CHECK(end == s.c_str() + s.size() - 1 && std::isfinite(v) && v > 0 && v <= 1000,
-                "'{}' is not a percentage; write one such as 60% (of the activation memory the plan can free: 100% "
-                "is the unplanned peak)", s);
+    MUTWO_CHECK(end == s.c_str() + s.size() - 1 && v > 0 && v <= 100,
+                "'{}' is not a percentage in (0%, 100%]: 100% is the unplanned peak, so above it nothing is "
+                "planned, and 0% would leave no room for any activation; write one such as 60%, or lowest for the "
+                "lowest peak the planner reaches", s);
     return Budget::of_fraction(v / 100.0);
   }
   // A bare number is bytes; below 1 MiB it is surely a percentage or MiB meant.
-  const bool bare = end != s.c_str() && *end == '\0' && !std::isspace(static_cast<unsigned char>(s[0]));
-  MUTWO_CHECK(!bare || !std::isfinite(v) || v < 0 || v >= 1024.0 * 1024,
+  MUTWO_CHECK(*end != '\0' || v >= 1024.0 * 1024,
               "'{}' is a bare number, which reads as bytes, and below 1 MiB; write {}", s, bare_number_hint(v));
   return Budget::of_bytes(parse_bytes(s));
 }
@@ -109,6 +112,26 @@ int64_t budget_of_fraction(double f, int64_t fixed, int64_t activation) {
 double fraction_of_budget(int64_t bytes, int64_t fixed, int64_t activation) {
   MUTWO_ASSERT(activation > 0, "a fraction of {} activation bytes", activation);
   return static_cast<double>(bytes - fixed) / static_cast<double>(activation);
+}
+
+std::string percent_at_least(int64_t bytes, int64_t fixed, int64_t activation) {
+  auto at = static_cast<int64_t>(std::max(1.0, std::ceil(100 * fraction_of_budget(bytes, fixed, activation))));
+  while (budget_of_fraction(static_cast<double>(at) / 100, fixed, activation) < bytes) ++at;
+  return fmt::format("{}%", at);
+}
+
+std::pair<std::string, std::string> format_bytes_apart(int64_t a, int64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  const int64_t most = std::max(std::llabs(a), std::llabs(b));
+  int u = 0;
+  while (u < 4 && static_cast<double>(most) >= std::pow(1024.0, u + 1)) ++u;
+  for (;; --u) {
+    if (u == 0) return {fmt::format("{} B", a), fmt::format("{} B", b)};
+    const double scale = std::pow(1024.0, u);
+    std::string x = fmt::format("{:.1f} {}", static_cast<double>(a) / scale, units[u]);
+    std::string y = fmt::format("{:.1f} {}", static_cast<double>(b) / scale, units[u]);
+    if (x != y || a == b) return {x, y};
+  }
 }
 
 std::string bytes_at_least(int64_t bytes) {

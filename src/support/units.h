@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace mutwo {
@@ -26,7 +27,8 @@ int64_t parse_bytes(std::string_view text);
 //   activation bytes live at the unplanned peak and F the rest of that peak
 //   (parameters, gradients, optimizer state, inputs, workspaces: what planning
 //   cannot change), the budget is F + f * A (budget_of_fraction): 100% is the
-//   unplanned peak, 0% everything recomputable recomputed;
+//   unplanned peak; a percentage is in (0%, 100%] (0% would hold no activation:
+//   lowest is the floor, above 100% nothing is planned);
 // - lowest: the lowest peak the planner reaches, never refused;
 // - none: no budget (the step as it is; a command's default).
 struct Budget {
@@ -53,6 +55,13 @@ double fraction_of_budget(int64_t bytes, int64_t fixed, int64_t activation);
 // A size text that parse_bytes reads as at least `bytes`: "122.9MiB" (rounded
 // up in the last place shown), for messages that say what to ask for.
 std::string bytes_at_least(int64_t bytes);
+
+// The least whole percentage whose budget (budget_of_fraction) holds `bytes`:
+// "83%"; `activation` must be positive. What a refusal asks for instead.
+std::string percent_at_least(int64_t bytes, int64_t fixed, int64_t activation);
+// Two sizes as format_bytes writes them, in the largest unit that keeps them
+// apart ("300.2 KiB", "310.0 KiB" where MiB would give 0.3 MiB twice).
+std::pair<std::string, std::string> format_bytes_apart(int64_t a, int64_t b);
 
 // Parses a comma-separated list of positive integers, e.g. "8,16,32".
 std::vector<int64_t> parse_int_list(std::string_view text);

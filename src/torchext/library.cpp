@@ -15,6 +15,7 @@
 #include "plan/plan.h"
 #include "runtime/memory.h"
 #include "support/error.h"
+#include "torchext/translated.h"
 #include "torchext/session.h"
 
 namespace mutwo::torchext {
@@ -30,18 +31,6 @@ Session& session(int64_t handle) {
   auto it = sessions.find(handle);
   if (it == sessions.end()) throw std::runtime_error(fmt::format("mutwo: no session {} (released?)", handle));
   return *it->second;
-}
-
-// Runs f, turning mutwo's errors into the one-line messages mutwo.torch reads.
-template <class F>
-auto translated(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const plan::BudgetError& e) {
-    throw std::runtime_error(std::string("mutwo budget: ") + e.what());
-  } catch (const UserError& e) {
-    throw std::runtime_error(std::string("mutwo: ") + e.what());
-  }
 }
 
 int64_t create(const std::string& step_json, std::vector<std::string> names, std::vector<at::Tensor> tensors,

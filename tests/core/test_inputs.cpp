@@ -59,20 +59,21 @@ TEST(Inputs, JsonNumbersNoDoubleHoldsAreRefusedNamingTheField) {
 // the activation memory, lowest; a bare number below 1 MiB and anything that
 // is not a size are refused saying what to write.
 TEST(Inputs, BudgetsAreReadAsUsersWriteThem) {
-  EXPECT_EQ(parse_budget("60%"), Budget::of_fraction(0.6));
-  EXPECT_EQ(parse_budget("2GiB"), Budget::of_bytes(int64_t{2} << 30));
-  EXPECT_EQ(parse_budget("1048576"), Budget::of_bytes(1 << 20));  // a bare number of at least 1 MiB is bytes
-  EXPECT_EQ(parse_budget("100B"), Budget::of_bytes(100));          // a unit says bytes were meant
-  EXPECT_EQ(parse_budget("Lowest"), Budget::lowest());
-  auto refused = [](const std::string& text) { return user_error([&] { parse_budget(text); }); };
-  expect_has(refused("60"), {"'60' is a bare number", "write 60% or 60MiB"});
-  expect_has(refused("0.6"), {"write 60% or 0.6MiB"});
-  expect_has(refused("abc"), {"'abc' is not a size"});
-  expect_has(refused("-5GiB"), {"'-5GiB' is not a size"});
-  expect_has(refused(""), {"empty budget"});
-  expect_has(refused("0%"), {"'0%' is not a percentage"});
-  expect_has(refused("60 %"), {"not a percentage"});
-  expect_has(refused("9223372036854775808"), {"more than 1 PiB"});
+  // One case table for the C++ and the Python parser (tests/python/test_budget.py reads it too).
+  const auto table = parse_json_input(read_file(std::string(MUTWO_TEST_DATA) + "/budgets.json"), "budgets.json");
+  for (const auto& c : table["cases"]) {
+    const std::string text = c["text"].get<std::string>();
+    if (c.contains("error")) {
+      std::vector<std::string> needles = c["error"].get<std::vector<std::string>>();
+      expect_has(user_error([&] { parse_budget(text); }), needles);
+      continue;
+    }
+    const std::string kind = c["kind"].get<std::string>();
+    const Budget want = kind == "lowest" ? Budget::lowest()
+                        : kind == "bytes" ? Budget::of_bytes(c["bytes"].get<int64_t>())
+                                          : Budget::of_fraction(c["fraction"].get<double>());
+    EXPECT_EQ(parse_budget(text), want) << "'" << text << "'";
+  }
   // F + f * A, and back.
   EXPECT_EQ(budget_of_fraction(0.6, 1000, 3000), 2800);
   EXPECT_EQ(budget_of_fraction(1.0, 1000, 3000), 4000);
@@ -82,6 +83,11 @@ TEST(Inputs, BudgetsAreReadAsUsersWriteThem) {
   for (int64_t b : {int64_t{1}, int64_t{1023}, int64_t{1025}, int64_t{128763904}, int64_t{1} << 30, (int64_t{3} << 30) + 1})
     EXPECT_GE(parse_bytes(bytes_at_least(b)), b) << bytes_at_least(b);
   EXPECT_EQ(bytes_at_least(128763904), "122.8MiB");
+  // The least percentage that holds a floor, and sizes kept apart.
+  EXPECT_EQ(percent_at_least(2800, 1000, 3000), "60%");
+  EXPECT_EQ(percent_at_least(2801, 1000, 3000), "61%");
+  EXPECT_EQ(format_bytes_apart(307404, 317440), (std::pair<std::string, std::string>{"300.2 KiB", "310.0 KiB"}));
+  EXPECT_EQ(format_bytes_apart(3 << 20, 5 << 20).first, "3.0 MiB");
 }
 
 TEST(Inputs, JsonNaNAndInfinityAreRefusedNamingTheField) {

@@ -6,6 +6,8 @@
 # arguments are refused at the call, before any step.
 from __future__ import annotations
 
+import json
+import pathlib
 import re
 
 import pytest
@@ -45,11 +47,27 @@ def test_parse_reads_fractions_sizes_and_lowest() -> None:
     assert _budget.parse("100B").text() == "100B"  # a size with its unit is taken at its word
 
 
-@pytest.mark.parametrize("value,needle", [
-    (60, '"60%" or "60MiB"'), ("60", '"60%" or "60MiB"'), ("0.6", '"60%"'), (1, '"100%" or "1MiB"'),
-    (1.5, '"1.5%" or "1.5MiB"'), ("abc", "not a budget"), ("-5GiB", "not a budget"), ("", "empty"),
-    ("0%", "not a percentage"), ("2000%", "not a percentage"), ("5furlongs", "unknown unit"), (True, "not a bool"),
-    (0.0, "bare number"), (-0.5, "bare number"), ([60], "not a list"), ("2PiB", "unknown unit"), (float("nan"), "bare"),
+CASES = json.loads((pathlib.Path(__file__).parents[1] / "core" / "data" / "budgets.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[repr(c["text"]) for c in CASES])
+def test_the_grammar_is_the_cores_case_table(case: dict) -> None:
+    """The same table tests/core/test_inputs.cpp reads: one grammar in both languages."""
+    if "error" in case:
+        with pytest.raises(ValueError) as e:
+            _budget.parse(case["text"])
+        for needle in case["error"]:
+            assert needle in str(e.value), (needle, str(e.value))
+        assert str(e.value).startswith(f"budget={case['text']!r}")
+        return
+    want = {"bytes": _budget.Budget("bytes", bytes=case.get("bytes", 0)), "lowest": _budget.Budget("lowest"),
+            "fraction": _budget.Budget("fraction", fraction=case.get("fraction", 0.0))}[case["kind"]]
+    assert _budget.parse(case["text"]) == want
+
+
+@pytest.mark.parametrize("value,needle", [  # Python's own values: numbers and other types
+    (60, "write 60% or 60MiB"), (1, "write 100% or 1MiB"), (1.5, "write 1.5% or 1.5MiB"), (True, "not a bool"),
+    (0.0, "bare number"), (-0.5, "not a budget"), ([60], "not a list"), (float("nan"), "not a budget"),
 ])
 def test_parse_refuses_with_what_to_write(value, needle: str) -> None:
     with pytest.raises(ValueError, match=re.escape(needle)):
@@ -162,7 +180,7 @@ def test_a_short_last_batch_fits_where_full_batches_did() -> None:
 
 
 @pytest.mark.parametrize("kwargs,needle", [
-    ({"budget": "abc"}, "budget='abc' is not a budget"), ({"budget": 60}, '"60%" or "60MiB"'),
+    ({"budget": "abc"}, "budget='abc' is not a budget"), ({"budget": 60}, 'write 60% or 60MiB'),
     ({"budget": "-5GiB"}, "not a budget"), ({"budget": "60%", "planner": "greedy"}, "unknown planner"),
 ])
 def test_wrap_and_backend_refuse_at_the_call(kwargs: dict, needle: str) -> None:

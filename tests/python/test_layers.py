@@ -1,7 +1,8 @@
-# The compiled route's layer planner on plain data (python/mutwo/_layers.py):
-# the solve across layers against every assignment of options to layers,
-# dominated options dropped, an unreachable need refused; and the repeated
-# layers found by module path.
+# The compiled route's layer planner on plain data (python/mutwo/_layers.py,
+# through the core's solve, src/plan/compiled.h; tests/core/test_compiled.cpp
+# tests the solve itself): the solve across layers against every assignment of
+# options to layers, dominated options never taken, an unreachable need
+# refused; and the repeated layers found by module path (the core's block rule).
 from __future__ import annotations
 
 import itertools
@@ -27,7 +28,7 @@ def test_the_solve_is_the_least_time_that_frees_the_need() -> None:
         options = [Option(0, 0, 0.0)] + [Option(k, rng.randint(1, 40), round(rng.uniform(0.1, 5.0), 3))
                                          for k in range(1, rng.randint(2, 5))]
         count, need = rng.randint(1, 4), rng.randint(0, 120)
-        ks = _layers.solve(options, count, need, buckets=1000)  # a step of one byte: exact
+        ks = _layers.solve(options, count, need)  # under 4096 bytes: a step of one byte, exact
         want = _brute(options, count, need)
         if want == float("inf"):
             assert ks is None, (options, count, need)
@@ -40,13 +41,13 @@ def test_the_solve_is_the_least_time_that_frees_the_need() -> None:
 
 def test_quantised_the_solve_still_frees_the_need() -> None:
     options = [Option(0, 0, 0.0), Option(1, 1_000_003, 1.0), Option(2, 2_500_001, 2.2)]
-    ks = _layers.solve(options, 8, 9_000_000, buckets=16)
+    ks = _layers.solve(options, 8, 9_000_000)
     assert ks is not None and sum({o.k: o.freed for o in options}[k] for k in ks) >= 9_000_000
 
 
-def test_dominated_options_are_dropped() -> None:
-    kept = _layers.useful([Option(0, 0, 0.0), Option(1, 10, 1.0), Option(2, 8, 2.0), Option(3, 30, 2.5)])
-    assert [o.k for o in kept] == [0, 1, 3]
+def test_a_dominated_option_is_never_taken() -> None:
+    options = [Option(0, 0, 0.0), Option(1, 10, 1.0), Option(2, 8, 2.0), Option(3, 30, 2.5)]
+    assert _layers.solve(options, 2, 18) == [1, 1]
 
 
 def _anchor(graph: fx.Graph, path: str, target: str) -> fx.Node:

@@ -1,0 +1,132 @@
+// The compiled route's decisions (compiled.h).
+#include "plan/compiled.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "plan/plan.h"
+#include "support/error.h"
+#include "support/units.h"
+
+namespace mutwo::plan::compiled {
+
+std::vector<int32_t> recompute_order(const std::vector<double>& ms, const std::vector<int64_t>& bytes) {
+  MUTWO_CHECK(ms.size() == bytes.size(), "recompute_order: {} times for {} sizes", ms.size(), bytes.size());
+  // Ranked as time per byte, lowest first: the same order as recompute_ratio's
+  // highest first, but two anchors of one shape and op (a matmul's 208896 bytes
+  // at 0.0668 ms, an addmm's 69632 at 0.0223) then compare equal, as they are,
+  // and keep the callers' order, where bytes / ms rounds them apart.
+  std::vector<double> per_byte(ms.size());
+  for (size_t i = 0; i < ms.size(); ++i) per_byte[i] = ms[i] / static_cast<double>(std::max<int64_t>(bytes[i], 1));
+  std::vector<int32_t> order(ms.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return per_byte[a] < per_byte[b]; });
+  return order;
+}
+
+namespace {
+
+// The options no other beats: none frees as much or more for less time.
+std::vector<LayerOption> useful(std::vector<LayerOption> options) {
+  std::stable_sort(options.begin(), options.end(), [](const LayerOption& a, const LayerOption& b) {
+    return a.extra_ms != b.extra_ms ? a.extra_ms < b.extra_ms : a.freed > b.freed;
+  });
+  std::vector<LayerOption> kept;
+  for (const LayerOption& o : options)
+    if (kept.empty() || o.freed > kept.back().freed) kept.push_back(o);
+  return kept;
+}
+
+constexpr int64_t kBuckets = 4096;
+
+}  // namespace
+
+std::optional<std::vector<int32_t>> solve_layers(const std::vector<LayerOption>& options, int32_t count, int64_t need) {
+  MUTWO_CHECK(count >= 0, "solve_layers: {} layers", count);
+  const std::vector<LayerOption> opts = useful(options);
+  if (need <= 0) return std::vector<int32_t>(static_cast<size_t>(count), 0);
+  int64_t most = 0;
+  for (const LayerOption& o : opts) most = std::max(most, o.freed);
+  if (opts.empty() || most * count < need) return std::nullopt;
+  const int64_t step = std::max<int64_t>(1, (need + kBuckets - 1) / kBuckets);
+  const auto goal = static_cast<size_t>((need + step - 1) / step);
+  std::vector<size_t> units(opts.size());
+  for (size_t i = 0; i < opts.size(); ++i) units[i] = std::min(goal, static_cast<size_t>(std::max<int64_t>(0, opts[i].freed) / step));
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> best(goal + 1, inf);  // best[b]: least ms freeing at least b units over the layers so far
+  best[0] = 0;
+  std::vector<std::vector<uint32_t>> picks;  // per layer, per b: the option that reached it and from where
+  std::vector<std::vector<uint32_t>> from;
+  for (int32_t layer = 0; layer < count; ++layer) {
+    std::vector<double> next(goal + 1, inf);
+    std::vector<uint32_t> pick(goal + 1, 0), prev(goal + 1, 0);
+    for (size_t b = 0; b <= goal; ++b) {
+      if (best[b] == inf) continue;
+      for (size_t i = 0; i < opts.size(); ++i) {
+        const size_t t = std::min(goal, b + units[i]);
+        if (best[b] + opts[i].extra_ms < next[t]) {
+          next[t] = best[b] + opts[i].extra_ms;
+          pick[t] = static_cast<uint32_t>(i);
+          prev[t] = static_cast<uint32_t>(b);
+        }
+      }
+    }
+    best = std::move(next);
+    picks.push_back(std::move(pick));
+    from.push_back(std::move(prev));
+  }
+  if (best[goal] == inf) return std::nullopt;
+  std::vector<int32_t> chosen;
+  for (size_t layer = picks.size(), b = goal; layer-- > 0;) {
+    chosen.push_back(opts[picks[layer][b]].k);
+    b = from[layer][b];
+  }
+  // The most recomputed first: which layer takes which option does not move the peak.
+  std::sort(chosen.rbegin(), chosen.rend());
+  return chosen;
+}
+
+int32_t fastest_within(const std::vector<Priced>& candidates, int64_t budget) {
+  int32_t best = -1;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Priced& c = candidates[i];
+    if (c.peak > budget) continue;
+    if (best < 0 || c.extra_ms < candidates[best].extra_ms ||
+        (c.extra_ms == candidates[best].extra_ms && c.peak < candidates[best].peak))
+      best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+int32_t lowest(const std::vector<Priced>& candidates) {
+  int32_t best = -1;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Priced& c = candidates[i];
+    if (best < 0 || c.peak < candidates[best].peak ||
+        (c.peak == candidates[best].peak && c.extra_ms < candidates[best].extra_ms))
+      best = static_cast<int32_t>(i);
+  }
+  return best;
+}
+
+bool surely_below(int64_t budget, int64_t lowest) {
+  return static_cast<double>(budget) < static_cast<double>(lowest) * (1 - kModelTolerance);
+}
+
+std::string refusal_text(const Refusal& r) {
+  const auto [asked, floor] = format_bytes_apart(r.budget, r.lowest);
+  std::string text = fmt::format("budget {} of added peak cannot be met by {}: its lowest {} added peak is {}", asked,
+                                 r.what, r.compiles > 0 ? "measured" : "predicted", floor);
+  if (r.compiles > 0) text += fmt::format(" after {} compiles of each graph", r.compiles);
+  if (r.unplanned > 0) text += fmt::format(" (plain torch.compile's: {})", format_bytes_apart(r.unplanned, r.lowest).first);
+  const std::string instead = r.activation > 0 ? percent_at_least(r.lowest, r.fixed, r.activation)
+                                               : bytes_at_least(r.lowest);
+  text += fmt::format("; try budget=\"{}\"", instead);
+  if (r.activation > 0)
+    text += fmt::format(" (a percentage is of the {} of activations plain torch.compile saves)", format_bytes(r.activation));
+  return text + ", budget=\"lowest\", or a smaller batch";
+}
+
+}  // namespace mutwo::plan::compiled

@@ -1,0 +1,74 @@
+// The compiled route's decisions, from plain data (docs/planners.md, "The
+// compiled route"). mutwo.torch's Inductor adapter (python/mutwo/compiled/)
+// traces the joint graph, asks PyTorch's min-cut for each candidate partition
+// and prices it; what is decided, and by which rule, is here, in the one
+// planner: μ-TWO's recompute order over the anchors, the solve across
+// repeated layers, the choice among priced candidates, what a budget resolves
+// to, and the refusal text. Arrays in, indices out, as PyTorch's own
+// knapsack solvers take them; the extension (src/torchext/library.cpp) calls
+// these with the Python side's lists.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace mutwo::plan::compiled {
+
+// μ-TWO's greedy order over anchors (the ops min-cut would otherwise save:
+// matmuls, convolutions, attention, reductions, random ops): by bytes freed per
+// millisecond of recomputation (recompute_ratio, the ratio mutwo.cpp's greedy
+// takes the argmax of), highest first, ranked as its inverse, time per byte;
+// ties keep the callers' order. `ms` and `bytes` are per anchor.
+std::vector<int32_t> recompute_order(const std::vector<double>& ms, const std::vector<int64_t>& bytes);
+
+// One way to plan a repeated layer: recompute the first `k` anchors of its
+// order, freeing `freed` bytes of what the forward saves for `extra_ms`.
+struct LayerOption {
+  int32_t k = 0;
+  int64_t freed = 0;
+  double extra_ms = 0;
+};
+// The option of each of `count` layers (its k, the most recomputed first): the
+// least total extra_ms whose freed bytes add up to at least `need`; nullopt if
+// even every layer's most freeing option does not. An exact knapsack over
+// bytes quantised to 1/4096 of `need`, rounded so a solution frees at least need.
+std::optional<std::vector<int32_t>> solve_layers(const std::vector<LayerOption>& options, int32_t count, int64_t need);
+
+// A candidate partition as the adapter priced it: its predicted added peak
+// (already corrected by what was measured) and its modelled recompute time.
+struct Priced {
+  int64_t peak = 0;
+  double extra_ms = 0;
+};
+// The fastest candidate whose peak is within `budget` (the lower peak breaks
+// ties, then the earlier index); -1 if none is.
+int32_t fastest_within(const std::vector<Priced>& candidates, int64_t budget);
+// The candidate with the lowest peak (the faster breaks ties, then the earlier index).
+int32_t lowest(const std::vector<Priced>& candidates);
+
+// How far a predicted floor may stand above the measured one: on an H200 the
+// model over-predicted plain compile's added peak by 9% (docs/planners.md), so
+// a budget under the predicted floor by more than this share is refused before
+// any step runs (Refusal), and one nearer is measured first.
+inline constexpr double kModelTolerance = 0.2;
+// Does `budget` fall so far under the predicted `lowest` that no step need run to know?
+bool surely_below(int64_t budget, int64_t lowest);
+
+// What a refusal says: a budget of added bytes that no plan reaches.
+struct Refusal {
+  int64_t budget = 0;            // the added peak asked for, in bytes
+  int64_t lowest = 0;            // the lowest added peak: predicted, or measured when `compiles` > 0
+  int64_t unplanned = 0;         // plain torch.compile's added peak, 0 if unknown
+  std::string what;              // "the compiled graph at model.py:12 (layers.0)", "the 3 compiled graphs of this step"
+  int64_t fixed = 0;             // with `activation`, what a percentage is of (support/units.h, Budget)
+  int64_t activation = 0;        // 0: suggest bytes, not a percentage
+  int32_t compiles = 0;          // > 0: every graph compiled this often, the floor measured
+};
+// One line: what was asked, the floor, and the budget to ask for instead (a
+// percentage where the budget was one, else a size), sizes in the unit that
+// keeps them apart.
+std::string refusal_text(const Refusal& r);
+
+}  // namespace mutwo::plan::compiled

@@ -1,0 +1,124 @@
+// The one planner's decisions as operators, for mutwo.torch's compiled route
+// (python/mutwo/compiled/): the budget grammar (support/units.h), the device
+// rate table's roofline (profile/rates.h) and the compiled route's choices
+// (plan/compiled.h), with the block rule (plan/blocks.h). Plain lists in, indices and numbers out; errors as
+// library.cpp's ("mutwo: ", one line).
+#include <torch/library.h>
+
+#include <tuple>
+
+#include "plan/blocks.h"
+#include "plan/compiled.h"
+#include "profile/rates.h"
+#include "support/error.h"
+#include "torchext/translated.h"
+#include "support/units.h"
+
+namespace mutwo::torchext {
+
+namespace {
+
+// ("bytes", n, 0), ("fraction", 0, f) or ("lowest", 0, 0).
+std::tuple<std::string, int64_t, double> parse_budget_op(const std::string& text) {
+  return translated([&] {
+    const Budget b = parse_budget(text);
+    const char* kind = b.kind == Budget::Kind::bytes ? "bytes" : b.kind == Budget::Kind::fraction ? "fraction" : "lowest";
+    return std::tuple<std::string, int64_t, double>{kind, b.bytes, b.fraction};
+  });
+}
+
+int64_t budget_of_fraction_op(double fraction, int64_t fixed, int64_t activation) {
+  return budget_of_fraction(fraction, fixed, activation);
+}
+
+std::string percent_at_least_op(int64_t bytes, int64_t fixed, int64_t activation) {
+  return translated([&] { return percent_at_least(bytes, fixed, activation); });
+}
+
+// Per op: its roofline ms on `device`, or, where `fused` is set (a pointwise op
+// recomputed inside its consumer's kernel), kFusedPointwiseShare of what it reads.
+std::vector<double> roofline(const std::string& device, std::vector<double> flops, std::vector<int64_t> read,
+                             std::vector<int64_t> written, std::vector<int64_t> element, std::vector<int64_t> fused) {
+  return translated([&] {
+    const size_t n = flops.size();
+    MUTWO_CHECK(read.size() == n && written.size() == n && element.size() == n && fused.size() == n,
+                "roofline: lists of {} ops differ in length", n);
+    const profile::DeviceRates& rates = profile::device_rates(device);
+    std::vector<double> ms(n);
+    for (size_t i = 0; i < n; ++i)
+      ms[i] = fused[i] ? profile::kFusedPointwiseShare * static_cast<double>(read[i]) / rates.memory_bytes_per_s * 1e3
+                       : profile::roofline_ms(rates, flops[i], static_cast<double>(read[i] + written[i]),
+                                              static_cast<int>(element[i]));
+    return ms;
+  });
+}
+
+std::vector<int64_t> recompute_order(std::vector<double> ms, std::vector<int64_t> bytes) {
+  return translated([&] {
+    std::vector<int32_t> order = plan::compiled::recompute_order(ms, bytes);
+    return std::vector<int64_t>(order.begin(), order.end());
+  });
+}
+
+// [1, k per layer...] or [0] when nothing frees `need`.
+std::vector<int64_t> solve_layers(std::vector<int64_t> k, std::vector<int64_t> freed, std::vector<double> ms,
+                                  int64_t count, int64_t need) {
+  return translated([&] {
+    MUTWO_CHECK(freed.size() == k.size() && ms.size() == k.size(), "solve_layers: lists of {} options differ", k.size());
+    std::vector<plan::compiled::LayerOption> options;
+    for (size_t i = 0; i < k.size(); ++i) options.push_back({static_cast<int32_t>(k[i]), freed[i], ms[i]});
+    auto solved = plan::compiled::solve_layers(options, static_cast<int32_t>(count), need);
+    std::vector<int64_t> out{solved ? 1 : 0};
+    if (solved) out.insert(out.end(), solved->begin(), solved->end());
+    return out;
+  });
+}
+
+std::vector<plan::compiled::Priced> priced(const std::vector<int64_t>& peaks, const std::vector<double>& ms) {
+  MUTWO_CHECK(peaks.size() == ms.size(), "{} peaks for {} times", peaks.size(), ms.size());
+  std::vector<plan::compiled::Priced> out;
+  for (size_t i = 0; i < peaks.size(); ++i) out.push_back({peaks[i], ms[i]});
+  return out;
+}
+
+int64_t fastest_within(std::vector<int64_t> peaks, std::vector<double> ms, int64_t budget) {
+  return translated([&] { return int64_t{plan::compiled::fastest_within(priced(peaks, ms), budget)}; });
+}
+
+int64_t lowest(std::vector<int64_t> peaks, std::vector<double> ms) {
+  return translated([&] { return int64_t{plan::compiled::lowest(priced(peaks, ms))}; });
+}
+
+// The repeated layer of each module path (plan::block_of), "" for none.
+std::vector<std::string> blocks_of(std::vector<std::string> scopes) {
+  for (std::string& s : scopes) s = plan::block_of(s);
+  return scopes;
+}
+
+bool surely_below(int64_t budget, int64_t lowest) { return plan::compiled::surely_below(budget, lowest); }
+
+std::string refusal_text(int64_t budget, int64_t lowest, int64_t unplanned, const std::string& what, int64_t fixed,
+                         int64_t activation, int64_t compiles) {
+  return translated([&] {
+    return plan::compiled::refusal_text({budget, lowest, unplanned, what, fixed, activation, static_cast<int32_t>(compiles)});
+  });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(mutwo, m) {
+  m.def("parse_budget(str text) -> (str, int, float)", &parse_budget_op);
+  m.def("budget_of_fraction(float fraction, int fixed, int activation) -> int", &budget_of_fraction_op);
+  m.def("percent_at_least(int bytes, int fixed, int activation) -> str", &percent_at_least_op);
+  m.def("roofline(str device, float[] flops, int[] read, int[] written, int[] element, int[] fused) -> float[]", &roofline);
+  m.def("recompute_order(float[] ms, int[] bytes) -> int[]", &recompute_order);
+  m.def("solve_layers(int[] k, int[] freed, float[] ms, int count, int need) -> int[]", &solve_layers);
+  m.def("fastest_within(int[] peaks, float[] ms, int budget) -> int", &fastest_within);
+  m.def("lowest(int[] peaks, float[] ms) -> int", &lowest);
+  m.def("blocks_of(str[] scopes) -> str[]", &blocks_of);
+  m.def("surely_below(int budget, int lowest) -> bool", &surely_below);
+  m.def("refusal_text(int budget, int lowest, int unplanned, str what, int fixed, int activation, int compiles) -> str",
+        &refusal_text);
+}
+
+}  // namespace mutwo::torchext
