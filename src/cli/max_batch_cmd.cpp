@@ -111,6 +111,15 @@ struct Spent {
   int profiles = 0, plans = 0, runs = 0, fresh = 0;
 };
 
+// What batch 1 needs where it does not fit: the device bytes of the lowest
+// peak a planner reaches there, and of them the step's persistent state.
+struct Need {
+  int64_t bytes = 0, persistent = 0;
+  std::string text() const {
+    return fmt::format("batch 1 needs {} (persistent state {})", format_bytes(bytes), format_bytes(persistent));
+  }
+};
+
 // An answer trained in a fresh process: the batch it settled on, whether it
 // fitted there, and its JSON (`fresh_process`).
 struct Confirmed {
@@ -131,6 +140,9 @@ class Search {
   std::string spent() const;
   // Planners whose answer did not fit in a fresh process, with what happened.
   const std::vector<std::string>& unconfirmed() const { return unconfirmed_; }
+  // Where no planner fits batch 1: the least it needs (under the planner
+  // needing least), as one line; else empty.
+  std::string none_fits() const;
 
  private:
   bool full() const { return c_.search == "full"; }
@@ -157,6 +169,7 @@ class Search {
   const Fit& run(const std::string& planner, int64_t b);
   Fit try_run(const std::string& planner, int64_t b);
   Confirmed confirm_fresh(const std::string& planner, int64_t b);
+  Need batch_one_needs(const std::string& planner);
 
   const MaxBatchCommand& c_;
   const c10::Device dev_;
@@ -173,6 +186,7 @@ class Search {
   json tried_;  // the current planner's batches tried for real, in order: batch, fits, measured peak (null: the plan refused it)
   Spent spent_;
   std::vector<std::string> unconfirmed_;
+  std::map<std::string, Need> short_;  // the planners that fit no batch, by what batch 1 needs
 };
 
 const ir::Graph& Search::step_at(int64_t b) {
@@ -258,6 +272,29 @@ int64_t Search::guess(const std::string& planner) {
     xb = next, yb = lowest(next);
   }
   return xb;
+}
+
+// The lowest peak planner reaches at batch 1 (the greedy's for optimal, as in
+// guess(): its MILP floor is slow), on the step's own bytes, with what the
+// device holds outside the allocator.
+Need Search::batch_one_needs(const std::string& planner) {
+  const PlannedOnDevice& p = modelled(1);
+  const plan::Plan low = plan::run_planner(planner == "optimal" ? "mutwo" : planner, p.input, 0);
+  return {low.predicted.peak_bytes + runtime::outside_allocator_bytes(dev_),
+          p.input.profile.persistent_bytes + p.input.start_extra_bytes};
+}
+
+std::string Search::none_fits() const {
+  const std::vector<std::string> planners = planner_list(c_.planners);
+  const std::string* least = nullptr;  // in --planners' order, the first that needs least
+  for (const std::string& p : planners) {
+    if (!short_.count(p)) return {};
+    if (!least || short_.at(p).bytes < short_.at(*least).bytes) least = &p;
+  }
+  if (!least) return {};
+  return fmt::format("max-batch: batch 1 does not fit --memory {} under any planner ({}): {}, the least, with {}; give "
+                     "--memory at least that, or a smaller model or sequence",
+                     format_bytes(cap_), fmt::join(planners, ", "), short_.at(*least).text(), *least);
 }
 
 bool Search::predicted_fits(const std::string& planner, int64_t b) {
@@ -482,19 +519,25 @@ json Search::answer(const std::string& planner) {
                                                              : confirm_fresh(planner, searched);
   const int64_t lo = fresh.batch;
   const Fit best = lo > 0 ? run(planner, lo) : Fit{};
-  fmt::print("| {} | {} | {} | {} | {} |\n", planner, lo, format_bytes(best.peak), format_bytes(best.device_peak),
-             c_.no_fresh_check ? std::string("skipped") : fresh_cell(fresh.row));
+  Need need;  // where no batch fits
+  if (lo == 0) need = short_[planner] = batch_one_needs(planner);
+  if (lo > 0)
+    fmt::print("| {} | {} | {} | {} | {} |\n", planner, lo, format_bytes(best.peak), format_bytes(best.device_peak),
+               c_.no_fresh_check ? std::string("skipped") : fresh_cell(fresh.row));
+  else
+    fmt::print("| {} | 0 | - | - | {} |\n", planner, need.text());
   int measured = 0;
   for (const json& t : tried_) measured += !t["peak_bytes"].is_null();
-  json r{{"planner", planner},   {"max_batch", lo},          {"peak_bytes", best.peak},
-         {"device_peak_bytes", best.device_peak}, {"above_batch", above}, {"above_fits", above_fits},
-         {"predicted_batch", pr == predicted_.end() ? json() : json(pr->second)}, {"runs", tried_},
-         {"searched_batch", searched}, {"fresh_process", fresh.row}};
+  json r{{"planner", planner},   {"max_batch", lo},          {"peak_bytes", lo > 0 ? json(best.peak) : json()},
+         {"device_peak_bytes", lo > 0 ? json(best.device_peak) : json()}, {"above_batch", above},
+         {"above_fits", above_fits}, {"predicted_batch", pr == predicted_.end() ? json() : json(pr->second)},
+         {"runs", tried_}, {"searched_batch", searched}, {"fresh_process", fresh.row}};
+  if (lo == 0) r.update({{"batch1_needs_bytes", need.bytes}, {"persistent_bytes", need.persistent}});
   if (pr != predicted_.end())
     progress_.note(fmt::format("max-batch: {}: {} (predicted {}; {} batch(es) tried: {} run and measured, {} refused "
                                "by the plan)",
                                planner,
-                               searched == 0         ? std::string("batch 1 does not fit")
+                               searched == 0         ? "batch 1 does not fit: " + batch_one_needs(planner).text()
                                : searched == c_.limit ? fmt::format("batch {} fits, the --limit", searched)
                                                       : fmt::format("batch {} fits, {} does not", searched, searched + 1),
                                pr->second, tried_.size(), measured, tried_.size() - measured));
@@ -576,11 +619,14 @@ int MaxBatchCommand::find(nlohmann::json& result) const {
                         "the rows say what each fresh process measured (their max_batch is the last batch tried, "
                         "unconfirmed); lower --memory by the overshoot, or re-run max-batch",
                         kFreshTries, fmt::join(s.unconfirmed(), "; "));
-  if (!unconfirmed.empty()) result["error"] = unconfirmed;
+  // No planner fits batch 1: exit 3, as a budget no plan reaches, with what batch 1 needs.
+  const std::string none_fits = s.none_fits();
+  const std::string error = none_fits.empty() ? unconfirmed : none_fits;
+  if (!error.empty()) result["error"] = error;
   if (output.json) std::cout << result.dump() << std::endl;
-  if (unconfirmed.empty()) return 0;
-  fmt::print(stderr, "mutwo: {}\n", unconfirmed);
-  return 1;
+  if (error.empty()) return 0;
+  fmt::print(stderr, "mutwo: {}\n", error);
+  return none_fits.empty() ? 1 : kExitInfeasible;
 }
 
 }  // namespace mutwo::cli

@@ -74,6 +74,21 @@ def test_max_batch_json_on_failure() -> None:
     assert j["command"] == "max-batch" and "nope" in j["error"] and j["results"] == [], r.stdout
 
 
+def test_max_batch_when_batch_1_does_not_fit() -> None:
+    """Nothing fits: exit 3, as an unreachable budget, with what batch 1 needs
+    and its persistent state, not rows of zeros and exit 0."""
+    r = mutwo("max-batch", "--model", "mlp", "--memory", "1MiB", "--limit", "64", "--planners", "none,mutwo",
+              "--quiet", "--json", expect=3)
+    need = r"batch 1 needs ([0-9.]+) ([KM]iB) \(persistent state ([0-9.]+) ([KM]iB)\)"
+    assert one_line(r.stderr) and re.search(need, r.stderr), r.stderr
+    j = last_json(r)
+    assert re.search(need, j["error"]) and [x["max_batch"] for x in j["results"]] == [0, 0], j
+    for x in j["results"]:
+        assert x["batch1_needs_bytes"] > max(1 << 20, x["persistent_bytes"]) and x["peak_bytes"] is None, x
+        assert f"| {x['planner']} | 0 | - | - | batch 1 needs " in r.stdout, r.stdout
+    assert "0 B" not in r.stdout, r.stdout
+
+
 def test_minus_zero_is_zero(numbers: pathlib.Path, tmp_path: pathlib.Path) -> None:
     """A profile's step_ms of -0 reads as 0 (never printed as -0)."""
     mutwo("plan", "--profile", str(numbers / "profile_zero.json"), "--budget", "100%", "--out", str(tmp_path / "plan.json"))
