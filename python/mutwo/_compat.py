@@ -239,8 +239,25 @@ _FUNCTIONAL_OF_INPLACE = {"aten::add", "aten::sub", "aten::mul", "aten::div", "a
                           "aten::fill", "aten::zero", "aten::lerp", "aten::addcmul", "aten::addcdiv",
                           "aten::clamp", "aten::_to_copy"}
 
+def _made_from(node: Any, ph: torch.fx.Node) -> bool:
+    """`node` is the functional form of a chain of in-place ops on `ph`:
+    `ph.mul_(0.9).add_(m)` becomes add(mul(ph, 0.9), m), each op's first
+    argument the value before it, and the last one's result the new value."""
+    while isinstance(node, torch.fx.Node) and node.op == "call_function" and node.args:
+        if node.args[0] is ph:
+            return True
+        node = node.args[0]
+    return False
+
+
+def _owner(key: Any) -> str:
+    """"buffer ema of module block.norm" for a buffer's qualified name."""
+    module, _, name = str(key).rpartition(".")
+    return f"buffer {name} of {f'module {module}' if module else 'the model'}"
+
+
 def match_buffer_updates(fwd_outputs: Sequence[Optional[torch.fx.Node]], mutated: Sequence[int],
-                         placeholders: Sequence[torch.fx.Node],
+                         placeholders: Sequence[torch.fx.Node], keys: Sequence[Any],
                          fail: Callable[[str], Exception]) -> list[tuple[int, torch.fx.Node]]:
     """Which forward output holds the new value of which mutated primal.
 
@@ -253,7 +270,8 @@ def match_buffer_updates(fwd_outputs: Sequence[Optional[torch.fx.Node]], mutated
     `_native_batch_norm_legit_functional` outputs 3 and 4 are the new
     running_mean and running_var of its arguments 3 and 4, and the functional
     form of an in-place op (`add(num_batches_tracked, 1)`) takes the old value
-    as its first argument. The caller also checks dtype and shape.
+    as its first argument, and a chain of them the value before (_made_from).
+    `keys` name the primals. The caller also checks dtype and shape.
     """
     pairs = []
     if len(mutated) > len(fwd_outputs) - 1:
@@ -263,7 +281,7 @@ def match_buffer_updates(fwd_outputs: Sequence[Optional[torch.fx.Node]], mutated
         out = fwd_outputs[k]
         ph = placeholders[p]
         if not isinstance(out, torch.fx.Node) or out.op != "call_function":
-            raise fail(f"the new value of {ph.name} is not computed by a node")
+            raise fail(f"the new value of {_owner(keys[p])} is not computed by a node")
         src, pos = out, None
         if out.target is operator.getitem:
             src, pos = out.args[0], out.args[1]
@@ -273,9 +291,10 @@ def match_buffer_updates(fwd_outputs: Sequence[Optional[torch.fx.Node]], mutated
                 arg = _FUNCTIONAL_UPDATES[name].get(pos)
                 if arg is None or src.args[arg] is not ph:
                     raise fail(f"output {k} ({out.name}) does not update {ph.name}")
-            elif name in _FUNCTIONAL_OF_INPLACE and pos is None:
-                if not src.args or src.args[0] is not ph:
-                    raise fail(f"output {k} ({out.name}) does not update {ph.name}")
+            elif name in _FUNCTIONAL_OF_INPLACE and pos is None and not _made_from(src, ph):
+                raise fail(f"{_owner(keys[p])}: its new value, output {k} ({out.name}), is not its old value "
+                           "changed by in-place ops; write the update as one in-place op on the buffer, e.g. "
+                           "self.buffer.copy_(new_value) under torch.no_grad()")
         pairs.append((p, out))
     return pairs
 

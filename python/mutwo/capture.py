@@ -260,7 +260,8 @@ def _trace(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Call
 
     written = _written_placeholders(gm)
     uncovered = [i for i in moved if prim_nodes[i] not in written]
-    buffer_updates = _compat.match_buffer_updates(fwd, uncovered, prim_nodes, CaptureError)
+    buffer_updates = _compat.match_buffer_updates(fwd, uncovered, prim_nodes, [p.key for p in primals],
+                                                  CaptureError)
     first = len(uncovered)
     loss = fwd[first] if loss_fn is not None else None
     for i, node in buffer_updates:

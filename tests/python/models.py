@@ -116,6 +116,26 @@ def resnet18() -> Factory:
     return model, _images(2, 32, 10), classification_loss
 
 
+class Ema(nn.Module):
+    """A running average kept as a buffer by a chain of in-place ops, the usual EMA pattern."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(8, 32), nn.Linear(32, 4)
+        self.register_buffer("ema", torch.zeros(32))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.fc1(x))
+        with torch.no_grad():
+            self.ema.mul_(0.9).add_(h.mean(0), alpha=0.1)
+        return self.fc2(h)
+
+
+def ema() -> Factory:
+    torch.manual_seed(0)
+    return Ema(), _images_flat(), classification_loss
+
+
 FACTORIES: dict[str, Callable[[], Factory]] = {
     "unet": unet, "llama": llama, "vit": vit, "mobilenet": mobilenet, "convnext": convnext, "resnet18": resnet18,
 }

@@ -411,6 +411,17 @@ def test_cli(tmp_path) -> None:
         assert all(l.startswith("mutwo.capture: [") for l in loud.stderr.splitlines()[:-1]), (bad, loud.stderr)
 
 
+def test_a_buffer_updated_by_a_chain_of_in_place_ops(tmp_path) -> None:
+    """The EMA pattern, `self.ema.mul_(0.9).add_(m, alpha=0.1)`: the chain's
+    last value is the buffer's update, and the step file reruns as eager."""
+    model, inputs, loss_fn = models.ema()
+    path = str(tmp_path / "step.json")
+    doc = cap.capture(model, inputs, loss_fn, path)
+    by_name = {v["name"]: v for v in doc["values"]}
+    assert [by_name[u["buffer"]]["qualname"] for u in doc["buffer_updates"]] == ["ema"], doc["buffer_updates"]
+    check_rerun(doc, path, model, inputs, loss_fn)
+
+
 class _ReadsDataInBackward(torch.autograd.Function):
     """A backward whose control flow reads a saved tensor's value."""
 

@@ -122,6 +122,14 @@ def test_the_compiled_route_trains_a_model_that_branches_on_data(monkeypatch, tm
     assert backend.graphs and same(got, [p.grad for p in model.parameters()])
 
 
+def test_a_buffer_updated_by_a_chain_of_in_place_ops_trains_as_eager() -> None:
+    """`self.ema.mul_(0.9).add_(m, alpha=0.1)` under no_grad: functionalisation
+    gives the last op's result as the buffer's new value, captured as such."""
+    plain, planned = loop.train(models.ema, "sgd", None), loop.train(models.ema, "sgd", "60%")
+    assert planned["losses"] == plain["losses"] and all(same(a, b) for a, b in zip(planned["grads"], plain["grads"]))
+    assert torch.equal(planned["buffers"]["ema"], plain["buffers"]["ema"]) and plain["buffers"]["ema"].abs().sum() > 0
+
+
 def test_new_shape_plans_again_and_eval_runs_eagerly() -> None:
     model, (images, labels), loss_fn = models.unet()
     w = mutwo.torch.wrap(model, "80%")
