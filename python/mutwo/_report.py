@@ -6,16 +6,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+from mutwo._progress import format_bytes as _bytes
+
 _LISTED = 5  # activations named in the summary, the largest first
-
-
-def _bytes(b: Optional[int]) -> str:
-    if b is None:
-        return "-"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(b) >= size:
-            return f"{b / size:.1f} {unit}"
-    return f"{b} B"
 
 
 def _label(a: dict) -> str:

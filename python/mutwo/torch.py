@@ -23,6 +23,7 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 
 from mutwo import _budget, _compat, _registry
+from mutwo._progress import Progress, format_bytes, quiet
 from mutwo._report import Report
 from mutwo._ext import BudgetError, MutwoError, call, memory, ops
 from mutwo.capture import (CaptureError, DataDependentError, OutputSpec, data_key, document, named_state,
@@ -32,17 +33,41 @@ __all__ = ["wrap", "backend", "report", "MutwoError", "BudgetError", "CaptureErr
 
 _registry.register()  # backend="mutwo" in a source tree too, where no entry point names it
 
+# The stages of a new shape's first call, shown on a terminal (MUTWO_QUIET=1: not).
+_STAGES = ["capturing the step (AOTAutograd)", "writing it as mutwo's graph"]
+_PLANNING = {"measure": "profiling it on your tensors, planning, rewriting",
+             "flops": "estimating its times, planning, rewriting"}
+
+
 class _Session:
     """One planned step: one input signature of one module."""
 
     def __init__(self, module: torch.nn.Module, args: tuple, options: dict) -> None:
+        shapes = ", ".join(str(list(a.shape)) for a in args if isinstance(a, torch.Tensor))
+        progress = Progress(f"mutwo.torch.wrap: {options['label']}", _STAGES + [_PLANNING[options["profile"]]],
+                            enabled=not quiet(), every_stage=False)
+        try:
+            self._plan(module, args, options, progress)
+        except BaseException:
+            progress.done()
+            raise
+        i = self.info()
+        progress.close(f"planned for inputs {shapes}: peak {format_bytes(i['unplanned_peak_bytes'])} -> "
+                       f"{format_bytes(i['predicted_peak_bytes'])} predicted (budget {i['budget'] or 'none'}), "
+                       f"{len(i['dropped'])} activations dropped ({format_bytes(i['dropped_bytes'])}), "
+                       f"+{i['predicted_extra_ms']:.2f} ms predicted")
+
+    def _plan(self, module: torch.nn.Module, args: tuple, options: dict, progress: Progress) -> None:
+        """Captures the step, writes it as a graph and hands it to the extension (profile, plan, rewrite)."""
         spec: list[OutputSpec] = []
+        progress.stage(0)
         try:
             joint = trace(module, args, None, spec)
         except DataDependentError as e:
             raise DataDependentError(f"{e}; torch.compile(model, backend=mutwo.torch.backend(budget)) trains such "
                                      "a model: Dynamo breaks the graph where the data decides, and mutwo plans "
                                      "what it compiles") from e
+        progress.stage(1)
         with _compat.no_autocast():  # the graph holds autocast's casts; its real run must not cast again
             doc, tensors = document(joint, options["label"], data=None)
         self.spec = spec[0]
@@ -61,6 +86,7 @@ class _Session:
         given = [tensors[k] if v["role"] == "constant" else live[k] for v, k in zip(held, names)]
         text = json.dumps(doc)
         extension = ops()
+        progress.stage(2)
         with rng_preserved():  # profiling steps draw random numbers too
             self.handle = call(extension.create, text, names, given, json.dumps(options))
         self.report_dir: Optional[str] = options.get("report")

@@ -1,5 +1,5 @@
 """Progress on stderr, so long work is never silent: max-batch, sweep, optimize's optimal
-planner and mutwo.capture say what they try, how far they are and what is
+planner, mutwo.capture and wrap's first call say what they try, how far they are and what is
 left; one redrawn line on a terminal, one line per step otherwise, nothing
 under --quiet, and --json's stdout still one JSON line.
 """
@@ -9,6 +9,7 @@ import json
 import os
 import pathlib
 import pty
+import re
 import select
 import subprocess
 import sys
@@ -114,3 +115,35 @@ def test_capture_live_on_a_terminal(tmp_path: pathlib.Path) -> None:
     assert r.returncode == 0 and "\r" not in r.stderr and len(r.stderr.splitlines()) == 4, r.stderr
     q = piped([*argv, "--quiet"], cwd=here, env={**os.environ, **env})
     assert q.returncode == 0 and q.stderr == "", q.stderr
+
+
+WRAPPED = """
+import torch, torch.nn as nn
+import mutwo.torch
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 512), nn.GELU(), nn.Linear(512, 512), nn.GELU(), nn.Linear(512, 10))  # README's
+model = mutwo.torch.wrap(model, budget="60%")
+for batch in (256, 256, 128):  # a new shape plans again; a known one runs silently
+    model(torch.randn(batch, 64)).sum().backward()
+print("trained")
+"""
+
+
+def test_wrap_first_call_live_on_a_terminal_and_none_under_mutwo_quiet(tmp_path: pathlib.Path) -> None:
+    """wrap's first call of each input shape shows capture, then profiling,
+    planning and rewriting on a terminal, and ends with one line of what was
+    planned (the only line elsewhere); MUTWO_QUIET=1 silences it, as the compiled route's."""
+    script = tmp_path / "wrapped.py"
+    script.write_text(WRAPPED)
+    env = {"PYTHONPATH": str(ROOT / "python")}
+    rc, out, term = on_terminal([sys.executable, str(script)], env=env)
+    assert rc == 0 and out == "trained\n", (out, term)
+    assert "\r\x1b[K" in term and "mutwo.torch.wrap: Sequential: [1/3] capturing the step" in term, term
+    assert "[3/3] profiling it on your tensors, planning, rewriting" in term, term
+    closing = [l for l in term.replace("\r", "\n").splitlines() if ": planned for inputs" in l]
+    assert len(closing) == 2 and "[256, 64]" in closing[0] and "[128, 64]" in closing[1], term
+    assert re.search(r"peak [0-9.]+ [KM]iB -> [0-9.]+ [KM]iB predicted \(budget 60%\)", closing[0]), term
+    r = piped([sys.executable, str(script)], env={**os.environ, **env})
+    assert r.returncode == 0 and r.stderr.count("\n") == 2 and "\r" not in r.stderr, r.stderr
+    rc, out, term = on_terminal([sys.executable, str(script)], env={**env, "MUTWO_QUIET": "1"})
+    assert rc == 0 and out == "trained\n" and "mutwo.torch.wrap" not in term, term
