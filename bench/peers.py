@@ -241,7 +241,9 @@ def report_fields(variant: str, reported: Any) -> dict:
                     # its forward's and backward's peaks (torch._inductor.memory, for the model's misses)
                     attempts=[[dict(chosen=a["chosen"], predicted=a["predicted_peak_bytes"],
                                     measured=max(a["measured_peak_bytes"], default=None),
-                                    inductor=a["inductor_estimated_peak_bytes"]) for a in g["attempts"]]
+                                    inductor=a["inductor_estimated_peak_bytes"],
+                                    phases=[a.get("predicted_phases"), a.get("measured_phases")])
+                               for a in g["attempts"]]
                               for g in info["graphs"]],
                     # per graph, every candidate priced: its name, added peak as the model, corrected by
                     # what was measured, now predicts it, and modelled recompute ms and nodes (why a faster

@@ -146,6 +146,9 @@ class Attempt:
         return {"planner_budget_bytes": self.choice.budget_bytes if self.choice else None,
                 "chosen": c.name if c else None, "predicted_peak_bytes": self.predicted(),
                 "measured_peak_bytes": [max(m) for m in self.measured], "compile_seconds": round(self.compile_s, 3),
+                # per phase (forward, backward): the prediction before it ran, and the first step's measurement
+                "predicted_phases": list(c.corrected(self.corrections)[:2]) if c else None,
+                "measured_phases": list(self.measured[0]) if self.measured else None,
                 "plan_seconds": round(self.plan_s, 3), "inductor_estimated_peak_bytes": dict(self.inductor_peaks),
                 "residual_bytes": asdict(self.corrections.of(c)) if c else None,
                 "tags": {"recompute": len(c.recomputed), "save": len(c.saved)} if c else {}}
@@ -314,8 +317,15 @@ class CompiledGraph:
             earlier = _joint.parse(earlier)[0] if earlier else None  # a Split's first candidate
             choice = _frontier.choose(q, self.device, left, corrections, o["planner"], remembered, menu=True,
                                       prefer=earlier, priced=priced)
-            if self.chunkable and left.kind == "bytes" and choice.chosen.peak(corrections) > left.bytes:
+            low = choice.chosen.peak(corrections)  # where none fits, the lowest
+            if self.chunkable and left.kind == "bytes" and low > left.bytes:
                 raise _ChunkFirst()
+            if left.kind == "bytes" and low > left.bytes and call(ops().surely_below, left.bytes, low):
+                held = self.step.budget - left.bytes  # what the step's graphs before this one hold now
+                what = f"the compiled graph {self.origin}" if held <= 0 else \
+                    f"the step up to the compiled graph {self.origin} ({held} B held by the graphs before it)"
+                raise self.budget_error(call(ops().refusal_text, self.step.budget, held + low,
+                                             held + choice.default.peak(corrections), what, 0, 0, 0))
             self.menu = list(choice.candidates)
             return choice
         try:
@@ -478,18 +488,22 @@ class CompiledGraph:
         allocated. True where one was the first of its candidate."""
         if running == self.running_key():
             self.measured_key = running
-        first = False
+        first = over = False
         for key, (fwd, bwd, retained) in by_plan.items():
             attempt = next((a for a in reversed(self.attempts) if a.choice and a.choice.chosen.key == key), None)
             if attempt is None or attempt.choice is None:
                 continue
             attempt.measured.append((fwd, bwd + retained))
-            if len(attempt.measured) == 1:  # the first measurement of a plan: the model's miss, per phase
+            budget = attempt.choice.budget_bytes
+            # A later step over the budget is never silent: its miss becomes the
+            # plan's, and planning alone, the next call plans again or raises.
+            late = len(attempt.measured) > 1 and budget is not None and max(fwd, bwd + retained) > budget
+            if len(attempt.measured) == 1 or late:  # the first measurement of a plan: the model's miss, per phase
                 self.corrections.measured(attempt.choice.chosen, fwd, bwd + retained, retained)
-                first = True
-        if first and self.key:
+                first, over = first or len(attempt.measured) == 1, over or late
+        if (first or over) and self.key:
             save_corrections(self.key, self.corrections)
-        if first and not self.joint:
+        if (first or over) and not self.joint:
             self._alone(self.attempts[-1])
         return first
 

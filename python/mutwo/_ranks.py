@@ -33,6 +33,11 @@ def _world() -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
+def single() -> bool:
+    """One process: no other rank to agree with."""
+    return _world()[1] == 1
+
+
 def agree(backend: int, signature: list, peak: int, proposal: dict) -> dict:
     """The decision every rank takes: the proposal of the rank whose measured
     step peak is highest (the lowest rank among equals). Raises MutwoError,

@@ -234,8 +234,12 @@ class Step:
             return
         new = record.signature() not in self.records
         self.records[record.signature()] = record
-        if not (new or firsts):
-            return  # nothing learnt: the plan stands (and every rank knows it without asking)
+        # Over the budget is never silent alone: plan again, or raise. Under several
+        # ranks a step over on one rank only waits for a step every rank learns from
+        # (the ranks agree on each proposal together).
+        over = isinstance(self.budget, int) and record.peak > self.budget and _ranks.single()
+        if not (new or firsts or over):
+            return  # nothing learnt and within budget: the plan stands (and every rank knows it without asking)
         proposal = self._propose(record)
         signature = [(k, g, self.graphs[g].key) for k, g in record.signature()]
         proposal = _ranks.agree(self.serial, signature, record.peak, proposal)

@@ -365,6 +365,52 @@ def test_a_budget_below_the_floor_names_it() -> None:
         _run(model, inputs, loss_fn, mt.backend(budget="1MiB"), 3)
 
 
+def _broken(x: torch.Tensor) -> torch.Tensor:
+    torch._dynamo.graph_break()
+    return x
+
+
+@pytest.mark.parametrize("graphs", [1, 2])
+def test_an_impossible_budget_is_refused_before_any_step(graphs: int) -> None:
+    """The prediction already shows that nothing fits (the lowest candidate far
+    above the budget): the first call's forward raises, naming the graph's
+    source line and what to ask for, and no step runs."""
+    model, inputs, loss_fn = models.llama(dropout=0.1)
+    torch._dynamo.reset()
+    backend = mt.backend(budget="64KiB")
+    step = models.Step(copy.deepcopy(model), loss_fn if graphs == 1 else lambda m, x, y: loss_fn(m, _broken(x), y))
+    compiled = torch.compile(step, backend=backend, dynamic=False)
+    with pytest.raises(mt.BudgetError, match=r"cannot be met by the compiled graph at \S+\.py:\d+.*lowest predicted "
+                                             r"added peak is .*try budget=\"[0-9.]+MiB\""):
+        compiled(*inputs)
+    assert all(not a.measured for g in backend.graphs for a in g.attempts), "a step ran before the refusal"
+
+
+def test_a_measured_overrun_plans_again_or_raises() -> None:
+    """A step measured over the budget (a fake measurement of the running plan)
+    is never silent: the next call plans again, under the same bytes the
+    percentage resolved to, or raises BudgetError."""
+    model, inputs, loss_fn = models.llama(dropout=0.1)
+    torch._dynamo.reset()
+    backend = mt.backend(budget="80%")
+    step = models.Step(copy.deepcopy(model), loss_fn)
+    compiled = torch.compile(step, backend=backend, dynamic=False)
+    for _ in range(2):
+        compiled(*inputs).backward()
+    graph = backend.graphs[-1]
+    budget, compiles = graph.attempts[-1].choice.budget_bytes, len(graph.attempts)
+    key = graph.running_key()
+    graph.measured(key, {key: (budget + 1, budget + 1, 0)})
+    assert graph._replan or graph.error, "a step over its budget passed in silence"
+    try:
+        compiled(*inputs).backward()
+    except mt.BudgetError:
+        return
+    assert len(graph.attempts) == compiles + 1, "no new plan after a step over budget"
+    assert graph.attempts[-1].choice.budget_bytes == budget, "the percentage was resolved again"
+    assert graph.attempts[-1].choice.chosen.key != key, "planned the plan that measured over again"
+
+
 @pytest.mark.parametrize("budget", ["abc", "-5GiB", 60, "60", 1.5, "0%"])
 def test_a_budget_that_is_not_a_size_is_refused_at_once(budget: Any) -> None:
     with pytest.raises(mt.MutwoError, match=r"budget=.*write"):

@@ -9,6 +9,7 @@
 #   is the lowest any choice reaches.
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 
@@ -389,3 +390,18 @@ def test_a_split_that_ran_is_found_by_its_key_over_the_steps_calls() -> None:
     assert isinstance(found, _joint.Split) and (found.first.name, found.count, found.then.name) == ("a:0.1", 1, "a:1")
     assert found.extra_ms == pytest.approx(3.0 / 4)  # one call of four on a:0.1
     assert _joint.ran(menu, "a-b") is menu[1] and _joint.ran(menu, "unknown") is None
+
+
+def test_a_later_step_over_the_budget_is_never_silent() -> None:
+    """The same step, measured within its budget and then over it (a plan's
+    miss grew): the second is not silence, the step plans again."""
+    mem = FakeMemory()
+    step = _step.Step(1300 * K, mem, RuntimeError)
+    a = FakeGraph(step, _menu("a"))
+    _run_step(step, mem, [a])
+    assert a.names == ["a:1"] and step.last.peak == 1200 * K  # within 1300
+    a.menu[0] = dataclasses.replace(a.menu[0], fwd=1400 * K)  # the same plan now measures 1400
+    a.seen = ""  # the step is still measured (as while any graph of it is unsettled)
+    _run_step(step, mem, [a])
+    assert step.last.peak == 1400 * K
+    assert a.names == ["a:1", "a:0.5"] or step.error is not None, (a.names, step.error)
