@@ -162,10 +162,10 @@ CASES: list[Case] = [
     # One budget language (docs/budgets.md), checked when parsed: a bad size,
     # a bare number below 1 MiB, a bad planner or flag is refused before
     # anything is profiled, not after minutes of work.
-    Case("optimize --model mlp --batch 8 --budget abc --steps 1 --out {out}/o", 2, "--budget: 'abc' is not a size",
+    Case("optimize --model mlp --batch 8 --budget abc --steps 1 --out {out}/o", 2, "--budget: 'abc' is not a budget; write a size",
          before_work=True),
     Case("optimize --model mlp --batch 8 --budget -5GiB --steps 1 --out {out}/o", 2,
-         "--budget: '-5GiB' is not a size", before_work=True),
+         "--budget: '-5GiB' is not a budget", before_work=True),
     Case("optimize --model mlp --batch 8 --budget 60 --steps 1 --out {out}/o", 2,
          "--budget: '60' is a bare number, which reads as bytes, and below 1 MiB; write 60% or 60MiB", before_work=True),
     Case("optimize --model mlp --batch 8 --budget 0.6 --steps 1 --out {out}/o", 2, "write 60% or 0.6MiB",
@@ -182,7 +182,7 @@ CASES: list[Case] = [
          before_work=True),
     Case("plan --profile {mlp_report}/profile.json --out {out}/plan.json", 2, "--budget is required",
          before_work=True),
-    Case("sweep --model mlp --batches 8 --budget abc --steps 1 --out {out}/s", 2, "--budget: 'abc' is not a size",
+    Case("sweep --model mlp --batches 8 --budget abc --steps 1 --out {out}/s", 2, "--budget: 'abc' is not a budget; write a size",
          before_work=True),
     Case("sweep --model mlp --batches 8 --planner greedy --steps 1 --out {out}/s", 2, "unknown planner 'greedy'",
          before_work=True),

@@ -103,9 +103,9 @@ def test_import_mutwo_torch_names_the_backend_in_a_source_tree(tmp_path: Any) ->
 @pytest.mark.parametrize("options, message", [
     ({"budgett": "1GiB"}, "options: unknown key 'budgett'"),
     ({"budget": "6 apples"}, "options: budget='6 apples': unknown unit"),  # the one budget language (_budget)
-    ({"budget": "0%"}, "options: budget='0%' is not a percentage in (0, 1000]"),
+    ({"budget": "0%"}, "options: budget='0%' is not a percentage in (0%, 100%]"),
     ({"budget": "6 GiB", "compiler": "mutwo"}, "options: budget='6 GiB': unknown unit"),  # as the CLI's
-    ({"budget": "0%", "compiler": "mutwo"}, "options: budget='0%' is not a percentage in (0, 1000]"),
+    ({"budget": "0%", "compiler": "mutwo"}, "options: budget='0%' is not a percentage in (0%, 100%]"),
     ({"budget": True}, "options: budget=True: a budget is a size"),
     ({"planner": "sqrt-n"}, "options: planner='sqrt-n' is not one of mutwo, none (compiler inductor)"),
     ({"planner": "greedy", "compiler": "mutwo"},
