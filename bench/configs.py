@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
-CAPTURED = ("vit_b_16", "llama", "llama1b", "bert", "gpt2", "t5")  # bench/models.py's user models; the rest are the zoo's
+CAPTURED = ("vit_b_16", "llama", "llama1b", "decoder12", "bert", "gpt2", "t5")  # bench/models.py's user models; the rest are the zoo's
 
 
 def is_captured(name: str) -> bool:
@@ -151,8 +151,12 @@ CONFIGS: dict[str, Config] = {
                   timeouts={"variant": 200}),
     "frontier": _c("wrap", "torch.compile's activation_memory_budget at every ladder point, then mutwo's backend "
                    "held to each point's measured peak, and at its lowest (one model per device call; "
-                   "bench/frontier_plot.py draws it)", models=["llama:8:bf16"], variants=FRONTIER,
+                   "`bench/run.py report frontier` draws it)", models=["llama:8:bf16"], variants=FRONTIER,
                    timeouts={"variant": 240}),
+    "first-step": _c("wrap", "the first training step a user waits for (compiles included, caches cold) and the "
+                     "median settled step: the 12-layer small decoder compiled plainly, at activation_memory_budget "
+                     "0.4 and by mutwo's backend; docs/budgets.md quotes it (--device cpu --steps 600)",
+                     models=["decoder12:4"], variants=["compile", "compile:0.4", "inductor:60%"], steps=10),
     "replay-gpt2": _c("replay", "docs/results.md, random nodes replayed: the zoo's floors and checks, then captured GPT-2",
                       models=["gpt2-small:8", "bert-large:32", "gpt2:8"]),
     "replay-t5": _c("replay", "docs/results.md, random nodes replayed: the same, then captured T5",

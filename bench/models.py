@@ -1,17 +1,16 @@
 # The models the PyTorch peers train and mutwo captures (bench/peers.py), in one place:
 # - the zoo's, as `mutwo --model` builds them: mlp, resnet-N, bert-base, bert-large,
 #   gpt2-small, gpt2-medium (the zoo and sweep benchmarks set them beside mutwo's own);
-# - user models whose steps mutwo captures (CAPTURED: vit_b_16, llama, llama1b, bert, gpt2, t5),
-#   the LLaMA-style decoder the one tests/ train (tests/python/llama_decoder.py), at LLaMA's sizes
-#   (llama: 12 layers, d=768, seq 1024; llama1b: 16 layers, d=2048, seq 2048, about 1 B parameters).
+# - user models whose steps mutwo captures (CAPTURED: vit_b_16, llama, llama1b, decoder12, bert, gpt2,
+#   t5), the LLaMA-style decoder the one tests/ train (python/workloads/llama_decoder.py), at LLaMA's
+#   sizes (llama: 12 layers, d=768, seq 1024; llama1b: 16 layers, d=2048, seq 2048, about 1 B
+#   parameters) and small enough for a CPU (decoder12: 12 layers, d=64, seq 64, vocab 512).
 # make(name, batch) -> Made: the model on its device in training mode, its inputs, the loss,
 # its blocks (bench/blocks.py, mutwo's definition) and how it checkpoints them. fp32, seeded;
 # small=True gives tiny captured models for CPU tests.
 from __future__ import annotations
 
 import math
-import os
-import sys
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -21,9 +20,6 @@ import torch.nn.functional as F
 
 from blocks import blocks as blocks_of_model
 from configs import CAPTURED, is_captured
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "python"))
-from llama_decoder import Llama  # noqa: E402 (the one LLaMA-style decoder, tests/ train it too)
 
 ZOO = ("mlp", "resnet-N", "bert-base", "bert-large", "gpt2-small", "gpt2-medium")
 HF_ATTENTION = "eager"  # transformers' attention implementation, for every Hugging Face model here
@@ -131,10 +127,14 @@ def _captured(name: str, batch: int, small: bool) -> Made:
         # torchvision names its layers encoder_layer_N: no all-digit component, so no block by
         # mutwo's definition (bench/blocks.py); its layers are listed by hand.
         return Made(model, inputs, _classify_loss, list(model.encoder.layers))
-    if name in ("llama", "llama1b"):  # llama1b: 16 layers, d=2048, 16 heads, seq 2048: 953,223,168 parameters
-        big = (32000, 768, 12, 12, 1024) if name == "llama" else (32000, 2048, 16, 16, 2048)
-        vocab, dim, layers, heads, seq = (256, 64, 2, 2, 32) if small else big
+    if name in ("llama", "llama1b", "decoder12"):
+        from workloads.llama_decoder import Llama  # python/ (on PYTHONPATH): the decoder tests/ train too
+        # vocab, dim, layers, heads, seq; llama1b: 953,223,168 parameters; decoder12: small at any size
+        sizes = {"llama": (32000, 768, 12, 12, 1024), "llama1b": (32000, 2048, 16, 16, 2048),
+                 "decoder12": (512, 64, 12, 4, 64)}[name]
+        vocab, dim, layers, heads, seq = (256, 64, 2, 2, 32) if small and name != "decoder12" else sizes
         hidden = 256 * math.ceil(2 * 4 * dim / 3 / 256)  # LLaMA's SwiGLU width: 2048 for dim 768
+        hidden = 176 if name == "decoder12" else hidden
         model = Llama(vocab, dim, layers, heads, hidden, max_seq=seq, sdpa=True, tied=False)
         inputs = (torch.randint(0, vocab, (batch, seq)), torch.randint(0, vocab, (batch, seq)))
         return Made(model, inputs, _llm_loss, _blocks(model))

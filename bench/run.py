@@ -9,6 +9,7 @@
 #   bench/run.py capped-4gpu                       # --gpus 4: one-card jobs on four cards
 #   bench/run.py --list                            # the configs
 #   bench/run.py zoo --models mlp:8 --device cpu --mutwo build/src/cli/mutwo --no-graph --peers eager
+#   bench/run.py report pareto bench/results/gpu_h200_2026-11-26_run12.jsonl --out plots   # also sweep, frontier
 # --dry-run prints the commands a config starts with (those that need an earlier result are left out)
 # and the line to run on the device machine, whose copy of the tree has no .git or a stale one: MUTWO_COMMIT=<hash>, which wins over git.
 from __future__ import annotations
@@ -22,10 +23,10 @@ import threading
 import time
 from typing import Any, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from configs import CONFIGS, Settings, resolve  # noqa: E402
-from runner import ROOT, Context, Done, build, commit_of, probe, run_process  # noqa: E402
-from suites import RANKS, SUITES  # noqa: E402
+from configs import CONFIGS, Settings, resolve
+from runner import ROOT, Context, Done, build, commit_of, probe, run_process
+from reports import main as report
+from suites import RANKS, SUITES
 
 
 def listing(values: Optional[list[str]]) -> Optional[list[str]]:
@@ -36,7 +37,8 @@ def listing(values: Optional[list[str]]) -> Optional[list[str]]:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description="mutwo's benchmarks: one runner, named configs (bench/configs.py)",
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="configs:\n" + "\n".join(f"  {n:<18} {c.about}" for n, c in CONFIGS.items()))
+                                 epilog="configs:\n" + "\n".join(f"  {n:<18} {c.about}" for n, c in CONFIGS.items())
+                                 + "\n\nbench/run.py report {pareto,sweep,frontier} RESULTS... --out DIR: plots and tables")
     ap.add_argument("config", nargs="?", help="a name from bench/configs.py (--list)")
     ap.add_argument("--list", action="store_true", help="list the configs and their settings")
     g = ap.add_argument_group("settings (override the config's; bench/configs.py's Settings says what each is)")
@@ -143,7 +145,7 @@ def keep_to_cores() -> None:
 
 
 def dry_call(argv: list[str], timeout: float, env: dict[str, str]) -> Done:
-    shown = " ".join(f"{k}={v}" for k, v in env.items() if k != "MUTWO_LIBRARY")
+    shown = " ".join(f"{k}={v}" for k, v in env.items() if k not in ("MUTWO_LIBRARY", "PYTHONPATH"))
     print(f"would run: {shown + ' ' if shown else ''}{shlex.join(argv)}")
     return Done(argv, 0, err="(dry run)")
 
@@ -183,6 +185,8 @@ def context(a: argparse.Namespace, name: str) -> Context:
 
 def main(argv: Optional[list[str]] = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["report"]:  # plots and tables from rows already written (bench/reports/)
+        return report(argv[1:])
     a = parser().parse_args(argv)
     if a.list or not a.config:
         for n, c in CONFIGS.items():

@@ -63,6 +63,13 @@ class Done:
 Call = Callable[[list[str], float, dict[str, str]], Done]
 
 
+def python_path() -> str:
+    """PYTHONPATH for every command a suite starts: python/ (mutwo, and the models tests/ train too:
+    python/workloads) and bench/ (peers.py's modules, for `python -c` children), then the caller's."""
+    given = os.environ.get("PYTHONPATH")
+    return os.pathsep.join([os.path.join(ROOT, "python"), BENCH] + ([given] if given else []))
+
+
 def run_process(argv: list[str], timeout: float, env: dict[str, str]) -> Done:
     """argv in its own process group, killed whole after `timeout` seconds (exit status 124 then)."""
     t0 = time.monotonic()
@@ -164,6 +171,7 @@ class Context:
         os.makedirs(self.out, exist_ok=True)
         self.results = os.path.join(self.out, "results.jsonl")
         self.env.setdefault("BENCH_PARTIAL", os.path.join(self.out, "partial.jsonl"))
+        self.env.setdefault("PYTHONPATH", python_path())
         self.log_path = os.path.join(self.out, "log.txt")
 
     def elapsed(self) -> int:

@@ -1,7 +1,8 @@
 # CPU tests of the benchmark runner (bench/run.py): the tagger, configs resolved to settings, the
 # command lines suites build (as plain data, with a fake in place of the processes), and one real
 # tiny run of the zoo config on mlp through the mutwo CLI ($MUTWO_BIN, else build/src/cli/mutwo);
-# first_step.py's refusal of a variant it does not know.
+# peers.py as its runner starts it (PYTHONPATH alone) refusing a variant it does not know; the
+# frontier report's table.
 #   MUTWO_BIN=build/src/cli/mutwo python3 -m pytest bench/test_runner.py -q -p no:cacheprovider
 from __future__ import annotations
 
@@ -13,11 +14,10 @@ from typing import Callable, Union
 
 import pytest
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import run  # noqa: E402
-from configs import CONFIGS, FULL_COMPILE, Settings, resolve  # noqa: E402
-from runner import ROOT, TAG_KEYS, Context, Done, commit_of, tag  # noqa: E402
-from suites import SUITES  # noqa: E402
+import run  # bench/, which pytest puts on sys.path (this file's folder)
+from configs import CONFIGS, FULL_COMPILE, Settings, resolve
+from runner import ROOT, TAG_KEYS, Context, Done, commit_of, python_path, tag
+from suites import SUITES
 
 MUTWO = os.path.abspath(os.environ.get("MUTWO_BIN", os.path.join(ROOT, "build", "src", "cli", "mutwo")))
 Answer = Union[str, Callable[[list[str]], str]]  # a command's stdout, or how to make it from its argv
@@ -250,7 +250,7 @@ def test_dist_compile_under_torchrun_on_the_cpu(tmp_path) -> None:
 @pytest.mark.skipif(not os.path.exists(MUTWO), reason=f"no mutwo CLI at {MUTWO} (set MUTWO_BIN)")
 def test_an_earlier_calls_peaks_serve_inductor_at(tmp_path, monkeypatch) -> None:
     """BENCH_PEAKS: the ladder's peaks from an earlier call, same model, batch, autocast and card kind."""
-    import peers
+    import measure
     rows = [dict(model="llama", batch=8, autocast="bf16", card="H100", variant="compile:0.5", peak_bytes=3),
             dict(model="llama", batch=8, autocast="bf16", card="H100", variant="compile:0.2", error="oom"),
             dict(model="llama", batch=4, autocast="bf16", card="H100", variant="compile", peak_bytes=5),
@@ -258,10 +258,10 @@ def test_an_earlier_calls_peaks_serve_inductor_at(tmp_path, monkeypatch) -> None
     path = tmp_path / "earlier.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     monkeypatch.setenv("BENCH_PEAKS", str(path))
-    assert peers.earlier_peaks(peers.Spec("llama", 8, device="cuda", autocast="bf16")) == {"compile:0.5": 3}
-    assert peers.earlier_peaks(peers.Spec("llama", 8, device="cpu", autocast="bf16")) == {}
+    assert measure.earlier_peaks(measure.Spec("llama", 8, device="cuda", autocast="bf16")) == {"compile:0.5": 3}
+    assert measure.earlier_peaks(measure.Spec("llama", 8, device="cpu", autocast="bf16")) == {}
     monkeypatch.delenv("BENCH_PEAKS")
-    assert peers.earlier_peaks(peers.Spec("llama", 8)) == {}
+    assert measure.earlier_peaks(measure.Spec("llama", 8)) == {}
 
 
 def test_a_real_zoo_run_on_the_cpu(tmp_path) -> None:
@@ -275,16 +275,29 @@ def test_a_real_zoo_run_on_the_cpu(tmp_path) -> None:
     assert "mutwo-fresh-process" in by and "error" not in by["per-layer"]
 
 
-def test_first_step_refuses_a_variant_it_does_not_know() -> None:
-    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "first_step.py"), "compile"],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 2 and "give plain, compile:X" in done.stderr, done.stderr[-2000:]
+def test_peers_trains_the_first_step_decoder_and_refuses_a_variant_it_does_not_know() -> None:
+    """peers.py as the runner starts it (its PYTHONPATH, no path set up by the script): first-step's
+    12-layer decoder trains eager; an unknown variant is an error row naming the forms."""
+    done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "peers.py"), "measure", "--model", "decoder12",
+                           "--batch", "4", "--device", "cpu", "--steps", "1", "--variants", "eager,plain"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": python_path()})
+    rows = {r["variant"]: r for r in map(json.loads, done.stdout.splitlines())}
+    assert done.returncode == 0 and rows["eager"]["step_ms"] > 0, done.stderr[-2000:]
+    assert "unknown variant 'plain'" in rows["plain"]["error"] and "compile:X" in rows["plain"]["error"]
+
+
+def test_first_step_measures_its_decoder_compiled_three_ways(tmp_path, capsys) -> None:
+    run.main(["first-step", "--dry-run", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("would run:")]
+    assert len(lines) == 1 and "bench/peers.py measure --model decoder12 --batch 4" in lines[0]
+    assert "--variants compile,compile:0.4,inductor:60%" in lines[0]
 
 
 def test_the_frontier_table_reads_the_chosen_plans_own_prediction(tmp_path) -> None:
-    """frontier_plot's table: per X compile's point beside mutwo's, the × ratio, the last compile's prediction
+    """The frontier report's table: per X compile's point beside mutwo's, the × ratio, the last compile's prediction
     made before it ran (not the step's, corrected by its own measurement), and both lowest rows."""
-    import frontier_plot
+    from reports import frontier
     mib = 2**20
     rows = [dict(model="m", variant="compile:0.5", peak_bytes=100 * mib, step_ms=10.0, first_step_s=3.0),
             dict(model="m", variant="inductor@compile:0.5", peak_bytes=90 * mib, step_ms=11.0, compiles=2,
@@ -295,7 +308,7 @@ def test_the_frontier_table_reads_the_chosen_plans_own_prediction(tmp_path) -> N
                  predicted_peak_bytes=30 * mib, mutwo_step_peak_bytes=33 * mib)]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    table = "\n".join(frontier_plot.table("m", frontier_plot.load(str(path))[0]["m"]))
+    table = "\n".join(frontier.table("m", frontier.load(str(path))[0]["m"]))
     assert "| 0.5 | 100 | 10.0 | 3.0 | 90 | 11.0 | 1.100 | 2 |" in table and "| mutwo:3 | 55 / 50 |" in table
     assert "| lowest, loss whole | | | | 80 | 12.0 |" in table and "| 30 / 33 |" in table
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# On the GPU machine: the arena on CUDA (issue 36; docs/planners.md, "The
+# On the GPU machine: the arena on CUDA (issue 36; docs/budgets.md, "The
 # arena"), in one device call. Builds the CLI and the unit tests into
 # build-cuda/, runs the arena's unit tests (Rewrite.ArenaStep*: the same bits
 # with and without the arena, no storage missed), then `mutwo run` of each

@@ -134,9 +134,8 @@ def table(rows: list[dict]) -> str:
 
 
 WRAP_CHECK = """import json, sys, torch
-sys.path[:0] = ["bench", "python"]
 import models, mutwo.torch
-from peers import sdpa_backend
+from variants import sdpa_backend
 device, batch = sys.argv[1], int(sys.argv[2])
 def train(budget, planner="mutwo"):
     made = models.make("llama", batch, device, small=True)

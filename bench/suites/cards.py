@@ -19,7 +19,7 @@ import os
 import time
 
 from configs import Settings, entries
-from runner import ROOT, Context, Done
+from runner import Context, Done
 
 
 def capped_one(ctx: Context, s: Settings, cap: str, model: str) -> None:
@@ -83,12 +83,14 @@ hold = torch.empty(free - int(sys.argv[1]) * 2**30, dtype=torch.uint8, device="c
 print(f"hog: holds {hold.numel() / 2**30:.1f} GiB of {total / 2**30:.1f}", flush=True)
 time.sleep(3600)"""
 
-CAPTURE_LLAMA = """import sys, hf_models
+CAPTURE_LLAMA = """import sys
 from mutwo.capture import capture
+from workloads import hf_models
 model, inputs, loss = hf_models.factory("llama")
 capture(model.cuda(), tuple(t.cuda() for t in inputs), loss, sys.argv[1])"""
 
-WRAP_T5 = """import json, torch, hf_models, mutwo.torch
+WRAP_T5 = """import json, torch, mutwo.torch
+from workloads import hf_models
 model, inputs, loss = hf_models.factory("t5")
 w = mutwo.torch.wrap(model.cuda(), "70%")
 inputs = tuple(t.cuda() for t in inputs)
@@ -100,7 +102,7 @@ print(json.dumps({"losses": losses, "feasible": info["feasible"], "measured_peak
                   "budget_bytes": info["budget_bytes"]}))"""
 
 
-def shared_sections(ctx: Context, s: Settings, on: set[str], hf: dict[str, str]) -> None:
+def shared_sections(ctx: Context, s: Settings, on: set[str]) -> None:
     """Sections 1, 2, 3, 4 and 6, while the other process holds the card."""
     def row(done: Done, case: str) -> None:
         ctx.emit(done.json() or {"error": done.why()}, f"shared-card: {case}", case=case)
@@ -122,11 +124,11 @@ def shared_sections(ctx: Context, s: Settings, on: set[str], hf: dict[str, str])
                          f"shared-card: train-{model}-{p}", case=f"train-{model}-{p}")
     if "3" in on:
         step = ctx.workdir("llama", "step.json")
-        ctx.run([ctx.python, "-c", CAPTURE_LLAMA, step], 120, hf)
+        ctx.run([ctx.python, "-c", CAPTURE_LLAMA, step], 120)
         row(ctx.mutwo_run("optimize", "--graph", step, "--device", "cuda", "--budget", "70%", "--check", "--json",
                           "--quiet", "--out", ctx.workdir("llama", "o"), timeout=120), "optimize-llama-check")
     if "4" in on:
-        row(ctx.run([ctx.python, "-c", WRAP_T5], 120, hf), "wrap-t5")
+        row(ctx.run([ctx.python, "-c", WRAP_T5], 120), "wrap-t5")
     for model in [e.model for e in entries(s)] if "6" in on else []:
         done = ctx.peers("largest", "--cap", "free", "--models", model, "--variants", "eager,ckpt", "--hints", s.hints,
                          "--timeout", "90", timeout=s.timeout("peers", 400))
@@ -135,16 +137,15 @@ def shared_sections(ctx: Context, s: Settings, on: set[str], hf: dict[str, str])
 
 def shared_card(ctx: Context, s: Settings) -> None:
     on = set(s.sections)
-    hf = {"PYTHONPATH": f"{ROOT}/python:{ROOT}/tests/python"}
     hog = ctx.spawn([ctx.python, "-c", HOG, str(s.keep_gib)])
     try:
         ctx.sleep(15)
         ctx.run(["nvidia-smi", "--query-gpu=memory.used,memory.total", "--format=csv,noheader"], 30)
-        shared_sections(ctx, s, on, hf)
+        shared_sections(ctx, s, on)
     finally:
         ctx.stop(hog)
     if "5" in on:  # the card free again
         done = ctx.run([ctx.python, "-m", "pytest", "tests/python", "-q", "-p", "no:cacheprovider", "-k", "cuda"], 150,
-                       {**hf, "MUTWO_BIN": ctx.mutwo})
+                       {"MUTWO_BIN": ctx.mutwo})
         tail = (done.out.strip().splitlines() or [done.why()])[-1]
         ctx.emit(dict(pytest=tail, exit=done.rc), "shared-card: the CUDA pytest cases", case="pytest-cuda")

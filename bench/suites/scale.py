@@ -5,7 +5,7 @@
 # batch, each in its own process; `mutwo sweep` over the batches (unplanned, per-layer and the greedy at
 # --budgets' first, default 60%, of each batch's unplanned peak; its tables and plots in
 # $OUT/sweep_MODEL), each point a row; and the greedy again at the per-layer plan's predicted peak
-# (optimize). bench/sweep_report.py turns the rows into docs/results.md's tables and plots. Steps:
+# (optimize). `bench/run.py report sweep` turns the rows into docs/results.md's tables and plots. Steps:
 # --steps (5). Timeouts: peer (120 s a variant), sweep (300), optimize (120).
 # dist, per MODEL[:BATCH] (batch per rank; bert-large 32, gpt2-medium 8, else 8): mutwo run (all-reduce
 # buckets) and, on --gpus ranks, with --shard-optimizer; optimize at each of --budgets with --check, all

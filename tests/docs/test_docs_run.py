@@ -5,14 +5,11 @@ a document's blocks run in its order, in one scratch folder, so a test run
 alone (-k) first runs the blocks above it."""
 from __future__ import annotations
 
-import pathlib
 import subprocess
-import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-import doc_blocks  # noqa: E402
+import doc_blocks  # beside this file: pytest puts a test's folder on sys.path
 
 BLOCKS = doc_blocks.all_blocks()
 

@@ -26,7 +26,7 @@ def test_info() -> None:
     assert '"nodes":' in info, f"info lacks nodes: {info}"
 
 
-# transformer-lm's default batch is 256 (docs/transformers.md); the others keep 64.
+# transformer-lm's default batch is 256 (docs/zoo-transformers.md); the others keep 64.
 @pytest.mark.parametrize("model, batch", [("transformer-lm", 256), ("mlp", 64)])
 def test_default_batch(model: str, batch: int) -> None:
     got = last_line(mutwo("info", "--model", model, "--json"))

@@ -20,11 +20,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.join(HERE, "..", "..", "python"), HERE]
-
-import models  # noqa: E402
-import mutwo.torch as mt  # noqa: E402
+import models  # this folder, the script's own (python/ comes from the launcher's PYTHONPATH)
+import mutwo.torch as mt
 
 STEPS = 3
 # Of the unplanned step peak (the lowest rank's): between the floor and 1 for

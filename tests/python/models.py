@@ -14,7 +14,7 @@ import torch.nn.functional as F
 import torchvision
 from torchvision.models.convnext import CNBlockConfig, ConvNeXt
 
-from llama_decoder import Llama
+from workloads.llama_decoder import Llama
 
 Factory = tuple[nn.Module, tuple, Callable]
 
@@ -69,7 +69,7 @@ def unet() -> Factory:
     return model, (images, labels), classification_loss
 
 
-# ---- LLaMA-style decoder (llama_decoder.py, shared with bench/) -------------------------------------
+# ---- LLaMA-style decoder (python/workloads/llama_decoder.py, shared with bench/) -------------------------------------
 
 
 def lm_loss(model: nn.Module, tokens: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-# mutwo plans, Inductor compiles (docs/python.md, "The compiled route"):
+# mutwo plans, Inductor compiles (docs/compiled.md; docs/python.md, its use):
 # torch.compile(backend=mutwo.torch.backend(budget)) on Inductor's CPU
 # backend, on tiny models (an MLP, a LLaMA-style decoder with dropout and a
 # vocabulary head, a small ViT, Hugging Face's LLaMA from a config):
@@ -36,7 +36,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-import hf_models
+from workloads import hf_models
 import loop
 import models
 import mutwo.torch as mt
@@ -231,10 +231,9 @@ def test_the_chunked_loss_lowers_the_floor() -> None:
 
 _WARM = """
 import json, sys, torch
-sys.path[:0] = [sys.argv[1]]
 import models, mutwo.torch as mt
 model, inputs, loss_fn = models.llama(dropout=0.1, batch=64)
-be = mt.backend(budget=sys.argv[2])
+be = mt.backend(budget=sys.argv[1])
 step = torch.compile(lambda *x: loss_fn(model, *x), backend=be, dynamic=False)
 for _ in range(3):
     step(*inputs).backward()
@@ -344,10 +343,10 @@ def test_a_plan_not_yet_run_takes_only_misses_where_the_model_fell_short() -> No
 def test_a_warm_second_run_compiles_once(tmp_path) -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     env = {**os.environ, "MUTWO_CACHE_DIR": str(tmp_path / "cache"), "PYTHONPATH": os.pathsep.join(
-        [os.path.join(here, "..", "..", "python"), os.environ.get("PYTHONPATH", "")])}
+        [os.path.join(here, "..", "..", "python"), here, os.environ.get("PYTHONPATH", "")])}
 
     def run() -> dict:
-        done = subprocess.run([sys.executable, "-c", _WARM, here, "lowest"], env=env, capture_output=True, text=True,
+        done = subprocess.run([sys.executable, "-c", _WARM, "lowest"], env=env, capture_output=True, text=True,
                               timeout=600)
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.strip().splitlines()[-1])

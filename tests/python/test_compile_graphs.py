@@ -18,11 +18,11 @@ from typing import Any, Callable
 import pytest
 import torch
 
-import hf_models
+from workloads import hf_models
 import loop
 import models
 import mutwo.torch as mt
-from llama_decoder import Llama
+from workloads.llama_decoder import Llama
 from mutwo import _budget, _joint
 
 TOLERANCE = 1e-5  # relative, on each step's loss: fusion may reorder a sum

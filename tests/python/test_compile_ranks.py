@@ -41,7 +41,8 @@ def _ranks(scenario: str, out: pathlib.Path, **env: str) -> list[dict]:
         [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-addr", "127.0.0.1",
          "--master-port", str(_port()), str(HERE / "compiled_ranks.py"), scenario, str(out)],
         capture_output=True, text=True, timeout=TIMEOUT_S,
-        env={**os.environ, "MUTWO_CACHE_DIR": str(out / "cache"), "OMP_NUM_THREADS": "1", **env})
+        env={**os.environ, "MUTWO_CACHE_DIR": str(out / "cache"), "OMP_NUM_THREADS": "1", **env,
+             "PYTHONPATH": os.pathsep.join([str(HERE.parent.parent / "python"), os.environ.get("PYTHONPATH", "")])})
     assert done.returncode == 0, done.stderr[-4000:]
     return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
 

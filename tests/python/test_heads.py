@@ -1,6 +1,7 @@
 # Vocabulary heads in the forms Hugging Face models write them, so that each
-# is fused (its logits never whole), captured from hf_models.py's tiny configs and fused on load into one
-# linear_cross_entropy (src/stepfile/fuse_loss.cpp, docs/step-file.md):
+# is fused (its logits never whole), captured from python/workloads/hf_models.py's
+# tiny configs and fused on load into one linear_cross_entropy
+# (src/stepfile/fuse_loss.cpp, docs/step-file.md):
 # - T5: the hidden state scaled by d_model ** -0.5, then the projection tied to
 #   the shared input embedding (its gradient adds the embedding's);
 # - GPT-2: the projection tied to the token embedding;
@@ -20,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import hf_models
+from workloads import hf_models
 import mutwo.torch as mutwo_torch
 from mutwo.capture import capture
 from mutwo_cli import last_json, mutwo

@@ -1,4 +1,4 @@
-# Hugging Face transformers architectures (hf_models.py: tiny configs, random
+# Hugging Face transformers architectures (python/workloads/hf_models.py: tiny configs, random
 # weights, nothing downloaded) through both of mutwo's routes, on the CPU:
 # - captured (mutwo.capture), then `mutwo optimize --graph --check` at 70% of
 #   the unplanned peak: it fits, the measured peak is the prediction, and loss
@@ -8,13 +8,13 @@
 #   and the losses equal eager PyTorch's within rounding.
 # An architecture mutwo cannot capture is listed in REFUSED with the words of
 # its CaptureError and why; the tests then check it is refused so, and that
-# torch.compile(fullgraph=True) breaks on it too. docs/models.md tables them.
+# torch.compile(fullgraph=True) breaks on it too. docs/huggingface.md tables them.
 from __future__ import annotations
 
 import pytest
 import torch
 
-import hf_models
+from workloads import hf_models
 import loop
 import mutwo.torch
 from mutwo.capture import CaptureError, capture
@@ -26,7 +26,7 @@ pytest.importorskip("transformers", reason="transformers is in requirements.txt:
 ARCHS = sorted(hf_models.ARCHS)
 # name: a regular expression the CaptureError matches. Each is data-dependent
 # control flow in Hugging Face's training path, where torch.compile(fullgraph=True)
-# breaks too ("Data-dependent branching"; docs/models.md):
+# breaks too ("Data-dependent branching"; docs/huggingface.md):
 DATA_DEPENDENT = r"aten::_local_scalar_dense at {}:\d+: a tensor's value is read while tracing"
 REFUSED: dict[str, str] = {
     "bart": DATA_DEPENDENT.format("modeling_bart.py"),          # LayerDrop: torch.rand([]) < layerdrop

@@ -16,7 +16,7 @@ import pytest
 import torch
 from torch import nn
 
-import hf_models
+from workloads import hf_models
 import models
 from mutwo import _frontier, _loss, _mincut
 

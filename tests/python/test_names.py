@@ -14,7 +14,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-import hf_models
+from workloads import hf_models
 import models
 import mutwo.torch as mt
 from mutwo import _report

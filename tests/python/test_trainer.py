@@ -1,4 +1,4 @@
-# The Hugging Face Trainer under mutwo's plan (docs/python.md, "The
+# The Hugging Face Trainer under mutwo's plan (docs/huggingface.md, "The
 # Hugging Face Trainer"): examples/hf_trainer.py's train(), a LLaMA from a tiny
 # config on random tokens, three Trainer.train() steps on the CPU with
 # TrainingArguments(torch_compile_backend="mutwo"), against the same Trainer

@@ -1,15 +1,12 @@
-"""Tables and plots from `bench/run.py sweep`'s JSON lines (the original study's figures): per model,
-peak memory and step time against batch size for PyTorch eager, PyTorch with
-per-block checkpointing, and mutwo (unplanned, per-layer, the greedy at a
-percentage of each batch's unplanned peak and at the per-layer plan's peak),
-the percentage saved against PyTorch eager written on the peak plot.
+# `bench/run.py report sweep RESULTS... --out DIR [--format png]`: sweep's rows as the original study's
+# figures: per model, peak memory and step time against batch size for PyTorch eager, PyTorch with
+# per-block checkpointing and mutwo (unplanned, per-layer, the greedy at a percentage of each batch's
+# unplanned peak and at the per-layer plan's peak), the percentage saved against eager on the peak
+# plot: OUT/MODEL_peak.svg and OUT/MODEL_time.svg (gnuplot), one Markdown table per model on stdout.
+from __future__ import annotations
 
-  python3 bench/sweep_report.py bench/results/sweep_h100_2026-11-26.jsonl --out docs/results
-
-Writes OUT/MODEL_peak.svg and OUT/MODEL_time.svg (gnuplot) and prints one
-markdown table per model on stdout.
-"""
-import argparse, json, os, subprocess, sys
+import json
+import subprocess
 from collections import defaultdict
 
 # (system, variant) -> legend, colour; the order is the legend's.
@@ -93,19 +90,9 @@ def plot(model: str, series: dict, key: str, ylabel: str, path: str, card: str) 
     subprocess.run(["gnuplot"], input=script, text=True, check=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("results", nargs="+")
-    ap.add_argument("--out", default="docs/results")
-    ap.add_argument("--format", default="svg", choices=["svg", "png"])
-    a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    for model, series in load(a.results).items():
+def report(results: list[str], out: str, fmt: str = "svg") -> None:
+    for model, series in load(results).items():
         card = next(r.get("card", "") for by in series.values() for r in by.values())
         print(table(model, series))
-        plot(model, series, "peak_bytes", "peak memory (MiB, allocated)", f"{a.out}/{model}_peak.{a.format}", card)
-        plot(model, series, "step_ms", "step time (ms, median)", f"{a.out}/{model}_time.{a.format}", card)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        plot(model, series, "peak_bytes", "peak memory (MiB, allocated)", f"{out}/{model}_peak.{fmt}", card)
+        plot(model, series, "step_ms", "step time (ms, median)", f"{out}/{model}_time.{fmt}", card)

@@ -21,7 +21,7 @@ class Arch:
     config: str                      # its config class
     kwargs: dict[str, Any] = field(default_factory=dict)
     inputs: str = "causal"           # which inputs and labels the loss reads: a key of _INPUTS
-    kind: str = "decoder"            # encoder, decoder, encoder-decoder, vision or speech (docs/models.md)
+    kind: str = "decoder"            # encoder, decoder, encoder-decoder, vision or speech (docs/huggingface.md)
     attention: str = "sdpa"          # Hugging Face's default, or "eager" (its own) where SDPA's masks do not fit
 
 

@@ -1,14 +1,9 @@
-"""The compiled frontier from a results file of `bench/run.py frontier`: per
-model, torch.compile's activation_memory_budget points and mutwo's backend
-held to each point's measured peak, peak memory against step time, as
-frontier_<model>.svg/.png (gnuplot, where installed; the data and script are
-written anyway), and the Markdown table of docs/results.md on stdout.
-
-  python3 bench/frontier_plot.py bench/results/frontier_h100_2026-11-27.jsonl --out docs/results
-"""
+# `bench/run.py report frontier RESULTS --out DIR`: frontier's rows: per model, torch.compile's
+# activation_memory_budget points and mutwo's backend held to each point's measured peak, peak memory
+# against step time, as frontier_MODEL.svg/.png (gnuplot, where installed; the data and script are
+# written anyway), and the Markdown table of docs/results.md on stdout.
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import os
@@ -104,18 +99,11 @@ def plot(model: str, rows: dict, card: str, out: str) -> None:
         subprocess.run(["gnuplot", name + ".gp"], cwd=out, check=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results")
-    ap.add_argument("--out", default="bench/out/plots")
-    a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    rows, card = load(a.results)
-    for model, by_variant in rows.items():
-        plot(model, by_variant, card, a.out)
-        print("\n".join(table(model, by_variant)))
+def report(results: list[str], out: str) -> None:
+    card = ""
+    for path in results:
+        rows, card = load(path)
+        for model, by_variant in rows.items():
+            plot(model, by_variant, card, out)
+            print("\n".join(table(model, by_variant)))
     print(f"\n{card}")
-
-
-if __name__ == "__main__":
-    main()

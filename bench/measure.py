@@ -1,0 +1,152 @@
+# bench/peers.py's measure and capture: one row per variant, each variant trained in its own process (an
+# OOM or a compile failure loses only its own row): peak = torch.cuda.max_memory_allocated over the
+# measured steps, step_ms = their median (wall clock, synchronized), after the warm-up steps (steps.py);
+# inductor@VARIANT at VARIANT's measured peak, from this call or an earlier one ($BENCH_PEAKS). capture
+# writes the model's step for mutwo (python/mutwo/capture.py).
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Optional
+
+import torch
+
+import runner
+from models import make
+from runner import system_of
+from steps import FIRST_STEP_S, error_text, sgd_step, timed_steps, trace
+from variants import prepare, report_fields, sdpa_backend
+
+PEERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers.py")  # the child's command line
+
+
+@dataclass
+class Spec:
+    """One configuration to measure: the model, its batch and how it runs."""
+    model: str
+    batch: int
+    device: str = "cuda"
+    steps: int = 10
+    sdpa: str = "auto"  # scaled_dot_product_attention's backend: auto, or math, efficient_attention, ...
+    autocast: Optional[str] = None  # bf16 or f16: the forward under torch.autocast
+    small: bool = False  # tiny captured models, for CPU tests
+    trace: bool = False  # print one step's GPU time by op (torch.profiler)
+
+
+def row(spec: Spec, variant: str, system: str = "", **fields: Any) -> dict:
+    sdpa = {} if spec.sdpa == "auto" else {"sdpa": spec.sdpa}
+    return dict(system=system or system_of(variant), model=spec.model, batch=spec.batch, variant=variant, **fields,
+                **sdpa)
+
+
+def measure_variant(spec: Spec, variant: str) -> dict:
+    """Trains a fresh model (SGD, momentum 0.9) in this process: one row."""
+    made = make(spec.model, spec.batch, spec.device, spec.small)
+    loss_fn, reported = prepare(made, variant, spec.device, spec.autocast)
+    opt = torch.optim.SGD(made.model.parameters(), lr=made.lr, momentum=0.9)
+    step = sgd_step(loss_fn, made.model, made.inputs, opt)
+    if spec.trace:
+        step(), step()
+        trace(step, f"{spec.model} batch {spec.batch} {variant}", spec.device)
+    times, peak, loss = timed_steps(step, spec.steps, spec.device)
+    return row(spec, variant, peak_bytes=peak, step_ms=round(statistics.median(times), 3),
+               loss=float(loss), steps=spec.steps, first_step_s=round(FIRST_STEP_S[0], 2),
+               **({"autocast": spec.autocast} if spec.autocast else {}), **report_fields(variant, reported))
+
+
+def measure_here(spec: Spec, variant: str) -> None:
+    """The child: one variant, one JSON line on stdout (an error line when it fails)."""
+    try:
+        with sdpa_backend(spec.sdpa):
+            r = measure_variant(spec, variant)
+    except Exception as e:  # OOM, compile failure, missing feature: the row says so
+        r = row(spec, variant, error=error_text(e))
+    print(json.dumps(r), flush=True)
+
+
+RUNNING: list[subprocess.Popen] = []  # the child now running, killed with us on SIGTERM
+
+
+def on_term(signum: int, frame: Any) -> None:
+    for p in RUNNING:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+    sys.exit(128 + signum)
+
+
+def in_child(spec: Spec, variant: str, timeout: float) -> dict:
+    """`measure --one VARIANT` in its own process group, killed with its workers after `timeout` seconds;
+    what it wrote besides its row goes to our stderr."""
+    args = [sys.executable, PEERS, "measure", "--one", variant, "--spec", json.dumps(asdict(spec))]
+    env = {**os.environ, **runner.cold_env()}  # each variant compiles cold and plans as a first run
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         env=env)
+    RUNNING[:] = [p]
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return row(spec, variant, error=f"timed out after {timeout:g} s")
+    lines = [line for line in out.splitlines() if line.startswith("{")]
+    sys.stderr.write("".join(line + "\n" for line in out.splitlines() if not line.startswith("{")) + err[-20000:])
+    if lines:
+        return json.loads(lines[-1])
+    tail = (err.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
+    return row(spec, variant, error=f"exit status {p.returncode}: {tail[:300]}")
+
+
+def measure_all(spec: Spec, variants: list[str], timeout: float) -> None:
+    """Each variant in its own process, one JSON line each; inductor@V runs at V's measured peak."""
+    signal.signal(signal.SIGTERM, on_term)
+    peaks = earlier_peaks(spec)
+    for variant in variants:
+        if variant.startswith("inductor@"):
+            at = variant.split("@", 1)[1]
+            if at not in peaks:
+                print(json.dumps(row(spec, variant, error=f"{at} has no measured peak in this call")), flush=True)
+                continue
+            r = in_child(spec, f"inductor-peak:{peaks[at]}", timeout)
+            r["variant"] = variant
+        else:
+            r = in_child(spec, variant, timeout)
+        if r.get("peak_bytes"):
+            peaks[variant] = r["peak_bytes"]
+        print(json.dumps(r), flush=True)
+        keep_partial(r)
+
+
+def earlier_peaks(spec: Spec) -> dict[str, int]:
+    """Peaks an earlier call measured ($BENCH_PEAKS), for inductor@V when V ran there (runner.earlier_peaks)."""
+    return runner.earlier_peaks(spec.model, spec.batch, spec.autocast, spec.device.startswith("cuda"))
+
+
+def keep_partial(r: dict) -> None:
+    """Appends the row, untagged, to $BENCH_PARTIAL as it comes (bench/runner.py sets it in $OUT):
+    a call cut off before the runner tags and writes its rows still returns them."""
+    path = os.environ.get("BENCH_PARTIAL")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps(r) + "\n")
+
+
+def capture_step(spec: Spec, out: str) -> None:
+    """Writes the model's training step for mutwo (out and its .safetensors); prints one JSON line."""
+    from mutwo.capture import capture
+    made = make(spec.model, spec.batch, spec.device, spec.small)
+    t0 = time.perf_counter()
+    with sdpa_backend(spec.sdpa):
+        doc = capture(made.model, made.inputs, made.loss_fn, out, name=spec.model)
+    seconds = time.perf_counter() - t0
+    data = os.path.join(os.path.dirname(os.path.abspath(out)), doc["data"])
+    print(json.dumps(row(spec, "capture", system="mutwo", path=out, nodes=len(doc["nodes"]),
+                         capture_s=round(seconds, 2), step_bytes=os.path.getsize(out),
+                         data_bytes=os.path.getsize(data))), flush=True)
