@@ -234,7 +234,7 @@ def _options(budget: Any, planner: str, profile: str, report: Optional[str], lab
 
 
 def wrap(module: torch.nn.Module, budget: Any = None, *, planner: str = "mutwo", profile: str = "measure",
-         report: Optional[str] = None) -> Wrapped:
+         report: Optional[str] = None, arena: Optional[bool] = None) -> Wrapped:
     """The module, training under mutwo's plan.
 
     budget (docs/budgets.md): bytes ("6GiB", "1500MiB"), a fraction of the
@@ -247,12 +247,17 @@ def wrap(module: torch.nn.Module, budget: Any = None, *, planner: str = "mutwo",
     planner: mutwo (the μ-TWO greedy), per-layer, sqrt-n, optimal or none.
     profile: "measure" runs and times the step on the first call of each input
     shape; "flops" estimates it without running it. report: a directory
-    written after each new plan's first backward (as report()).
+    written after each new plan's first backward (as report()). arena: serve
+    the step from one arena planned ahead (docs/budgets.md); None: on CUDA
+    under a budget, not on the CPU; report() says which ("arena", "arena_from").
     Raises MutwoError now for a bad budget, planner or option, and
     BudgetError on the first call if no plan fits."""
     if not isinstance(module, torch.nn.Module):
         raise MutwoError(f"wrap() takes an nn.Module, got {type(module).__name__}")
-    return Wrapped(module, _options(budget, planner, profile, report, type(module).__name__))
+    if arena is not None and not isinstance(arena, bool):
+        raise MutwoError(f"arena={arena!r}: give True, False or None (the default: on CUDA under a budget)")
+    options = _options(budget, planner, profile, report, type(module).__name__)
+    return Wrapped(module, options if arena is None else {**options, "arena": arena})
 
 
 def report(module: Any = None, directory: Optional[str] = None) -> Report:

@@ -21,9 +21,11 @@ int64_t round_up(int64_t bytes, int64_t alignment) { return (bytes + alignment -
 std::vector<ArenaBlock> blocks_of(const ir::Graph& g, const Liveness& L, const ArenaOptions& o, int32_t& left_out) {
   const auto& nodes = g.nodes();
   const auto last_node = static_cast<int32_t>(nodes.size()) - 1;
-  std::vector<bool> copied_out(g.num_values(), false);  // read by swap_out: held past its last use by the copy
+  // Read by swap_out or swap_into (a copy stream's reads): held past its last use by the copy.
+  std::vector<bool> copied_out(g.num_values(), false);
   for (const ir::Node& n : nodes)
-    if (n.op == "swap_out") copied_out[static_cast<size_t>(L.storage[static_cast<size_t>(n.inputs[0])])] = true;
+    if (n.op == "swap_out" || n.op == "swap_into")
+      copied_out[static_cast<size_t>(L.storage[static_cast<size_t>(n.inputs[0])])] = true;
   std::vector<ArenaBlock> blocks;
   left_out = 0;
   for (const ir::Value& v : g.values()) {

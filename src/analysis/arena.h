@@ -10,7 +10,7 @@
 // reading any value in it, and each node's stated workspace for that node
 // alone. What is not: persistent state (allocated before the step, kept
 // across steps), host memory (swap_out's copies), and the storages swap_out
-// copies from, which the caching allocator holds until the copy on its side
+// and swap_into copy from, which the caching allocator holds until the copy on its side
 // stream is done, a time the node order does not give.
 #pragma once
 

@@ -68,7 +68,7 @@ struct OptimizeCommand {
   std::string memory_snapshot;  // --memory-snapshot FILE; empty: OUT/memory_before_after.pickle
   bool check = false;
   bool cuda_graph = false;
-  bool arena = false;  // --arena: the planned step measured from its arena
+  ArenaOptions arena;  // --arena, --no-arena: the planned step measured from its arena (default on CUDA)
   OutputOptions output;
 
   void add_to(CLI::App& app);
@@ -83,6 +83,7 @@ struct SweepCommand {
   DeviceOptions device;
   int steps = 3;
   std::string out;
+  ArenaOptions arena;  // the planned points measured from their arenas (default on CUDA)
   OutputOptions output;
 
   void add_to(CLI::App& app);
@@ -102,7 +103,7 @@ struct MaxBatchCommand {
   int64_t limit = 4096;
   std::string search = "model";  // --search: "model" (predict, then confirm) or "full" (every batch profiled)
   bool no_fresh_check = false;   // --no-fresh-check: answers not trained again in a fresh process
-  bool arena = false;            // --arena: each answer measured, and trained fresh, from its arena
+  ArenaOptions arena;            // each batch measured, and each answer trained fresh, from its arena (default on CUDA)
   SwapOptions swap;
   OutputOptions output;
 
@@ -123,6 +124,7 @@ struct TrainCommand {
   double holdout = 0.1;
   bool sequential = false;
   int64_t log_every = 0;
+  ArenaOptions arena;  // with --budget: the planned step trained from its arena (default on CUDA)
   OutputOptions output;
 
   void add_to(CLI::App& app);

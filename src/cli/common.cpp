@@ -324,6 +324,16 @@ plan::PlanOptions BudgetOptions::plan_options(bool progress) const {
   return o;
 }
 
+void ArenaOptions::add_to(CLI::App& app, const char* what) {
+  CLI::Option* arena = app.add_flag(
+      "--arena", on,
+      fmt::format("serve {} from one arena planned ahead from its liveness and each node's measured workspace "
+                  "(docs/budgets.md); the default on CUDA wherever a budget or memory cap applies, off on the CPU, "
+                  "where it only costs",
+                  what));
+  app.add_flag("--no-arena", off, "leave every allocation to the device's allocator, on CUDA too")->excludes(arena);
+}
+
 void OutputOptions::add_to(CLI::App& app, const char* json_help, bool with_quiet) {
   app.add_flag("--json", json, json_help);
   if (with_quiet) app.add_flag("--quiet", quiet, "no progress lines on stderr");

@@ -17,6 +17,7 @@
 #include "models/model.h"
 #include "plan/pipeline.h"
 #include "plan/plan.h"
+#include "runtime/arena.h"
 #include "stepfile/step_file.h"
 
 namespace mutwo::cli {
@@ -144,6 +145,19 @@ struct BudgetOptions {
   // swap flags; `progress`: the optimal planner says on stderr how far it is
   // (not under --quiet).
   plan::PlanOptions plan_options(bool progress) const;
+};
+
+// --arena and --no-arena (run, optimize, sweep, train, max-batch). Neither:
+// runtime::arena_by_default, on CUDA wherever a budget or a memory cap applies.
+struct ArenaOptions {
+  bool on = false;   // --arena
+  bool off = false;  // --no-arena
+  // Both flags, --arena's help `what` (what the command serves from it); --no-arena excludes --arena.
+  void add_to(CLI::App& app, const char* what);
+  // Whether the step is served from an arena on `dev`; `bounded`: a budget or a cap applies to the command.
+  bool resolve(const c10::Device& dev, bool bounded) const { return on || (!off && runtime::arena_by_default(dev, bounded)); }
+  // For --json's `arena_from`: "--arena", "--no-arena", or "default" (the device's).
+  const char* from() const { return on ? "--arena" : off ? "--no-arena" : "default"; }
 };
 
 // What a command prints: --json (its last stdout line one JSON object) and --quiet.

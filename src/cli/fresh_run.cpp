@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "cli/commands.h"
+#include "runtime/memory.h"
 #include "support/files.h"
 
 extern char** environ;
@@ -78,10 +79,14 @@ std::string last_line(const std::string& text) {
   return last;
 }
 
+// mutwo's own out-of-memory line, or an error line that says so in a CUDA
+// library's words (a child whose cuBLAS could not make its handle on a full
+// card: CUBLAS_STATUS_ALLOC_FAILED; runtime::says_out_of_memory).
 bool ran_out_of_memory(const std::string& err) {
   std::istringstream in(err);
   for (std::string line; std::getline(in, line);)
-    if (line.rfind(kOutOfMemoryLine, 0) == 0) return true;
+    if (line.rfind(kOutOfMemoryLine, 0) == 0 || (line.rfind("mutwo: ", 0) == 0 && runtime::says_out_of_memory(line)))
+      return true;
   return false;
 }
 
@@ -97,7 +102,9 @@ std::vector<std::string> fresh_run_argv(const std::string& exe, const std::strin
   for (std::string a : {std::string("--seed"), std::to_string(o.device.seed), std::string("--steps"),
                         std::to_string(kFreshRunSteps), std::string("--json")})
     argv.push_back(std::move(a));
+  // Said either way where the child's default differs by device (on CUDA, run --graph under a cap takes the arena).
   if (o.arena) argv.push_back("--arena");
+  else if (o.opened.is_cuda()) argv.push_back("--no-arena");
   return argv;
 }
 

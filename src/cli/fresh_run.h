@@ -39,7 +39,7 @@ struct FreshOptions {
 
 // The child's command line for `graph_path`: `run --graph`, --device, the cap
 // the parent runs under in bytes (none without --device-memory), --seed,
-// --steps, --json, and --arena where asked. argv[0] is `exe`.
+// --steps, --json, and --arena where asked (--no-arena on CUDA where not). argv[0] is `exe`.
 std::vector<std::string> fresh_run_argv(const std::string& exe, const std::string& graph_path, const FreshOptions& o);
 
 // Trains `step_text` (IR) in a child process; `what` names it in messages

@@ -45,7 +45,7 @@ struct RunCommand {
   OutputOptions output;  // --json only
   bool cuda_graph = false;
   bool deterministic = false;
-  bool arena = false;
+  ArenaOptions arena;  // default: on CUDA under --device-memory or for a --graph (a planned step), in one process
   std::string save;
 
   void add_to(CLI::App& app) {
@@ -55,10 +55,8 @@ struct RunCommand {
                  "CUDA: steps 1-2 node by node, then the step captured once as a CUDA graph and replayed");
     app.add_flag("--deterministic", deterministic,
                  "deterministic kernels (warn-only), so that two runs from one seed give the same losses");
-    app.add_flag("--arena", arena,
-                 "serve the step's allocations from one arena planned ahead from the liveness (offsets by best fit), "
-                 "each node's workspace measured in a profiling step first; what it cannot serve falls back to the "
-                 "allocator, counted in the JSON");
+    arena.add_to(app, "the step's allocations (on CUDA by default under --device-memory or with --graph; not with "
+                      "--cuda-graph)");
     device.add_to(app);
     app.add_option("--save", save,
                    "after the last step, write the parameters, buffers and optimizer state to this file "
@@ -76,8 +74,10 @@ struct RunCommand {
     ir::Graph g = step.build();
     runtime::ExecutorOptions o{dev, seed};
     o.cuda_graph = cuda_graph;
-    o.arena = arena;
-    if (arena)  // kernel temporaries get blocks of their own, measured first
+    MUTWO_CHECK(!arena.on || !cuda_graph, "{}", runtime::kArenaWithCudaGraph);
+    // A cap, or a step planned under a budget (--graph); a captured CUDA graph or several ranks keep the allocator.
+    o.arena = arena.resolve(dev, (!device.memory.empty() || !step.graph.empty()) && !cuda_graph && world_size() == 1);
+    if (o.arena)  // kernel temporaries get blocks of their own, measured first
       if (int rc = prepare_arena(g, o); rc != 0) return rc;
     runtime::Executor ex(g, o);
     if (int rc = refuse_arena_over_cap(ex, dev); rc != 0) return rc;
@@ -118,7 +118,7 @@ struct RunCommand {
       json j{{"command", "run"},         {"model", step.name(g)},
              {"batch", step.graph.empty() ? json(step.batch) : json()}, {"graph", step.graph},
              {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps}, {"cuda_graph", cuda_graph},
-             {"deterministic", deterministic},
+             {"deterministic", deterministic}, {"arena", o.arena}, {"arena_from", arena.from()},
              {"losses", losses},         {"step_ms_all", times},          {"step_ms", median(times)},
              {"peak_bytes", peak},       {"reserved_peak_bytes", reserved},
              {"device_peak_bytes", reserved + runtime::outside_allocator_bytes(dev)},

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/arena_output.h"
+#include "cli/batch_search.h"
 #include "cli/commands.h"
 #include "cli/ending_in_json.h"
 #include "cli/fresh_run.h"
@@ -64,39 +65,6 @@ std::vector<std::string> planner_list(const std::string& planners) {
   return v;
 }
 
-// The largest batch in [0, limit] for which `fits` holds, assuming fitting is
-// monotone in the batch: `fits` at `guess` (clamped to [1, limit]), then
-// batches 1, 2, 4, ... away from it until the answer is bracketed, then
-// bisection. From guess 1 this is the doubling search 1, 2, 4, 8, ...
-int64_t largest_fitting(int64_t guess, int64_t limit, const std::function<bool(int64_t)>& fits) {
-  guess = std::clamp<int64_t>(guess, 1, limit);
-  int64_t lo = 0, hi = limit + 1;  // lo fits (0: none known), hi does not
-  if (fits(guess)) {
-    lo = guess;
-    for (int64_t step = 1; lo + step < hi; step *= 2) {
-      if (!fits(lo + step)) {
-        hi = lo + step;
-        break;
-      }
-      lo += step;
-    }
-  } else {
-    hi = guess;
-    for (int64_t step = 1; hi - step > lo; step *= 2) {
-      if (fits(hi - step)) {
-        lo = hi - step;
-        break;
-      }
-      hi -= step;
-    }
-  }
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  return lo;
-}
-
 // A real run of one planner at one batch: planned, rewritten, measured.
 struct Fit {
   bool fits = false;
@@ -130,8 +98,8 @@ struct Confirmed {
 
 class Search {
  public:
-  Search(const MaxBatchCommand& c, const c10::Device& dev, int64_t cap, Progress& progress)
-      : c_(c), dev_(dev), cap_(cap), progress_(progress), model_(dev.str()) {}
+  Search(const MaxBatchCommand& c, const c10::Device& dev, int64_t cap, bool arena, Progress& progress)
+      : c_(c), dev_(dev), cap_(cap), arena_(arena), progress_(progress), model_(dev.str()) {}
 
   // --search model: profiles at one or two batches, then each planner's predicted answer.
   void predict(const std::vector<std::string>& planners);
@@ -151,7 +119,6 @@ class Search {
   plan::PlanOptions request() const {
     plan::PlanOptions o;
     c_.swap.apply_to(o);
-    if (c_.arena && dev_.is_cuda()) o.swap = false;  // swap_in's copies are not ordered with the arena's blocks yet
     o.progress = !c_.output.quiet;
     return o;
   }
@@ -170,10 +137,12 @@ class Search {
   Fit try_run(const std::string& planner, int64_t b);
   Confirmed confirm_fresh(const std::string& planner, int64_t b);
   Need batch_one_needs(const std::string& planner);
+  std::pair<const Confirmed*, std::string> floor_of(const std::string& planner) const;
 
   const MaxBatchCommand& c_;
   const c10::Device dev_;
   const int64_t cap_;
+  const bool arena_;  // every step measured, and every answer trained fresh, from its arena
   Progress& progress_;
   profile::BatchModel model_;
   std::vector<int64_t> model_batches_;
@@ -187,6 +156,7 @@ class Search {
   Spent spent_;
   std::vector<std::string> unconfirmed_;
   std::map<std::string, Need> short_;  // the planners that fit no batch, by what batch 1 needs
+  std::map<std::string, Confirmed> answered_;  // each planner's answer, as confirmed (per-layer's and sqrt-n's: mutwo's floor)
 };
 
 const ir::Graph& Search::step_at(int64_t b) {
@@ -416,7 +386,7 @@ Fit Search::try_run(const std::string& planner, int64_t b) {
 
 Measured Search::measure_step(const ir::Graph& g, int64_t& arena_over) {
   arena_over = 0;
-  if (!c_.arena) return measure(g, dev_, c_.device.seed, {2});
+  if (!arena_) return measure(g, dev_, c_.device.seed, {2});
   runtime::ExecutorOptions o{dev_, c_.device.seed};
   o.arena = true;
   arena_over = prepare_arena_within_cap(g, o);
@@ -451,7 +421,7 @@ Confirmed Search::confirm_fresh(const std::string& planner, int64_t b) {
     MUTWO_ASSERT(f.fits && !f.step.empty(), "{} at batch {}: no fitting step to train in a fresh process", planner, b);
     progress_.step(fmt::format("{}: batch {} in a fresh process", planner, b), kRunSteps * static_cast<double>(b));
     runtime::release_cached_memory(dev_);  // the device for the child (this process keeps its context)
-    const FreshRun r = run_fresh(f.step, fmt::format("{} at batch {}", planner, b), {c_.device, dev_, c_.arena});
+    const FreshRun r = run_fresh(f.step, fmt::format("{} at batch {}", planner, b), {c_.device, dev_, arena_});
     spent_.fresh_s += r.seconds;
     ++spent_.fresh;
     const int64_t high = std::max(r.peak_bytes, r.device_peak_bytes);
@@ -462,7 +432,7 @@ Confirmed Search::confirm_fresh(const std::string& planner, int64_t b) {
            {"peak_bytes", r.measured() ? json(r.peak_bytes) : json()},
            {"device_peak_bytes", r.measured() ? json(r.device_peak_bytes) : json()},
            {"seconds", r.seconds}};
-    if (c_.arena) t["arena_over_cap"] = r.arena_over_cap;
+    if (arena_) t["arena_over_cap"] = r.arena_over_cap;
     tries.push_back(std::move(t));
     if (c.fits) break;
     const int64_t per_sample = std::max<int64_t>(1, high / b);
@@ -502,36 +472,57 @@ std::string fresh_cell(const json& f) {
                                : fmt::format("batch {}: {} OVER", f["batch"].get<int64_t>(), format_bytes(-margin));
 }
 
+// mutwo's floor: the larger of per-layer's and sqrt-n's answers confirmed so
+// far (plan_mutwo takes their plans where the simulator finds them better,
+// plan/mutwo.cpp; on a card, measured, the same holds here), with its planner.
+std::pair<const Confirmed*, std::string> Search::floor_of(const std::string& planner) const {
+  std::pair<const Confirmed*, std::string> best{nullptr, ""};
+  if (planner != "mutwo") return best;
+  for (const char* peer : {"per-layer", "sqrt-n"})
+    if (auto it = answered_.find(peer); it != answered_.end() && it->second.fits &&
+                                        (!best.first || it->second.batch > best.first->batch))
+      best = {&it->second, peer};
+  return best;
+}
+
 json Search::answer(const std::string& planner) {
   tried_ = json::array();
   const auto pr = predicted_.find(planner);
-  const int64_t searched = largest_fitting(pr == predicted_.end() ? 1 : pr->second, c_.limit,
-                                           [&](int64_t b) { return run(planner, b).fits; });
-  // The search refused searched + 1; a batch 5% above the answer is tried on
-  // its own as well, so that an answer that happens to sit below a batch that
-  // fits after all (the search assumes fitting is monotone in the batch) shows.
-  const int64_t above = std::max(searched + 1, (searched * 105 + 99) / 100);
-  const bool above_fits = searched > 0 && above <= c_.limit && run(planner, above).fits;
-  if (above_fits)
-    progress_.warn(fmt::format("max-batch: {} also fits batch {}, 5% above its answer {}: fitting is not monotone here",
-                               planner, above, searched));
-  const Confirmed fresh = c_.no_fresh_check || searched == 0 ? Confirmed{searched, true, json()}
-                                                             : confirm_fresh(planner, searched);
+  const BatchSearch bs = search_batches(pr == predicted_.end() ? 1 : pr->second, c_.limit,
+                                        [&](int64_t b) { return run(planner, b).fits; });
+  const int64_t searched = bs.answer;  // the largest batch that fitted in this process
+  if (!bs.monotone)
+    progress_.warn(fmt::format("max-batch: {}: fitting is not monotone in the batch here (the search settled on {}, "
+                               "yet {} fits); the answer is the largest batch that fitted, {}",
+                               planner, bs.first_answer, searched, searched));
+  Confirmed fresh = c_.no_fresh_check || searched == 0 ? Confirmed{searched, true, json()}
+                                                       : confirm_fresh(planner, searched);
+  const int64_t own = fresh.fits ? fresh.batch : 0;  // the planner's own plans' answer, confirmed (0: none)
+  answered_[planner] = fresh;
+  std::string from = planner;  // whose plan the answer is
+  if (const auto [floor, peer] = floor_of(planner); floor && floor->batch > own) {
+    progress_.warn(fmt::format("max-batch: {}: its own plans reach batch {}, {}'s {}: the answer is {}'s plan, as "
+                               "plan_mutwo takes it where it is better", planner, own, peer, floor->batch, peer));
+    fresh = *floor;
+    from = peer;
+  }
   const int64_t lo = fresh.batch;
-  const Fit best = lo > 0 ? run(planner, lo) : Fit{};
+  const Fit best = lo > 0 ? runs_.at({from, lo}) : Fit{};
   Need need;  // where no batch fits
   if (lo == 0) need = short_[planner] = batch_one_needs(planner);
+  const std::string name = from == planner ? planner : fmt::format("{} ({}'s plan)", planner, from);
   if (lo > 0)
-    fmt::print("| {} | {} | {} | {} | {} |\n", planner, lo, format_bytes(best.peak), format_bytes(best.device_peak),
+    fmt::print("| {} | {} | {} | {} | {} |\n", name, lo, format_bytes(best.peak), format_bytes(best.device_peak),
                c_.no_fresh_check ? std::string("skipped") : fresh_cell(fresh.row));
   else
     fmt::print("| {} | 0 | - | - | {} |\n", planner, need.text());
   int measured = 0;
   for (const json& t : tried_) measured += !t["peak_bytes"].is_null();
   json r{{"planner", planner},   {"max_batch", lo},          {"peak_bytes", lo > 0 ? json(best.peak) : json()},
-         {"device_peak_bytes", lo > 0 ? json(best.device_peak) : json()}, {"above_batch", above},
-         {"above_fits", above_fits}, {"predicted_batch", pr == predicted_.end() ? json() : json(pr->second)},
-         {"runs", tried_}, {"searched_batch", searched}, {"fresh_process", fresh.row}};
+         {"device_peak_bytes", lo > 0 ? json(best.device_peak) : json()}, {"above_batch", bs.above},
+         {"above_fits", bs.above_fits}, {"predicted_batch", pr == predicted_.end() ? json() : json(pr->second)},
+         {"runs", tried_}, {"searched_batch", searched}, {"fresh_process", fresh.row},
+         {"monotone", bs.monotone}, {"answer_from", from}, {"own_max_batch", own}};
   if (lo == 0) r.update({{"batch1_needs_bytes", need.bytes}, {"persistent_bytes", need.persistent}});
   if (pr != predicted_.end())
     progress_.note(fmt::format("max-batch: {}: {} (predicted {}; {} batch(es) tried: {} run and measured, {} refused "
@@ -542,7 +533,7 @@ json Search::answer(const std::string& planner) {
                                                       : fmt::format("batch {} fits, {} does not", searched, searched + 1),
                                pr->second, tried_.size(), measured, tried_.size() - measured));
   if (fresh.fits && !fresh.row.is_null())
-    progress_.note(fmt::format("max-batch: {}: batch {} confirmed in a fresh process: peak {}, {} under --memory", planner,
+    progress_.note(fmt::format("max-batch: {}: batch {} confirmed in a fresh process: peak {}, {} under --memory", name,
                                lo, format_bytes(fresh.row["device_peak_bytes"].get<int64_t>()),
                                format_bytes(fresh.row["margin_bytes"].get<int64_t>())));
   if (!fresh.fits)
@@ -582,10 +573,8 @@ void MaxBatchCommand::add_to(CLI::App& app) {
   app.add_option("--out", out, "directory for each answer's rewritten step, PLANNER.ir (train it with run --graph)");
   app.add_flag("--no-fresh-check", no_fresh_check,
                "report each answer as found in this process, without training it again in a fresh process");
-  app.add_flag("--arena", arena,
-               "measure each batch tried, and train each answer in its fresh process, served from one arena planned "
-               "ahead (run --arena's): an answer fits where the arena, what falls back to the allocator and the "
-               "context stay under --memory; on CUDA planned without swaps");
+  arena.add_to(app, "each batch tried when measured, and each answer in its fresh process (run --arena): an answer "
+                    "fits where the arena, what falls back to the allocator and the context stay under --memory");
   output.add_to(app);
 }
 
@@ -603,12 +592,21 @@ int MaxBatchCommand::find(nlohmann::json& result) const {
   const int64_t cap = device_memory_bytes(dev, memory.empty() ? "free" : memory);
   result["memory_bytes"] = cap;
   result["search"] = search;
-  result["arena"] = arena;
+  const bool use_arena = arena.resolve(dev, /*bounded=*/true);  // --memory is the cap
+  result["arena"] = use_arena;
+  result["arena_from"] = arena.from();
   Progress progress("max-batch", {!output.quiet});
-  Search s(*this, dev, cap, progress);
+  Search s(*this, dev, cap, use_arena, progress);
   s.predict(names);
   fmt::print("| planner | largest batch | measured peak | device peak | fresh process |\n|---|---|---|---|---|\n");
-  for (const std::string& planner : names) result["results"].push_back(s.answer(planner));
+  // mutwo after per-layer and sqrt-n, whose answers are its floor; the rows then in --planners' order.
+  std::vector<std::string> order = names;
+  std::stable_partition(order.begin(), order.end(), [](const std::string& p) { return p != "mutwo"; });
+  for (const std::string& planner : order) result["results"].push_back(s.answer(planner));
+  json& rows = result["results"];
+  for (size_t i = 0; i < names.size(); ++i)
+    for (size_t j = i; j < rows.size(); ++j)
+      if (rows[j]["planner"] == names[i]) std::swap(rows[i], rows[j]);
   progress.done();
   progress.note(fmt::format("max-batch: done in {:.1f} s: {}", progress.elapsed_s(), s.spent()));
   // An answer that did not fit in a fresh process is no answer: exit 1, the rows printed first.

@@ -115,6 +115,8 @@ json optimize_json(const OptimizeCommand& cmd, const PlannedOnDevice& p, const M
            {"host_peak_bytes", p.plan.predicted.host_peak_bytes},
            {"predicted_swap_ms", p.plan.predicted.swap_ms},
            {"arena", mp.arena.has_value()}}},
+         {"arena", mp.arena.has_value()},
+         {"arena_from", cmd.arena.from()},
          {"fits", r.fits},
          {"feasible", p.plan.feasible},
          {"check", r.check.status},
@@ -153,10 +155,7 @@ void OptimizeCommand::add_to(CLI::App& app) {
                  "FILE -o page.html");
   app.add_flag("--check", check, "also compare loss and every gradient bit for bit with the unplanned step");
   app.add_flag("--cuda-graph", cuda_graph, "CUDA: time baseline and plan as captured CUDA graphs (the check runs without)");
-  app.add_flag("--arena", arena,
-               "measure the planned step served from one arena planned ahead from its liveness and each node's "
-               "measured workspace (run --arena's); the baseline stays with the allocator; on CUDA the plan does "
-               "not swap");
+  arena.add_to(app, "the planned step when measured (not with --cuda-graph); the baseline stays with the allocator");
   output.add_to(app);
 }
 
@@ -167,8 +166,9 @@ int OptimizeCommand::run() const {
   const std::optional<plan::SavedPlan> saved =
       plan_path.empty() ? std::nullopt : std::optional<plan::SavedPlan>(plan::read_plan(plan_path));
   if (!memory_snapshot.empty()) check_writable(memory_snapshot);  // before anything runs or is written
-  MUTWO_CHECK(!arena || !cuda_graph, "{}", runtime::kArenaWithCudaGraph);
+  MUTWO_CHECK(!arena.on || !cuda_graph, "{}", runtime::kArenaWithCudaGraph);
   c10::Device dev = device.open();
+  const bool use_arena = arena.resolve(dev, /*bounded=*/!cuda_graph);  // a budget, or a saved plan's
   std::optional<runtime::SideStream> side;
   if (cuda_graph) side.emplace(dev);  // profile, measurements and captures on one stream: one set of library workspaces
   make_dirs(out);
@@ -178,14 +178,10 @@ int OptimizeCommand::run() const {
   const ProfilingOptions po = ProfilingOptions::of(dev, device, !output.quiet, name, step.batch_or_none());
   plan::PlanOptions options = planning.plan_options(!output.quiet);
   options.replay_random = !cuda_graph;
-  if (arena && dev.is_cuda() && options.swap) {  // swap_in's copies are not ordered with the arena's blocks yet
-    options.swap = false;
-    if (!output.quiet) fmt::print(stderr, "optimize: --arena on CUDA: planning without swaps\n");
-  }
   const rewrite::PassOptions passes = step.dump_ir_after.rewrite_passes();
   PlannedOnDevice p = saved ? apply_saved_plan(g, po, *saved, plan_path, options, passes) : plan_step(g, po, options, passes);
   MeasureOptions planned_options{steps, cuda_graph};
-  if (arena) {  // refused over --device-memory (exit 3) before measuring; planned again where the arena passes the budget
+  if (use_arena) {  // refused over --device-memory (exit 3) before measuring; planned again where the arena passes the budget
     runtime::ExecutorOptions ao{dev, seed};
     ao.arena = true;
     if (int rc = fit_plan_to_arena(p, options, passes, !saved, ao); rc != 0) return rc;

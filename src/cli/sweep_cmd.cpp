@@ -8,6 +8,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "cli/arena_output.h"
 #include "cli/commands.h"
 #include "cli/ending_in_json.h"
 #include "ir/text.h"
@@ -39,6 +40,7 @@ void SweepCommand::add_to(CLI::App& app) {
   device.add_to(app);
   app.add_option("--steps", steps, "measured steps per point")->capture_default_str()->check(kPositive);
   app.add_option("--out", out, "directory for CSV, plots and report.md")->required();
+  arena.add_to(app, "each planned point's step when measured; the baselines stay with the allocator");
   output.add_to(app);
 }
 
@@ -51,6 +53,7 @@ int SweepCommand::sweep() const {
   c10::Device dev = device.open();
   const uint64_t seed = device.seed;
   const std::string& planner = planning.planner;
+  const bool use_arena = arena.resolve(dev, /*bounded=*/true);  // every point is planned under --budget
   make_dirs(out);
   report::Sweep sw{step.model, dev.str(), planner, planning.budget, command_line(), {"baseline", "per-layer", planner}, {}};
   // Progress: each point's cost as its batch times its plain steps (a
@@ -75,7 +78,14 @@ int SweepCommand::sweep() const {
         const Measured m = measure(p.input.graph, dev, seed, {steps});
         sw.points.push_back({b, "baseline", 0, m.peak_bytes, p.unplanned_peak, m.step_ms, std::nullopt});
       }
-      const Measured m = measure(p.rewritten.graph, dev, seed, {steps});
+      MeasureOptions mo{steps};
+      if (use_arena) {  // its workspaces measured first; an arena over --device-memory exits 3
+        runtime::ExecutorOptions ao{dev, seed};
+        ao.arena = true;
+        if (int rc = prepare_arena(p.rewritten.graph, ao); rc != 0) return rc;
+        mo.arena_workspace = std::move(ao.arena_workspace);
+      }
+      const Measured m = measure(p.rewritten.graph, dev, seed, mo);
       sw.points.push_back({b, v, p.plan.budget_bytes, m.peak_bytes, p.plan.predicted.peak_bytes, m.step_ms,
                            p.plan.feasible});
     }
@@ -89,7 +99,10 @@ int SweepCommand::sweep() const {
       rows.push_back({{"batch", p.batch}, {"variant", p.variant}, {"budget_bytes", p.budget_bytes},
                       {"peak_bytes", p.peak_bytes}, {"predicted_peak_bytes", p.predicted_peak_bytes},
                       {"step_ms", p.step_ms}, {"feasible", p.feasible ? json(*p.feasible) : json()}});
-    std::cout << json{{"command", "sweep"}, {"points", rows}, {"out_dir", out}}.dump() << std::endl;
+    std::cout << json{{"command", "sweep"}, {"points", rows}, {"out_dir", out}, {"arena", use_arena},
+                      {"arena_from", arena.from()}}
+                     .dump()
+              << std::endl;
   }
   return 0;
 }

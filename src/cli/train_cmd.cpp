@@ -17,6 +17,7 @@
 #include <optional>
 #include <random>
 
+#include "cli/arena_output.h"
 #include "cli/commands.h"
 #include "cli/pipeline.h"
 #include "ops/op.h"
@@ -177,6 +178,7 @@ struct TrainSummary {
   int64_t B = 0, T = 0, steps_per_epoch = 0;
   int64_t dropped_bytes = 0;
   int64_t predicted = 0;  // the plan's simulated peak (kernel workspace included), else liveness's (without)
+  bool arena = false;     // the step trained from its arena
 };
 
 void print_summary(const TrainCommand& cmd, const std::optional<PlannedOnDevice>& p, const TrainSummary& t,
@@ -214,6 +216,8 @@ void print_summary(const TrainCommand& cmd, const std::optional<PlannedOnDevice>
          {"heldout_loss", last.heldout_loss},
          {"tokens_per_s", tokens / seconds},
          {"peak_bytes", peak},
+         {"arena", t.arena},
+         {"arena_from", cmd.arena.from()},
          {"train_losses", train_losses},
          {"heldout_losses", heldout_losses}};
   std::cout << j.dump() << std::endl;
@@ -239,6 +243,7 @@ void TrainCommand::add_to(CLI::App& app) {
   app.add_option("--log-every", log_every, "a progress line on stderr every N steps (0: per epoch only)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  arena.add_to(app, "the planned step (with --budget; the held-out loss's forward stays with the allocator)");
   output.add_to(app, "one JSON line per epoch, then one summary line");
 }
 
@@ -278,7 +283,12 @@ int TrainCommand::run() const {
   const int64_t eval_batch = std::min<int64_t>(B, static_cast<int64_t>(w.heldout.size()));
   ir::Graph eval_graph = heldout_graph(synthetic, eval_batch);
 
-  runtime::Executor ex(train_graph, {dev, seed});
+  runtime::ExecutorOptions train_options{dev, seed};
+  train_options.arena = arena.resolve(dev, /*bounded=*/p.has_value());  // under --budget
+  if (train_options.arena)  // its workspaces measured first; an arena over --device-memory exits 3
+    if (int rc = prepare_arena(train_graph, train_options); rc != 0) return rc;
+  runtime::Executor ex(train_graph, train_options);
+  if (int rc = refuse_arena_over_cap(ex, dev); rc != 0) return rc;
   ex.initialize();
   const ir::ValueId ids = input_ids(train_graph);
   ParameterPairs parameters;
@@ -317,7 +327,7 @@ int TrainCommand::run() const {
     epochs_done.push_back(ep);
   }
   const int64_t predicted = p ? p->plan.predicted.peak_bytes : ex.liveness().peak_bytes;
-  print_summary(*this, p, {dev.str(), B, T, steps_per_epoch, dropped_bytes, predicted}, epochs_done);
+  print_summary(*this, p, {dev.str(), B, T, steps_per_epoch, dropped_bytes, predicted, train_options.arena}, epochs_done);
   return 0;
 }
 

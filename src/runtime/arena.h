@@ -21,6 +21,13 @@
 
 namespace mutwo::runtime {
 
+// Whether a step is served from an arena when the user says neither yes nor
+// no (--arena, --no-arena, wrap(arena=)): on CUDA where a budget or a memory
+// cap applies (`bounded`), since there the caching allocator's reserve and
+// fragmentation are what a budget loses to; never on the CPU, where the
+// arena's gaps only cost (docs/budgets.md). The CLI and mutwo.torch ask here.
+inline bool arena_by_default(const c10::Device& device, bool bounded) { return device.is_cuda() && bounded; }
+
 // One step's use of the arena.
 struct ArenaUse {
   int64_t fallback_allocations = 0;  // allocations the device's allocator served instead

@@ -73,12 +73,10 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
     program_.push_back(std::move(ins));
     swaps_ |= node.op == "swap_in";  // every swap copies back (rewrite/swap.h)
   }
-  // On CUDA the arena serves ahead of the caching allocator (cuda_source.cpp), on the executor's stream. Not
-  // yet with a copy stream writing into it, nor inside a captured graph's private pool.
-  MUTWO_CHECK(!options_.arena || !options_.device.is_cuda() || !swaps_,
-              "--arena on CUDA with a swapped step: swap_in's copy would write an arena block on the copy stream "
-              "before the compute stream is done with the block's earlier tenant; plan it with --no-swap, or leave "
-              "out --arena");
+  // On CUDA the arena serves ahead of the caching allocator (cuda_source.cpp), on the executor's stream; not
+  // inside a captured graph's private pool. Swapped steps are served: swap_in's copy into its arena block starts
+  // after the compute stream's work so far (kernels/swap.cpp), which holds every read of the block's earlier
+  // tenant; what a copy stream reads (swap_out's and swap_into's sources) is left to the allocator (analysis/arena.h).
   MUTWO_CHECK(!options_.arena || !options_.device.is_cuda() || !options_.cuda_graph, "{}", kArenaWithCudaGraph);
   if (options_.arena)
     arena_ = std::make_shared<Arena>(
@@ -261,7 +259,9 @@ void Executor::run_range(size_t begin, size_t end) {
       ins.kernel(k);
     }
     check_aliasing(ins);
-    if (arena_) {
+    // swap_in's output on CUDA is still being filled on the copy stream (its event keyed by its address): left
+    // where it was served, never moved; a block elsewhere costs later tenants a fallback, never a wrong number.
+    if (arena_ && !(ins.node->op == "swap_in" && options_.device.is_cuda())) {
       std::vector<std::pair<ir::ValueId, at::Tensor*>> made;
       for (size_t i = 0; i < ins.node->outputs.size(); ++i)
         if (liveness_.owns_storage(ins.node->outputs[i])) made.emplace_back(ins.node->outputs[i], ins.out[i]);

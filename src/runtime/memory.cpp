@@ -217,9 +217,14 @@ bool is_out_of_memory(const std::exception& e) {
   if (dynamic_cast<const std::bad_alloc*>(&e)) return true;
   if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
   const auto* c10_error = dynamic_cast<const c10::Error*>(&e);
-  std::string text = c10_error ? c10_error->what_without_backtrace() : e.what();
+  return says_out_of_memory(c10_error ? c10_error->what_without_backtrace() : e.what());
+}
+
+bool says_out_of_memory(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  for (const char* says : {"out of memory", "can't allocate memory", "not enough memory", "failed to allocate"})
+  for (const char* says : {"out of memory", "can't allocate memory", "not enough memory", "failed to allocate",
+                           "cublas_status_alloc_failed", "cudnn_status_alloc_failed", "cusolver_status_alloc_failed",
+                           "cufft_alloc_failed"})
     if (text.find(says) != std::string::npos) return true;
   return false;
 }

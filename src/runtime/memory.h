@@ -102,9 +102,15 @@ void start_device(const c10::Device& device);
 int64_t available_device_bytes(const c10::Device& device);
 
 // Whether `e` says the device ran out of memory (CUDA's caching allocator, the
-// CPU allocator, std::bad_alloc), as opposed to any other failure: what
-// max-batch reads as "does not fit" and nothing else.
+// CPU allocator, std::bad_alloc, or a CUDA library that could not allocate
+// its handle or workspace: says_out_of_memory), as opposed to any other
+// failure: what max-batch reads as "does not fit" and nothing else.
 bool is_out_of_memory(const std::exception& e);
+// Whether an error's text says so: "out of memory" and its kin, and the
+// libraries' allocation statuses (CUBLAS_STATUS_ALLOC_FAILED when cuBLAS
+// makes its handle on a full card, CUDNN_STATUS_ALLOC_FAILED, cuSOLVER's,
+// cuFFT's), any case.
+bool says_out_of_memory(std::string text);
 
 // Whether this build and machine can run on CUDA, with a reason if not.
 bool cuda_available(std::string* why_not = nullptr);

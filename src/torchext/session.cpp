@@ -56,6 +56,7 @@ SessionOptions read_session_options(const std::string& options_json) {
   if (given("profile")) o.profile = json_field<std::string>(j, "profile", where);
   if (given("profile_iters")) o.profile_iters = json_field<int>(j, "profile_iters", where);
   if (given("label")) o.label = json_field<std::string>(j, "label", where);
+  if (given("arena")) o.arena = json_field<bool>(j, "arena", where);
   return o;
 }
 
@@ -121,6 +122,11 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
   for (plan::ActivationRecord& a : plan::activation_records(input_, plan_))
     if (a.decision != "keep") moved_.push_back(std::move(a));
   unplanned_peak_node_ = plan::simulate(input_, {}).peak_label;
+  // The arena's workspaces: each rewritten node's origin's, as profiled.
+  std::vector<int64_t> workspace;
+  for (int32_t origin : planned.rewritten.origin)
+    workspace.push_back(origin >= 0 && static_cast<size_t>(origin) < input_.workspace.size()
+                            ? input_.workspace[static_cast<size_t>(origin)] : 0);
   planned_ = std::move(planned.rewritten.graph);
   const auto& nodes = planned_.nodes();
   forward_end_ = nodes.size();
@@ -149,6 +155,8 @@ Session::Session(const std::string& step_json, const std::vector<std::string>& n
   eo.device = device_;
   eo.keep_outputs = true;
   eo.default_generator = true;  // dropout draws as eager PyTorch would, from the user's RNG
+  eo.arena = options_.arena.value_or(runtime::arena_by_default(device_, options_.plan.budget.kind != Budget::Kind::none));
+  if (eo.arena) eo.arena_workspace = std::move(workspace);
   exec_ = std::make_unique<runtime::Executor>(planned_, eo);
   for (ir::ValueId v : step_.constants) {
     const std::string& name = g.value(v).name;
@@ -259,6 +267,9 @@ std::string Session::info_json() const {
          {"device", device_.str()},
          {"planner", options_.plan.planner},
          {"profile", options_.profile},
+         {"arena", exec_->arena_plan() != nullptr},
+         {"arena_from", !options_.arena ? "default" : *options_.arena ? "arena=True" : "arena=False"},
+         {"arena_bytes", exec_->arena_plan() ? json(exec_->arena_plan()->bytes) : json()},
          {"budget", options_.plan.budget.kind == Budget::Kind::none ? json() : json(budget_text(options_.plan.budget))},
          {"unplanned_activation_bytes", unplanned_activation_bytes_},
          {"budget_bytes", plan_.budget_bytes},

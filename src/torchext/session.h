@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,10 +35,12 @@ struct SessionOptions {
   std::string profile = "measure";  // measure: run the step on the user's tensors, timed per node; flops: estimate
   int profile_iters = 2;            // measured steps after one warm-up step
   std::string label = "module";     // the model's name, for reports
+  // wrap(arena=): the step served from its arena (runtime/arena.h); none: runtime::arena_by_default (CUDA, a budget).
+  std::optional<bool> arena;
 };
 // mutwo.torch's options as it writes them (json.dumps): the planning
 // request's keys (plan::read_plan_options) and "profile", "profile_iters",
-// "label"; any other key (mutwo.torch's own "report") is left to it.
+// "label", "arena"; any other key (mutwo.torch's own "report") is left to it.
 SessionOptions read_session_options(const std::string& options_json);
 
 // What is live at a predicted peak, by role, leaving out roles that hold

@@ -84,7 +84,8 @@ def test_no_fresh_check() -> None:
 # The child of the fresh-process check, planted: a wrapper (MUTWO_TEST_FRESH_EXE)
 # that logs its arguments and, call by call as FRESH_PLAN says, runs mutwo and
 # passes its output on ("ok"), adds bytes to the peaks it reports
-# ("over:BYTES"), says it ran out of memory ("oom"), exits 3 as run --arena
+# ("over:BYTES"), says it ran out of memory ("oom", or "cublas": in cuBLAS's
+# words, as a child on a full card did), exits 3 as run --arena
 # does where its arena passes the cap ("cap") or prints no JSON ("garbage");
 # the last entry holds for every later call.
 WRAPPER = """#!{python}
@@ -100,6 +101,10 @@ if mode == "garbage":
     sys.exit(0)
 if mode == "oom":
     print("mutwo: out of memory: planted by the test", file=sys.stderr)
+    sys.exit(1)
+if mode == "cublas":
+    print("mutwo: ATen error: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+          file=sys.stderr)
     sys.exit(1)
 if mode == "cap":
     print("--arena: the planned arena passes --device-memory: planted by the test", file=sys.stderr)
@@ -117,7 +122,8 @@ sys.exit(r.returncode)
 """
 
 
-def planted(tmp_path: pathlib.Path, plan: str, *args: str, expect: int | None) -> tuple[dict, str, list[list[str]]]:
+def planted(tmp_path: pathlib.Path, plan: str, *args: str, expect: int | None,
+            planners: str = "none") -> tuple[dict, str, list[list[str]]]:
     """max-batch on transformer-lm under 2 MiB (planner none, seed 3, capped
     there too) with the planted child: its JSON line, its stderr and the
     child's argument lists."""
@@ -125,7 +131,7 @@ def planted(tmp_path: pathlib.Path, plan: str, *args: str, expect: int | None) -
     exe.write_text(WRAPPER.format(python=sys.executable, mutwo=MUTWO))
     exe.chmod(0o755)
     r = mutwo("max-batch", "--model", "transformer-lm", "--memory", "2MiB", "--device-memory", "2MiB", "--limit", "64",
-              "--planners", "none", "--seed", "3", "--json", "--quiet", *args, expect=expect,
+              "--planners", planners, "--seed", "3", "--json", "--quiet", *args, expect=expect,
               env={"MUTWO_TEST_FRESH_EXE": str(exe), "FRESH_DIR": str(tmp_path), "FRESH_PLAN": plan})
     log = tmp_path / "argv.log"
     calls = [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
@@ -208,3 +214,32 @@ def test_fresh_child_error_names_the_command(tmp_path: pathlib.Path) -> None:
     assert m and os.path.exists(m.group(1)) and "--no-fresh-check" in err, err
     assert "fresh-process check" in j["error"] and j["results"] == [], j
     os.remove(m.group(1))
+
+
+def test_a_library_that_cannot_make_its_handle_ran_out_of_memory(tmp_path: pathlib.Path) -> None:
+    """A child whose cuBLAS could not make its handle (CUBLAS_STATUS_ALLOC_FAILED,
+    on a card the parent shares) did not fit: the answer steps down as after
+    running out of memory, exit 0, not the error exit of issue 47."""
+    j, err, calls = planted(tmp_path, "cublas,ok", expect=0)
+    tries = j["results"][0]["fresh_process"]["tries"]
+    assert [t["fits"] for t in tries] == [False, True] and tries[0]["out_of_memory"], tries
+    assert len(calls) == 2 and "not in a fresh one (out of memory)" in err, (calls, err)
+
+
+def test_mutwo_is_never_below_per_layer(tmp_path: pathlib.Path) -> None:
+    """mutwo's own answers never fit in a fresh process (every child after
+    per-layer's first says out of memory): its answer is per-layer's
+    confirmed one, as plan_mutwo takes per-layer's plan where it is better,
+    and the row says whose plan it is; exit 0. Without the planted child,
+    on the CPU, mutwo's own answer is at least per-layer's."""
+    j, err, calls = planted(tmp_path, "ok,oom", expect=0, planners="mutwo,per-layer")
+    rows = {r["planner"]: r for r in j["results"]}
+    assert [r["planner"] for r in j["results"]] == ["mutwo", "per-layer"], j["results"]
+    m, pl = rows["mutwo"], rows["per-layer"]
+    assert pl["answer_from"] == "per-layer" and pl["fresh_process"]["fits"], pl
+    assert m["answer_from"] == "per-layer" and m["max_batch"] == pl["max_batch"] > 0, m
+    assert m["fresh_process"]["fits"] and m["own_max_batch"] == 0, m
+    assert "the answer is per-layer's plan" in err and "error" not in j, err
+    own = {r["planner"]: r for r in last_json(mutwo(*ARGS)).get("results")}
+    assert own["mutwo"]["max_batch"] >= own["per-layer"]["max_batch"] > 0, own
+    assert all(r["monotone"] and r["answer_from"] == r["planner"] for r in own.values()), own

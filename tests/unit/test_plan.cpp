@@ -250,14 +250,16 @@ TEST(Rewrite, ArenaLeavesStoragesOfAnotherDeviceAlone) {
 // The same on CUDA, where the arena serves ahead of PyTorch's caching
 // allocator (runtime/cuda_source.cpp): the same bits as without it, every
 // planned storage at its offset, and the allocator holds no more than without
-// the arena. mlp only: its kernels are deterministic run to run.
+// the arena; unplanned, recomputed and swapped. mlp only: its kernels are deterministic run to run.
 TEST(Rewrite, ArenaStepOnCudaIsBitwiseEqual) {
   std::string why;
   if (!runtime::cuda_available(&why)) GTEST_SKIP() << "needs a CUDA device (" << why << "); CI has none";
   const c10::Device cuda(c10::kCUDA, 0);
   ir::Graph g = step_of("mlp", 16, 0.1);
   plan::PlanInput in = measured_input(g);
-  for (const plan::Plan& p : {plan::finish(in, "none", 0, {}, {}), plan::finish(in, "recompute", 0, all_droppable(in), {})}) {
+  // Swapped too (issue 47): swap_in's copy into its arena block on the copy stream, after the compute stream's work.
+  for (const plan::Plan& p : {plan::finish(in, "none", 0, {}, {}), plan::finish(in, "recompute", 0, all_droppable(in), {}),
+                              plan::finish(in, "swap", 0, {}, plan::swap_candidates(in))}) {
     SCOPED_TRACE(p.planner);
     const rewrite::Rewritten r = plan::rewrite_plan(in, p);
     const Trace heap = execute(r.graph, 3, false, {}, cuda), arena = execute(r.graph, 3, true, {}, cuda);
