@@ -165,6 +165,56 @@ def no_anomaly_warning() -> Iterator[None]:
         yield
 
 
+# The recurrent layers' ops (nn.LSTM, GRU, RNN), which torch decomposes in
+# Python while tracing (torch/_decomp/decompositions.py: one cell per time
+# step, or oneDNN's inference-only kernel), where eager PyTorch runs their C++
+# composite: cuDNN's _cudnn_rnn on CUDA, oneDNN's mkldnn_rnn_layer for an LSTM
+# on the CPU (a GRU or RNN on the CPU runs cell by cell in eager too).
+_RECURRENT = [getattr(getattr(torch.ops.aten, op), form)
+              for op in ("lstm", "gru", "rnn_tanh", "rnn_relu") for form in ("input", "data")]
+FUSED_RECURRENT = ("mkldnn_rnn_layer", "_cudnn_rnn", "miopen_rnn")  # ATen names of the fused kernels
+# Kernels that keep what their backward reads only under grad mode (oneDNN's
+# RNN workspace): run with grad mode on and autograd below (GRAD_MODE_OPS in src/kernels/aten.cpp).
+GRAD_MODE_OPS = ("aten::mkldnn_rnn_layer",)
+
+
+@contextmanager
+def eager_recurrent() -> Iterator[None]:
+    """While tracing, the recurrent ops run their C++ composite, as eager
+    PyTorch does, so the graph holds the fused kernel eager runs (one node per
+    layer and direction, and its backward), not a cell per time step: the
+    Python decompositions are taken off their dispatch keys, and put back."""
+    from torch._C import DispatchKey
+    keys = (DispatchKey.CompositeImplicitAutograd, DispatchKey.Autograd)
+    taken = [(op, k, op.py_kernels.pop(k)) for op in _RECURRENT for k in keys if k in op.py_kernels]
+    for op in _RECURRENT:
+        op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for op, k, fn in taken:
+            op.py_kernels[k] = fn
+        for op in _RECURRENT:
+            op._dispatch_cache.clear()
+
+
+def needs_grad_mode(gm: torch.fx.GraphModule) -> bool:
+    """Whether a graph holds an op of GRAD_MODE_OPS."""
+    return any(isinstance(n.target, torch._ops.OpOverload) and n.target._schema.name in GRAD_MODE_OPS
+               for n in gm.graph.nodes)
+
+
+@contextmanager
+def grad_mode_kernels(on: bool = True) -> Iterator[None]:
+    """Grad mode on with autograd below (nothing recorded), for a real run of a
+    graph whose kernels keep their backward's workspace only under grad mode."""
+    if not on:
+        yield
+        return
+    with torch.enable_grad(), torch._C._AutoDispatchBelowAutograd():
+        yield
+
+
 @contextmanager
 def compiling() -> Iterator[None]:
     """torch.compiler.is_compiling() true while tracing, as torch.export's

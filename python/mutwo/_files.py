@@ -9,9 +9,10 @@ from typing import Any
 import torch
 
 DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16", torch.bfloat16: "bf16",
-          torch.int64: "i64", torch.int32: "i32", torch.bool: "bool"}
+          torch.int64: "i64", torch.int32: "i32", torch.bool: "bool",
+          torch.uint8: "u8"}
 _SAFETENSORS_DTYPES = {"f32": "F32", "f64": "F64", "f16": "F16", "bf16": "BF16", "i64": "I64",
-                       "i32": "I32", "bool": "BOOL"}
+                       "i32": "I32", "bool": "BOOL", "u8": "U8"}
 
 
 def read_safetensors(path: str) -> tuple[dict, dict[str, torch.Tensor]]:

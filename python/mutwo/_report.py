@@ -2,9 +2,15 @@
 # r["predicted_peak_bytes"], json.dumps(r)) whose str() is a short summary for
 # a person: peak before and after, the budget, the time it costs, what lowered
 # the peak, what was dropped or swapped (by module and op), recompilations.
+# Under wrap(): every input shape's plan, the most used first, and each plan's
+# step times as measured while training (StepClock).
 from __future__ import annotations
 
-from typing import Optional
+import statistics
+import time
+from typing import Any, Optional
+
+import torch
 
 from mutwo._progress import format_bytes as _bytes
 
@@ -44,6 +50,87 @@ def _spread_note(step_ms: Optional[float], low: Optional[float], high: Optional[
     return lines
 
 
+class StepClock:
+    """The wall time of each step a plan runs, from its forward's start to its
+    backward's end: perf_counter on the CPU, CUDA events on a card (read when
+    report() asks, so a step never waits for the card)."""
+
+    KEPT = 4096  # the latest steps' times, at most
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[Any, Any]] = []
+        self.started: Any = None
+
+    @staticmethod
+    def _now(device: torch.device) -> Any:
+        if device.type != "cuda":
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def start(self, device: torch.device) -> None:
+        self.started = self._now(device)
+
+    def stop(self, device: torch.device) -> None:
+        if self.started is not None:
+            self.steps = self.steps[-(self.KEPT - 1):] + [(self.started, self._now(device))]
+            self.started = None
+
+    def times_ms(self) -> list[float]:
+        out = []
+        for a, b in self.steps:
+            if isinstance(a, float):
+                out.append((b - a) * 1e3)
+            else:
+                b.synchronize()
+                out.append(a.elapsed_time(b))
+        return out
+
+    def fields(self) -> dict:
+        """step_ms (the median of the measured steps), step_ms_min, step_ms_max, measured_steps."""
+        ms = self.times_ms()
+        if not ms:
+            return {"step_ms": None, "step_ms_min": None, "step_ms_max": None, "measured_steps": 0}
+        return {"step_ms": statistics.median(ms), "step_ms_min": min(ms), "step_ms_max": max(ms),
+                "measured_steps": len(ms)}
+
+
+def by_use(plans: list[dict]) -> list[dict]:
+    """The plans of a wrapped module's input shapes, the most used first (of equal use, the latest)."""
+    order = sorted(range(len(plans)), key=lambda i: (-int(plans[i].get("steps") or 0), -i))
+    return [plans[i] for i in order]
+
+
+def _shape_line(p: dict) -> str:
+    """One other input shape's plan, in a line."""
+    steps = int(p.get("steps") or 0)
+    measured = f", {_bytes(p['measured_peak_bytes'])} measured" if p.get("measured_peak_bytes") is not None else ""
+    time_ = f"; step {p['step_ms']:.2f} ms (median)" if p.get("step_ms") else ""
+    return (f"    - inputs {p.get('inputs', '?')}: {steps} step{'s' if steps != 1 else ''}; peak "
+            f"{_bytes(p.get('unplanned_peak_bytes'))} unplanned -> {_bytes(p.get('predicted_peak_bytes'))} predicted"
+            f"{measured}; {len(p.get('dropped') or [])} activations dropped ({_bytes(p.get('dropped_bytes'))}), "
+            f"+{p.get('predicted_extra_ms') or 0:.3f} ms predicted{time_}")
+
+
+def _step_time(r: dict) -> list[str]:
+    """The step time: the median of the steps measured while training, else the profile's."""
+    if r.get("step_ms"):
+        n = int(r.get("measured_steps") or 0)
+        spread = f", {r['step_ms_min']:.2f} to {r['step_ms_max']:.2f} ms" if n > 1 else ""
+        return [f"  step: {r['step_ms']:.2f} ms, the median of {n} step{'s' if n != 1 else ''} run{spread}"]
+    return _spread_note(r.get("profiled_step_ms"), r.get("profiled_step_ms_min"), r.get("profiled_step_ms_max"),
+                        r.get("predicted_extra_ms"), int(r.get("profile_iterations") or 0))
+
+
+def _unplanned_summary(r: dict) -> list[str]:
+    """wrap() with no budget: the module ran as it is."""
+    return [f"mutwo: {r.get('model', '?')} runs as it is (no budget: nothing captured, profiled or planned); "
+            f"steps run: {r.get('steps', 0)}",
+            "  to plan it, give a budget: wrap(model, budget=\"60%\") or \"2GiB\" lowers the peak; \"100%\" "
+            "profiles the step and runs it on mutwo's executor, dropping nothing"]
+
+
 def _session_summary(r: dict) -> list[str]:
     """wrap() and backend(compiler="mutwo"): one session's plan."""
     budget = f"budget {r['budget']} = {_bytes(r.get('budget_bytes'))}" if r.get("budget") else "no budget"
@@ -51,18 +138,26 @@ def _session_summary(r: dict) -> list[str]:
     lines = [f"mutwo plan of {r.get('model', '?')} on {r.get('device', '?')} (planner {r.get('planner')}, {budget})",
              f"  peak: {_bytes(r.get('unplanned_peak_bytes'))} unplanned -> {_bytes(r.get('predicted_peak_bytes'))} "
              f"predicted{measured}"]
+    if r.get("inputs"):
+        n = len(r.get("shapes") or [])
+        lines.insert(1, f"  inputs {r['inputs']}: {r.get('steps', 0)} steps" +
+                     (f", the most used of {n} input shapes (each planned apart)" if n > 1 else ""))
     if r.get("predicted_peak_node"):
         lines.append(f"  peak node: {r['predicted_peak_node']}")
     lines.append(f"  time: +{r.get('predicted_extra_ms', 0):.3f} ms predicted for recomputation")
-    lines += _spread_note(r.get("profiled_step_ms"), r.get("profiled_step_ms_min"), r.get("profiled_step_ms_max"),
-                          r.get("predicted_extra_ms"), int(r.get("profile_iterations") or 0))
+    lines += _step_time(r)
     decisions = r.get("decisions") or []
     lines.append("  what lowered the peak:" if decisions else "  what lowered the peak: nothing (the unplanned step)")
     lines += [f"    - {d['line']}" for d in decisions]
     moved = r.get("moved") or []
     lines += _named([a for a in moved if a.get("decision") == "recompute"], "recomputed")
     lines += _named([a for a in moved if a.get("decision") == "swap"], "swapped")
-    lines.append(f"  plans: {r.get('plans', 1)} (one per input shape); steps run: {r.get('steps', 0)}")
+    shapes = r.get("shapes") or []
+    if len(shapes) > 1:
+        lines.append("  other input shapes, by use:")
+        lines += [_shape_line(p) for p in shapes[1:]]
+    lines.append(f"  plans: {r.get('plans', 1)} (one per input shape); steps run: "
+                 f"{sum(int(p.get('steps') or 0) for p in shapes) if shapes else r.get('steps', 0)}")
     if r.get("note"):
         lines.append(f"  note: {r['note']}")
     return lines
@@ -95,7 +190,8 @@ class Report(dict):
     """report()'s answer: every field as a key (docs/python.md), and str() a summary."""
 
     def __str__(self) -> str:
-        lines = _compiled_summary(self) if self.get("compiler") == "inductor" else _session_summary(self)
+        lines = (_compiled_summary(self) if self.get("compiler") == "inductor" else
+                 _unplanned_summary(self) if self.get("unplanned") else _session_summary(self))
         if self.get("budget_source"):
             lines.append(f"  budget from: {self['budget_source']}")
         return "\n".join(lines)

@@ -327,7 +327,7 @@ def _ancestors(node: torch.fx.Node) -> set:
 def document(joint: Joint, name: str, data: str) -> tuple[dict, dict[str, torch.Tensor]]:
     """The step file's JSON document and the side file's tensors (by data_key)."""
     rec = _Recorder(joint.gm)
-    with rng_preserved(), torch.no_grad():
+    with rng_preserved(), torch.no_grad(), _compat.grad_mode_kernels(_compat.needs_grad_mode(joint.gm)):
         _compat.run_fx(rec, joint.inputs())
     return written(_Writer(joint, rec.meta, rec.shares), name, data)
 

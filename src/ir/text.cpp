@@ -210,7 +210,7 @@ class Lexer {
   TensorType type() {
     std::string dt = word();
     auto d = parse_dtype(dt);
-    if (!d) fail(fmt::format("unknown element type '{}' (f32, f64, f16, bf16, i64, i32, bool)", dt));
+    if (!d) fail(fmt::format("unknown element type '{}' (f32, f64, f16, bf16, i64, i32, bool, u8)", dt));
     TensorType t;
     t.dtype = *d;
     expect('[');

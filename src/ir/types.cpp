@@ -17,7 +17,7 @@ struct DTypeInfo {
 constexpr DTypeInfo kDTypes[] = {
     {DType::f32, "f32", 4, true},  {DType::f64, "f64", 8, true},  {DType::f16, "f16", 2, true},
     {DType::bf16, "bf16", 2, true}, {DType::i64, "i64", 8, false}, {DType::i32, "i32", 4, false},
-    {DType::boolean, "bool", 1, false},
+    {DType::boolean, "bool", 1, false}, {DType::u8, "u8", 1, false},
 };
 constexpr std::string_view kPhases[] = {"fwd", "loss", "bwd", "optim", "recompute"};
 constexpr std::string_view kRoles[] = {"input",           "parameter", "gradient", "activation",

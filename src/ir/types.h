@@ -9,7 +9,7 @@
 
 namespace mutwo::ir {
 
-enum class DType : uint8_t { f32, f64, f16, bf16, i64, i32, boolean };
+enum class DType : uint8_t { f32, f64, f16, bf16, i64, i32, boolean, u8 };  // u8: a kernel's workspace (oneDNN's LSTM)
 
 int64_t element_size(DType t);
 std::string_view to_string(DType t);

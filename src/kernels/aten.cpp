@@ -6,8 +6,10 @@
 // tensors into the node's outputs, checking their types against the captured
 // ones on the first run.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <c10/core/GradMode.h>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,7 @@
 #include <cmath>
 #include <mutex>
 #include <optional>
+#include <string_view>
 
 #ifdef MUTWO_WITH_CUDA
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -49,8 +52,14 @@ struct Prepared {
   std::vector<int64_t> returns;
   std::vector<ir::TensorType> types;  // the captured output types
   bool default_generator = false;     // random, with no generator argument (torch 2's native_dropout)
+  bool grad_mode = false;             // one of kGradModeOps
   mutable bool checked = false;  // output types compared with the captured ones (first run)
 };
+
+// Kernels that make what their backward reads only under grad mode (oneDNN's
+// LSTM layer: its workspace), as mutwo.capture's GRAD_MODE_OPS: run with grad
+// mode on and autograd below it, so that nothing is recorded.
+constexpr std::string_view kGradModeOps[] = {"aten::mkldnn_rnn_layer"};
 
 c10::TypePtr unwrap_optional(c10::TypePtr t) {
   if (auto o = t->cast<c10::OptionalType>()) return o->getElementType();
@@ -87,7 +96,7 @@ double decode_float(const json& j, const std::string& where) {
 
 c10::ScalarType decode_dtype(const std::string& s, const std::string& where) {
   auto t = ir::parse_dtype(s);
-  MUTWO_CHECK(t, "{}: unknown dtype \"{}\" (f32, f64, f16, bf16, i64, i32, bool)", where, s);
+  MUTWO_CHECK(t, "{}: unknown dtype \"{}\" (f32, f64, f16, bf16, i64, i32, bool, u8)", where, s);
   return to_aten(*t);
 }
 
@@ -215,6 +224,7 @@ std::shared_ptr<const void> aten_prepare(const ir::Graph& g, const ir::Node& n) 
                          std::none_of(schema.arguments().begin(), schema.arguments().end(), [](const c10::Argument& a) {
                            return unwrap_optional(a.type())->kind() == c10::TypeKind::GeneratorType;
                          });
+  p->grad_mode = std::find(std::begin(kGradModeOps), std::end(kGradModeOps), n.attrs.s("target")) != std::end(kGradModeOps);
   for (ir::ValueId v : n.outputs) p->types.push_back(g.type(v));
   return p;
 }
@@ -349,6 +359,12 @@ void aten_kernel(KernelCall& k) {
     // default generator: it draws the executor's numbers instead, so that
     // two executors from one seed agree (--check) whatever ran between them.
     DefaultGeneratorSwap swap(p.default_generator, k);
+    std::optional<c10::AutoGradMode> grad;
+    std::optional<at::AutoDispatchBelowADInplaceOrView> below_autograd;
+    if (p.grad_mode) {
+      grad.emplace(true);
+      below_autograd.emplace();
+    }
     p.op.callBoxed(&stack);
   }
   size_t flat = 0;

@@ -45,6 +45,7 @@ inline at::ScalarType to_aten(ir::DType t) {
     case ir::DType::i64: return at::kLong;
     case ir::DType::i32: return at::kInt;
     case ir::DType::boolean: return at::kBool;
+    case ir::DType::u8: return at::kByte;
   }
   return at::kFloat;
 }

@@ -14,7 +14,7 @@ namespace mutwo::runtime {
 
 void write_tensor_file(const std::string& path, const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
   constexpr ir::DType kTypes[] = {ir::DType::f32, ir::DType::f64, ir::DType::f16,    ir::DType::bf16,
-                                  ir::DType::i64, ir::DType::i32, ir::DType::boolean};
+                                  ir::DType::i64, ir::DType::i32, ir::DType::boolean, ir::DType::u8};
   std::vector<std::pair<std::string, stepfile::TensorEntry>> entries;
   std::vector<at::Tensor> data;
   for (const auto& [name, t] : tensors) {

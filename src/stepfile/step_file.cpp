@@ -30,11 +30,11 @@ constexpr uint64_t kMaxTensorHeader = uint64_t{100} << 20;  // safetensors' own 
 // The step file names ir's types; the tensor file safetensors' names.
 constexpr std::pair<ir::DType, std::string_view> kSafetensorsTypes[] = {
     {ir::DType::f32, "F32"}, {ir::DType::f64, "F64"}, {ir::DType::f16, "F16"},    {ir::DType::bf16, "BF16"},
-    {ir::DType::i64, "I64"}, {ir::DType::i32, "I32"}, {ir::DType::boolean, "BOOL"}};
+    {ir::DType::i64, "I64"}, {ir::DType::i32, "I32"}, {ir::DType::boolean, "BOOL"}, {ir::DType::u8, "U8"}};
 
 ir::DType parse_dtype(const std::string& s, const std::string& where) {
   auto d = ir::parse_dtype(s);
-  MUTWO_CHECK(d, "{}: unsupported dtype '{}' (f32, f64, f16, bf16, i64, i32, bool)", where, s);
+  MUTWO_CHECK(d, "{}: unsupported dtype '{}' (f32, f64, f16, bf16, i64, i32, bool, u8)", where, s);
   return *d;
 }
 

@@ -102,7 +102,7 @@ def test_hf_model_under_wrap_names_its_dropped_activations() -> None:
 def test_report_of_an_unplanned_wrap_says_nothing_lowered_the_peak() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
-    w = mt.wrap(model)
+    w = mt.wrap(model, "100%")
     w(torch.randn(8, 16)).sum().backward()
     r = mt.report(w)
     assert r["decisions"] == [] and r["moved"] == [], r
