@@ -319,7 +319,7 @@ std::string plan_mismatch(const SavedPlan& s, const std::string& model, int64_t 
   if (s.batch != batch) return fmt::format("it was made for batch {}, not {}", s.batch, batch);
   if (s.graph_fingerprint != fingerprint)
     return fmt::format("it was made for another graph of {} (fingerprint {}, this step's is {}: another optimizer, "
-                       "sequence length or mutwo version?)", model, s.graph_fingerprint, fingerprint);
+                       "sequence length, image size or mutwo version?)", model, s.graph_fingerprint, fingerprint);
   return {};
 }
 
