@@ -24,7 +24,7 @@ import torch
 
 from mutwo import _budget, _compat, _registry
 from mutwo._progress import Progress, format_bytes, quiet
-from mutwo._report import Report
+from mutwo._report import Report, StepClock, by_use
 from mutwo._ext import BudgetError, MutwoError, call, memory, ops
 from mutwo.capture import (CaptureError, DataDependentError, OutputSpec, data_key, document, named_state,
                            rng_preserved, trace)
@@ -52,6 +52,9 @@ class _Session:
             progress.done()
             raise
         i = self.info()
+        self.inputs = f"[{shapes}]" if shapes.count("[") > 1 else shapes or "(no tensors)"
+        self.device = torch.device(i["device"])
+        self.clock = StepClock()  # each step's time, for report()
         progress.close(f"planned for inputs {shapes}: peak {format_bytes(i['unplanned_peak_bytes'])} -> "
                        f"{format_bytes(i['predicted_peak_bytes'])} predicted (budget {i['budget'] or 'none'}), "
                        f"{len(i['dropped'])} activations dropped ({format_bytes(i['dropped_bytes'])}), "
@@ -65,8 +68,9 @@ class _Session:
             joint = trace(module, args, None, spec)
         except DataDependentError as e:
             raise DataDependentError(f"{e}; torch.compile(model, backend=mutwo.torch.backend(budget)) trains such "
-                                     "a model: Dynamo breaks the graph where the data decides, and mutwo plans "
-                                     "what it compiles") from e
+                                     "a model, this same one: Dynamo breaks the graph where the data decides (a "
+                                     "mixture-of-experts router, .item()), mutwo plans each graph it compiles, and "
+                                     "the code between them runs eagerly") from e
         progress.stage(1)
         with _compat.no_autocast():  # the graph holds autocast's casts; its real run must not cast again
             doc, tensors = document(joint, options["label"], data=None)
@@ -105,6 +109,10 @@ class _Session:
     def info(self) -> dict:
         return json.loads(call(ops().info, self.handle))
 
+    def summary(self) -> dict:
+        """info() with the input shapes and the steps' measured times (StepClock.fields)."""
+        return {**self.info(), "inputs": self.inputs, **self.clock.fields()}
+
     def write_report(self, directory: str) -> None:
         call(ops().report, self.handle, directory)
 
@@ -114,6 +122,7 @@ class _Step(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, session: _Session, *primals: torch.Tensor) -> Any:
+        session.clock.start(session.device)
         outs = call(ops().forward, session.handle, list(primals))
         ctx.session = session
         ctx.n = len(primals)
@@ -129,6 +138,7 @@ class _Step(torch.autograd.Function):
         out: list[Optional[torch.Tensor]] = [None] * ctx.n
         for pos, g in zip(s.gradient_of, result):
             out[pos] = g
+        s.clock.stop(s.device)
         if s.report_dir and not s.reported:
             s.reported = True
             s.write_report(s.report_dir)
@@ -136,7 +146,8 @@ class _Step(torch.autograd.Function):
 
 
 class Wrapped(torch.nn.Module):
-    """A module whose training steps run under mutwo's plan (see wrap()).
+    """A module whose training steps run under mutwo's plan (see wrap()); with
+    no budget, the module itself, as it is (nothing captured or planned).
 
     `state_dict()` and `load_state_dict()` are the wrapped module's own, so
     checkpoints move between the wrapped and the plain model unchanged."""
@@ -148,10 +159,14 @@ class Wrapped(torch.nn.Module):
         self._sessions: dict[Any, _Session] = {}
         self._last: Optional[_Session] = None
         self._kept_bytes = 0  # the largest budget a percentage was planned under, over the shapes so far
+        self._unplanned_steps = 0  # training calls run as they are, with no budget
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not torch.is_grad_enabled() or not self.module.training:
             return self.module(*args, **kwargs)  # evaluation: nothing to plan
+        if self._options["budget"] is None:  # no budget: the step as it is
+            self._unplanned_steps += 1
+            return self.module(*args, **kwargs)
         args = _positional(self.module, args, kwargs)
         if not any(p.requires_grad for p in self.module.parameters()) and \
                 not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
@@ -250,10 +265,15 @@ def wrap(module: torch.nn.Module, budget: Any = None, *, planner: str = "mutwo",
     written after each new plan's first backward (as report()). arena: serve
     the step from one arena planned ahead (docs/budgets.md); None: on CUDA
     under a budget, not on the CPU; report() says which ("arena", "arena_from").
+    With no budget the module runs as it is: nothing is captured, profiled
+    or planned ("100%" profiles and runs it on mutwo's executor, dropping nothing).
     Raises MutwoError now for a bad budget, planner or option, and
     BudgetError on the first call if no plan fits."""
     if not isinstance(module, torch.nn.Module):
         raise MutwoError(f"wrap() takes an nn.Module, got {type(module).__name__}")
+    if budget is None and report is not None:
+        raise MutwoError(f"report={report!r} with no budget: with none, wrap() runs the module as it is and has no "
+                         "plan to write; give budget=\"100%\" to profile the step and plan nothing, or a lower one")
     if arena is not None and not isinstance(arena, bool):
         raise MutwoError(f"arena={arena!r}: give True, False or None (the default: on CUDA under a budget)")
     options = _options(budget, planner, profile, report, type(module).__name__)
@@ -296,16 +316,22 @@ def report(module: Any = None, directory: Optional[str] = None) -> Report:
     if getattr(module, "graphs", None):  # a backend(compiler="mutwo")
         module = module.graphs[-1]
     sessions = module._sessions if isinstance(module, Wrapped) else getattr(module, "_mutwo_sessions", None)
-    last = module._last if isinstance(module, Wrapped) else getattr(module, "_mutwo_last", None)
     if sessions is None:
         raise MutwoError("report() takes a module returned by mutwo.torch.wrap()")
-    if last is None:
+    if isinstance(module, Wrapped) and module._options["budget"] is None:
+        if directory:
+            raise MutwoError(f"report(model, {directory!r}): wrap() had no budget, so it ran the module as it is and "
+                             "has no plan to write; give budget=\"100%\" to profile the step and plan nothing")
+        return Report({"unplanned": True, "budget": None, "model": module._options["label"],
+                       "steps": module._unplanned_steps, "plans": 0, "shapes": []})
+    if not sessions:
         raise MutwoError("no plan yet: call the module on a batch (in training mode, with grad enabled) first")
-    info = last.info()
-    info["plans"] = len(sessions)
+    # Every input shape's plan, the most used first; its fields are the report's own.
+    summaries = [s.summary() for s in sessions.values()]
+    shapes = by_use(summaries)
     if directory:
-        last.write_report(directory)
-    return Report(info)
+        next(s for s, d in zip(sessions.values(), summaries) if d is shapes[0]).write_report(directory)
+    return Report({**shapes[0], "plans": len(sessions), "shapes": shapes})
 
 
 def _same_budget(parsed: Optional[_budget.Budget], made: Any, options: Optional[dict], mode: Optional[str]) -> None:

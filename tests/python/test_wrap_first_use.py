@@ -142,3 +142,38 @@ def test_report_after_an_epoch_with_a_short_last_batch() -> None:
     assert "inputs [128, 64]: 2 steps, the most used of 2 input shapes" in text, text
     assert "other input shapes, by use:" in text and "- inputs [64, 64]: 1 step;" in text, text
     assert "the median of 2 steps run" in text and "steps run: 3" in text, text
+
+
+class _Router(nn.Module):
+    """A mixture-of-experts layer: each token to its top-2 experts, chosen by the data."""
+
+    def __init__(self, d: int = 16, experts: int = 4) -> None:
+        super().__init__()
+        self.router = nn.Linear(d, experts)
+        self.experts = nn.ModuleList(nn.Linear(d, d) for _ in range(experts))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        weight, chosen = self.router(x).softmax(-1).topk(2, dim=-1)
+        out = torch.zeros_like(x)
+        for i, expert in enumerate(self.experts):
+            token, slot = torch.where(chosen == i)
+            out = out.index_add(0, token, expert(x[token]) * weight[token, slot, None])
+        return out
+
+
+def test_a_router_names_the_compiled_route_which_trains_it(monkeypatch, tmp_path) -> None:
+    """wrap refuses a router (one joint graph cannot hold a shape the data
+    decides) naming the compiled route, and that route trains this same model
+    with eager's gradients."""
+    monkeypatch.setenv("MUTWO_CACHE_DIR", str(tmp_path / "cache"))
+    torch.manual_seed(0)
+    model, x = _Router(), torch.randn(8, 16)
+    with pytest.raises(CaptureError) as e:
+        mt.wrap(model, "60%")(x).sum().backward()
+    assert "aten::nonzero" in str(e.value) and "trains such a model, this same one" in str(e.value), str(e.value)
+    assert "mutwo.torch.backend(budget)" in str(e.value)
+    torch.compile(model, backend=mt.backend("lowest"))(x).sum().backward()
+    got = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    model(x).sum().backward()
+    assert all(torch.allclose(a, p.grad, rtol=1e-5, atol=1e-6) for a, p in zip(got, model.parameters()))
