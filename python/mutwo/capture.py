@@ -126,17 +126,20 @@ def trace(model: torch.nn.Module, example_inputs: Sequence[Any], loss_fn: Option
     Works on a deep copy of the model and restores torch's RNG, so neither the
     model (parameters, buffers) nor the RNG state changes.
     """
+    recurrent = _recurrent(model)
     with rng_preserved(), torch.enable_grad():
-        try:
-            with _compat.eager_recurrent():  # an nn.LSTM as eager runs it: its fused kernel
-                return _traced(model, tuple(example_inputs), loss_fn, out_spec)
-        except CaptureError as e:
-            recurrent = _recurrent(model)
-            if not recurrent:
-                raise
-            joint = _traced(model, tuple(example_inputs), loss_fn, out_spec)  # torch's decomposition, cell by cell
-            warnings.warn(_cell_by_cell(joint, recurrent, e), stacklevel=3)
-            return joint
+        if not recurrent:
+            return _traced(model, tuple(example_inputs), loss_fn, out_spec)
+        lost = _cudnn_lost(model)
+        if not lost:
+            try:
+                with _compat.eager_recurrent():  # an nn.LSTM as eager runs it: oneDNN's fused kernel on the CPU
+                    return _traced(model, tuple(example_inputs), loss_fn, out_spec)
+            except CaptureError as e:
+                lost = f"their fused kernel could not be traced ({str(e).splitlines()[0]})"
+        joint = _traced(model, tuple(example_inputs), loss_fn, out_spec)  # torch's decomposition, cell by cell
+        warnings.warn(_cell_by_cell(joint, recurrent, lost), stacklevel=3)
+        return joint
 
 
 def _traced(model: torch.nn.Module, example_inputs: tuple, loss_fn: Optional[Callable],
@@ -152,18 +155,28 @@ def _recurrent(model: torch.nn.Module) -> dict[str, str]:
     return {name: type(m).__name__ for name, m in model.named_modules() if isinstance(m, torch.nn.RNNBase)}
 
 
-def _cell_by_cell(joint: Joint, recurrent: dict[str, str], why: Exception) -> str:
-    """The warning when the recurrent layers' fused kernels could not be traced
-    and torch's decomposition was, one cell per time step: what it costs."""
+def _cudnn_lost(model: torch.nn.Module) -> str:
+    """Why a recurrent layer that eager runs as cuDNN's fused kernel is traced
+    cell by cell ("" where none is): its capture on CUDA is not yet run on a
+    card, so torch's decomposition is traced there."""
+    on_cuda = any(p.is_cuda for m in model.modules() if isinstance(m, torch.nn.RNNBase) for p in m.parameters())
+    if not on_cuda or not torch.backends.cudnn.enabled:
+        return ""
+    return "mutwo does not yet capture cuDNN's fused kernel (_cudnn_rnn) on CUDA"
+
+
+def _cell_by_cell(joint: Joint, recurrent: dict[str, str], why: str) -> str:
+    """The warning when the recurrent layers are traced by torch's
+    decomposition, one cell per time step, not as eager's fused kernel: why,
+    and what it costs."""
     scope = _compat.scopes(joint.gm, WRAPPER_ATTR)
     counts = {path: sum(1 for n, p in scope.items() if n.op == "call_function" and
                         (p == path or p.startswith(path + "."))) for path in recurrent}
     layers = ", ".join(f"{kind} {path or '(the model)'} ({counts[path]} ops)" for path, kind in recurrent.items())
-    return (f"mutwo: the fused kernel of {layers} could not be traced ({str(why).splitlines()[0]}), so each runs "
-            "cell by cell, one op per gate and time step, forward and backward: expect the step to be slower "
-            "than eager PyTorch (an LSTM language model ran 2.1 to 2.4 times slower per step this way on the "
-            "CPU). To keep eager's speed, leave the recurrent layer out of the wrapped module, or report this "
-            "failure with the model")
+    return (f"mutwo: {layers} run cell by cell, one op per gate and time step, forward and backward, not as "
+            f"eager's fused kernel: {why}. Expect the step to be slower than eager PyTorch (an LSTM language model "
+            "ran 2.1 to 2.4 times slower per step this way on the CPU); to keep eager's speed, leave the recurrent "
+            "layer out of the wrapped module")
 
 
 class _ViewedOutputs(Exception):
