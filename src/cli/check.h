@@ -26,8 +26,8 @@ inline constexpr double kCheckTolerance = 1e-4;
 // allowance is the multiple times that, times the output's own largest
 // magnitude. A kernel without a deterministic implementation flips the last
 // bits of many outputs, but not of every output in every run: an output two
-// reference runs left equal can differ in a third (see docs/planners.md,
-// "--check", for what was measured). A correct plan is one more run of the
+// reference runs left equal can differ in a third (see docs/testing.md,
+// "optimize --check's rule", for what was measured). A correct plan is one more run of the
 // same arithmetic; bf16 outputs differ by whole units in the last place, and
 // a third run 2 units off where the second was 1 off was measured: hence 2.
 inline constexpr double kCheckNoiseMultiple = 2;
