@@ -27,7 +27,7 @@ def main() -> None:
     sub = ap.add_subparsers(dest="command", required=True)
     for name in ("measure", "capture"):
         p = sub.add_parser(name)
-        p.add_argument("--model", help="a zoo name (resnet-152, bert-base, ...) or vit_b_16, llama, bert, gpt2, t5")
+        p.add_argument("--model", help="a zoo name (resnet-152, bert-base, ...) or one of configs.CAPTURED (llama, decoder12, t5, ...)")
         p.add_argument("--batch", type=int)
         p.add_argument("--device", default="cuda")
         p.add_argument("--steps", type=int, default=10, help="measured steps, after 2 warm-up steps")
