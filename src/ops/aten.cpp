@@ -79,6 +79,13 @@ double matmul_class_flops(const FlopArgs& a) {
     double f = 4 * numel(a.in[0]) * static_cast<double>(a.in[1]->shape[static_cast<size_t>(a.in[1]->rank() - 2)]);
     return t.find("backward") != std::string::npos ? 2 * f : f;
   }
+  // oneDNN's LSTM layer: per time step and batch row, its input and hidden
+  // matmuls (inputs 1 and 2 are weight_ih (4H, I) and weight_hh (4H, H)).
+  if ((t == "aten::mkldnn_rnn_layer" || t == "aten::mkldnn_rnn_layer_backward") && a.in.size() > 2 && a.in[0] &&
+      a.in[0]->rank() && a.in[0]->shape.back() > 0) {
+    double f = 2 * numel(a.in[0]) / static_cast<double>(a.in[0]->shape.back()) * (numel(a.in[1]) + numel(a.in[2]));
+    return t == "aten::mkldnn_rnn_layer_backward" ? 2 * f : f;
+  }
   double total = 0;
   for (const auto* o : a.out) total += numel(o);
   return total;

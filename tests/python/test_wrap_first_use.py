@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import statistics
 import warnings
 
@@ -87,6 +88,24 @@ def test_an_lstm_stays_one_fused_op_per_layer() -> None:
     assert short.count("aten.mkldnn_rnn_layer.default") == 2, short
     assert short.count("aten.mkldnn_rnn_layer_backward.default") == 2, short
     assert len(short) == len(long_), (len(short), len(long_))
+
+
+@pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="no oneDNN: eager runs an LSTM cell by cell too")
+def test_an_lstm_layer_is_priced_by_its_matmuls(tmp_path) -> None:
+    """profile="flops" prices each fused layer by its input and hidden
+    matmuls, 2 T B 4H (I + H), twice that for its backward."""
+    torch.manual_seed(0)
+    model = _LM()
+    w = mt.wrap(model, "100%", profile="flops")
+    x = torch.randint(0, 50, (4, 12))
+    F.cross_entropy(w(x).flatten(0, 1), x.flatten()).backward()
+    mt.report(w, str(tmp_path))
+    rows = list(csv.DictReader(open(tmp_path / "nodes.csv")))
+    forward = [int(r["flops"]) for r in rows if r["op"] == "aten::mkldnn_rnn_layer"]
+    backward = [int(r["flops"]) for r in rows if r["op"] == "aten::mkldnn_rnn_layer_backward"]
+    steps, hidden = 4 * 12, 32
+    assert forward == [2 * steps * 4 * hidden * (16 + hidden), 2 * steps * 4 * hidden * (hidden + hidden)], forward
+    assert sorted(backward) == sorted(2 * f for f in forward), backward
 
 
 @pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU])
