@@ -43,11 +43,16 @@ def _spread_note(step_ms: Optional[float], low: Optional[float], high: Optional[
         return []
     if not steps or low is None or high is None or steps < 2:
         return [f"  step: {step_ms:.2f} ms (one step timed: no spread)"]
-    lines = [f"  step: {step_ms:.2f} ms, {low:.2f} to {high:.2f} ms over {steps} profiled steps"]
-    if shown is not None and high - low > abs(shown):
-        lines.append(f"  note: the step times vary by {high - low:.2f} ms, more than the {abs(shown):.2f} ms extra "
-                     "time shown: it is within that noise")
-    return lines
+    return [f"  step: {step_ms:.2f} ms, {low:.2f} to {high:.2f} ms over {steps} profiled steps"] + \
+        _noise(low, high, shown)
+
+
+def _noise(low: float, high: float, shown: Optional[float]) -> list[str]:
+    """A note when the step times' spread is wider than `shown` (the difference reported)."""
+    if shown is None or high - low <= abs(shown):
+        return []
+    return [f"  note: the step times vary by {high - low:.2f} ms, more than the {abs(shown):.2f} ms extra time "
+            "shown: it is within that noise"]
 
 
 class StepClock:
@@ -117,8 +122,10 @@ def _step_time(r: dict) -> list[str]:
     """The step time: the median of the steps measured while training, else the profile's."""
     if r.get("step_ms"):
         n = int(r.get("measured_steps") or 0)
-        spread = f", {r['step_ms_min']:.2f} to {r['step_ms_max']:.2f} ms" if n > 1 else ""
-        return [f"  step: {r['step_ms']:.2f} ms, the median of {n} step{'s' if n != 1 else ''} run{spread}"]
+        low, high, shown = r["step_ms_min"], r["step_ms_max"], r.get("predicted_extra_ms")
+        lines = [f"  step: {r['step_ms']:.2f} ms, the median of {n} step{'s' if n != 1 else ''} run"
+                 + (f", {low:.2f} to {high:.2f} ms" if n > 1 else "")]
+        return lines + (_noise(low, high, shown) if n > 1 else [])
     return _spread_note(r.get("profiled_step_ms"), r.get("profiled_step_ms_min"), r.get("profiled_step_ms_max"),
                         r.get("predicted_extra_ms"), int(r.get("profile_iterations") or 0))
 
