@@ -9,6 +9,10 @@
 #include "cli/common.h"
 #include "support/units.h"
 
+namespace mutwo {
+class Progress;
+}
+
 namespace mutwo::cli {
 
 // Exit codes: 0 done, 1 internal error or a failed bitwise check, 2 the
@@ -112,6 +116,17 @@ struct MaxBatchCommand {
 
  private:
   int find(nlohmann::json& result) const;  // run's work; run adds --json's "error" line where it throws
+  // On CUDA: the search in children, the fresh-process check here (max_batch_children.cpp).
+  struct Children {
+    c10::Device device;    // parsed, never opened here
+    std::string dir;       // the search children's --out
+    int64_t cap = 0;       // --memory in bytes, as the first child resolved it
+    int64_t device_memory = 0;  // --device-memory in bytes (0: none)
+    bool arena = false;    // the children's arena, as resolved on the device
+  };
+  int find_in_children(nlohmann::json& result) const;
+  void confirm_in_children(nlohmann::json& row, const Children& c, Progress& progress) const;
+  int report_children(nlohmann::json& result, const Children& c, Progress& progress) const;
 };
 
 // mutwo train: epochs over a text file in batches, the step optionally planned

@@ -47,16 +47,16 @@ std::string shell_line(const std::vector<std::string>& argv) {
 // The executable the child runs: this one, unless a test names a wrapper.
 std::string own_executable() {
   if (const char* exe = std::getenv("MUTWO_TEST_FRESH_EXE"); exe && *exe) return exe;
-  return fs::read_symlink("/proc/self/exe").string();
+  return this_executable();
 }
 
-// The child's exit: its code, or -signal where a signal ended it.
+// The child's exit: its code, or -signal where a signal ended it. `err` empty: stderr passed on.
 int spawn_and_wait(const std::vector<std::string>& argv, const std::string& out, const std::string& err) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!err.empty()) posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -92,10 +92,14 @@ bool ran_out_of_memory(const std::string& err) {
 
 }  // namespace
 
+std::string this_executable() { return fs::read_symlink("/proc/self/exe").string(); }
+
+int run_child(const std::vector<std::string>& argv, const std::string& out) { return spawn_and_wait(argv, out, ""); }
+
 std::vector<std::string> fresh_run_argv(const std::string& exe, const std::string& graph_path, const FreshOptions& o) {
   std::vector<std::string> argv{exe, "run", "--graph", graph_path, "--device", o.device.name};
   // The cap as bytes: `free` read again in the child would be what is free then.
-  if (const int64_t cap = o.device.memory_cap(o.opened); cap > 0) {
+  if (const int64_t cap = o.device_memory_bytes >= 0 ? o.device_memory_bytes : o.device.memory_cap(o.opened); cap > 0) {
     argv.push_back("--device-memory");
     argv.push_back(std::to_string(cap));
   }

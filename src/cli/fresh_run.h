@@ -35,6 +35,9 @@ struct FreshOptions {
   const DeviceOptions& device;
   const c10::Device& opened;
   bool arena = false;
+  // The --device-memory cap in bytes, where this process has not opened the
+  // device (max-batch searching in children): -1, device.memory_cap(opened).
+  int64_t device_memory_bytes = -1;
 };
 
 // The child's command line for `graph_path`: `run --graph`, --device, the cap
@@ -50,5 +53,11 @@ std::vector<std::string> fresh_run_argv(const std::string& exe, const std::strin
 // this process's own (/proc/self/exe); tests put another in its place with
 // MUTWO_TEST_FRESH_EXE (a wrapper that runs mutwo and edits what it says).
 FreshRun run_fresh(const std::string& step_text, const std::string& what, const FreshOptions& o);
+
+// Runs `argv` (argv[0] an executable's path) as a child, its stdout into the
+// file `out`, its stderr passed on; its exit code, or -signal. This process's
+// own executable: /proc/self/exe.
+int run_child(const std::vector<std::string>& argv, const std::string& out);
+std::string this_executable();
 
 }  // namespace mutwo::cli

@@ -238,6 +238,7 @@ std::string parse_error_line(CLI::App& app, int argc, char** argv, const CLI::Pa
 
 int main_impl(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) command_line() += (i ? " " : "") + std::string(i ? argv[i] : "mutwo");
+  for (int i = 1; i < argc; ++i) command_args().emplace_back(argv[i]);
   CLI::App app{"mutwo: fit a deep-learning training step into a GPU memory budget (the mu-TWO approach)"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "mutwo 0.1");

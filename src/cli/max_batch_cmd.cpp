@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "cli/ending_in_json.h"
 #include "cli/fresh_run.h"
+#include "cli/max_batch_fresh.h"
 #include "cli/pipeline.h"
 #include "ir/text.h"
 #include "profile/batch_model.h"
@@ -46,24 +47,9 @@ constexpr int64_t kFirstModelBatch = 8;
 // measures (1 warm-up, 2 measured): the progress estimate's cost of each,
 // times the batch.
 constexpr double kProfileSteps = 4, kRunSteps = 3;
-// Fresh processes an answer is tried in, each one lower than the last.
-constexpr int kFreshTries = 3;
 
 // Whether a planner reads node times (the others' plans follow from bytes alone).
 bool timed(const std::string& planner) { return planner == "mutwo" || planner == "optimal"; }
-
-// The planners of --planners, in order ("none,per-layer,mutwo").
-std::vector<std::string> planner_list(const std::string& planners) {
-  std::vector<std::string> v;
-  size_t pos = 0;
-  while (pos <= planners.size()) {
-    size_t c = planners.find(',', pos);
-    v.push_back(planners.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
-    if (c == std::string::npos) break;
-    pos = c + 1;
-  }
-  return v;
-}
 
 // A real run of one planner at one batch: planned, rewritten, measured.
 struct Fit {
@@ -424,52 +410,17 @@ Confirmed Search::confirm_fresh(const std::string& planner, int64_t b) {
     const FreshRun r = run_fresh(f.step, fmt::format("{} at batch {}", planner, b), {c_.device, dev_, arena_});
     spent_.fresh_s += r.seconds;
     ++spent_.fresh;
-    const int64_t high = std::max(r.peak_bytes, r.device_peak_bytes);
-    c = {b, r.measured() && high <= cap_, json()};
-    json t{{"batch", b},
-           {"fits", c.fits},
-           {"out_of_memory", r.out_of_memory},
-           {"peak_bytes", r.measured() ? json(r.peak_bytes) : json()},
-           {"device_peak_bytes", r.measured() ? json(r.device_peak_bytes) : json()},
-           {"seconds", r.seconds}};
-    if (arena_) t["arena_over_cap"] = r.arena_over_cap;
-    tries.push_back(std::move(t));
+    tries.push_back(fresh_try(b, r, cap_, arena_));
+    c = {b, tries.back()["fits"].get<bool>(), json()};
     if (c.fits) break;
-    const int64_t per_sample = std::max<int64_t>(1, high / b);
-    const int64_t down = !r.measured() ? b / 20 : (high - cap_ + per_sample - 1) / per_sample;
-    const int64_t next = b - std::max<int64_t>(1, down);
-    progress_.warn(fmt::format("max-batch: {}: batch {} fitted in this process but not in a fresh one ({}){}", planner,
-                               b,
-                               r.out_of_memory    ? std::string("out of memory")
-                               : r.arena_over_cap ? std::string("its arena passed --memory")
-                                                  : fmt::format("peak {}, {} over --memory", format_bytes(high),
-                                                                format_bytes(high - cap_)),
-                               attempt + 1 < kFreshTries && next > 0 ? fmt::format("; trying {} and below", next) : ""));
+    const int64_t next = fresh_step_down(b, r, cap_);
+    progress_.warn(fresh_warning(planner, b, r, cap_, next, attempt + 1 < kFreshTries));
     if (attempt + 1 < kFreshTries)
       b = next > 0 ? largest_fitting(next, next, [&](int64_t x) { return run(planner, x).fits; }) : 0;
   }
-  const json& last = tries.back();
-  c.row = {{"batch", c.batch},
-           {"fits", c.fits},
-           {"peak_bytes", last["peak_bytes"]},
-           {"device_peak_bytes", last["device_peak_bytes"]},
-           {"margin_bytes", last["peak_bytes"].is_null()
-                                ? json()
-                                : json(cap_ - std::max(last["peak_bytes"].get<int64_t>(),
-                                                       last["device_peak_bytes"].get<int64_t>()))},
-           {"seconds", last["seconds"]},
-           {"tries", tries}};
+  c.row = fresh_summary(tries, cap_);
   if (b == 0) c.batch = 0;  // no lower batch fits even in this process
   return c;
-}
-
-// The table's fresh-process cell: "fits, 12.0 KiB to spare", "skipped".
-std::string fresh_cell(const json& f) {
-  if (f.is_null()) return "not run";
-  if (f["margin_bytes"].is_null()) return fmt::format("batch {}: OUT OF MEMORY", f["batch"].get<int64_t>());
-  const int64_t margin = f["margin_bytes"].get<int64_t>();
-  return f["fits"].get<bool>() ? fmt::format("fits, {} to spare", format_bytes(margin))
-                               : fmt::format("batch {}: {} OVER", f["batch"].get<int64_t>(), format_bytes(-margin));
 }
 
 // mutwo's floor: the larger of per-layer's and sqrt-n's answers confirmed so
@@ -585,13 +536,19 @@ int MaxBatchCommand::run() const {
 
 // Fills `result`'s memory_bytes and, planner by planner, its results.
 int MaxBatchCommand::find(nlohmann::json& result) const {
+  // On CUDA the search runs in children, so that this process holds nothing on the card while an answer trains in
+  // its fresh process (max_batch_children.cpp); a test asks for the same on the CPU.
+  if (!no_fresh_check && (device.name.rfind("cuda", 0) == 0 || std::getenv("MUTWO_TEST_SEARCH_IN_CHILDREN")))
+    return find_in_children(result);
   for (const std::string& planner : planner_list(planners)) check_planner(planner);  // before any batch is tried
   c10::Device dev = device.open();
   MUTWO_CHECK(!memory.empty() || dev.is_cuda(), "max-batch on the CPU needs --memory (e.g. --memory 2GiB)");
   const std::vector<std::string> names = planner_list(planners);
   const int64_t cap = device_memory_bytes(dev, memory.empty() ? "free" : memory);
   result["memory_bytes"] = cap;
+  result["device_memory_bytes"] = device.memory_cap(dev);  // --device-memory in bytes (0: none)
   result["search"] = search;
+  result["search_process"] = "this";
   const bool use_arena = arena.resolve(dev, /*bounded=*/true);  // --memory is the cap
   result["arena"] = use_arena;
   result["arena_from"] = arena.from();
@@ -610,13 +567,7 @@ int MaxBatchCommand::find(nlohmann::json& result) const {
   progress.done();
   progress.note(fmt::format("max-batch: done in {:.1f} s: {}", progress.elapsed_s(), s.spent()));
   // An answer that did not fit in a fresh process is no answer: exit 1, the rows printed first.
-  const std::string unconfirmed =
-      s.unconfirmed().empty()
-          ? std::string()
-          : fmt::format("max-batch: an answer fitted in this process but not in a fresh one, after {} tries each: {}; "
-                        "the rows say what each fresh process measured (their max_batch is the last batch tried, "
-                        "unconfirmed); lower --memory by the overshoot, or re-run max-batch",
-                        kFreshTries, fmt::join(s.unconfirmed(), "; "));
+  const std::string unconfirmed = s.unconfirmed().empty() ? std::string() : unconfirmed_text(s.unconfirmed());
   // No planner fits batch 1: exit 3, as a budget no plan reaches, with what batch 1 needs.
   const std::string none_fits = s.none_fits();
   const std::string error = none_fits.empty() ? unconfirmed : none_fits;

@@ -55,6 +55,11 @@ std::string& command_line() {
   return line;
 }
 
+std::vector<std::string>& command_args() {
+  static std::vector<std::string> args;
+  return args;
+}
+
 // Profiles `g` for planning (see plan_step): the plan input, its unplanned
 // peak, and the step it was measured as when the unplanned one does not fit.
 PlannedOnDevice profile_for_plan(const ir::Graph& g, const ProfilingOptions& so, const plan::PlanOptions& plan) {

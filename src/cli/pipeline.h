@@ -95,5 +95,7 @@ PlannedOnDevice apply_saved_plan(const ir::Graph& g, const ProfilingOptions& o, 
 
 // The command line as the user typed it (for the reproduce line of reports).
 std::string& command_line();
+// The same, one argument each, argv[1] on (max-batch's search children take them again).
+std::vector<std::string>& command_args();
 
 }  // namespace mutwo::cli

@@ -122,8 +122,8 @@ sys.exit(r.returncode)
 """
 
 
-def planted(tmp_path: pathlib.Path, plan: str, *args: str, expect: int | None,
-            planners: str = "none") -> tuple[dict, str, list[list[str]]]:
+def planted(tmp_path: pathlib.Path, plan: str, *args: str, expect: int | None, planners: str = "none",
+            children: bool = False) -> tuple[dict, str, list[list[str]]]:
     """max-batch on transformer-lm under 2 MiB (planner none, seed 3, capped
     there too) with the planted child: its JSON line, its stderr and the
     child's argument lists."""
@@ -132,7 +132,8 @@ def planted(tmp_path: pathlib.Path, plan: str, *args: str, expect: int | None,
     exe.chmod(0o755)
     r = mutwo("max-batch", "--model", "transformer-lm", "--memory", "2MiB", "--device-memory", "2MiB", "--limit", "64",
               "--planners", planners, "--seed", "3", "--json", "--quiet", *args, expect=expect,
-              env={"MUTWO_TEST_FRESH_EXE": str(exe), "FRESH_DIR": str(tmp_path), "FRESH_PLAN": plan})
+              env={"MUTWO_TEST_FRESH_EXE": str(exe), "FRESH_DIR": str(tmp_path), "FRESH_PLAN": plan,
+                   **({"MUTWO_TEST_SEARCH_IN_CHILDREN": "1"} if children else {})})
     log = tmp_path / "argv.log"
     calls = [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
     return last_json(r), r.stderr, calls
@@ -243,3 +244,36 @@ def test_mutwo_is_never_below_per_layer(tmp_path: pathlib.Path) -> None:
     own = {r["planner"]: r for r in last_json(mutwo(*ARGS)).get("results")}
     assert own["mutwo"]["max_batch"] >= own["per-layer"]["max_batch"] > 0, own
     assert all(r["monotone"] and r["answer_from"] == r["planner"] for r in own.values()), own
+
+
+# On CUDA the search runs in children and the fresh-process check in a
+# process that never opened the device (max_batch_children.cpp): on a card it
+# held its context and the libraries' handles while the child trained. The
+# same route on the CPU, asked for by the test switch.
+CHILDREN = {"MUTWO_TEST_SEARCH_IN_CHILDREN": "1"}
+
+
+def test_search_in_children_answers_as_in_one_process() -> None:
+    """The same answers as the search in one process, each confirmed fresh; the JSON says which route ran."""
+    here, there = last_json(mutwo(*ARGS)), last_json(mutwo(*ARGS, env=CHILDREN))
+    assert here["search_process"] == "this" and there["search_process"] == "children", (here, there)
+    rows = {r["planner"]: r for r in there["results"]}
+    assert [r["planner"] for r in there["results"]] == [r["planner"] for r in here["results"]]
+    for r in here["results"]:
+        p = r["planner"]
+        if p != "mutwo":  # mutwo's plans follow measured times (test_model_search_answers_as_the_full_search)
+            assert rows[p]["max_batch"] == r["max_batch"] > 0, (p, rows[p], r)
+        assert rows[p]["fresh_process"]["fits"] and rows[p]["fresh_process"]["batch"] == rows[p]["max_batch"], rows[p]
+    assert rows["mutwo"]["max_batch"] >= rows["per-layer"]["max_batch"], rows
+
+
+def test_search_in_children_steps_down(tmp_path: pathlib.Path) -> None:
+    """A fresh child over the limit, then one out of memory: each lower answer is searched again in a child
+    (under --limit of the batch below), and the third fresh child's batch is the answer."""
+    j, err, calls = planted(tmp_path, "over:102400,oom,ok", expect=0, children=True)
+    f = j["results"][0]["fresh_process"]
+    assert j["search_process"] == "children" and len(calls) == 3, (j, calls)
+    assert [t["fits"] for t in f["tries"]] == [False, False, True] and f["tries"][1]["out_of_memory"], f
+    batches = [t["batch"] for t in f["tries"]]
+    assert batches == sorted(batches, reverse=True) and len(set(batches)) == 3, f
+    assert j["results"][0]["max_batch"] == batches[2] and "not in a fresh one (out of memory)" in err, (j, err)
