@@ -1,4 +1,4 @@
-# The compiled route's planner (docs/planners.md, "The compiled route"): which
+# The compiled route's planner (docs/compiled.md): which
 # forward values Inductor saves for the backward, chosen from PyTorch's own
 # frontier and scored by one model of the partition Inductor really runs.
 #
@@ -16,13 +16,14 @@
 #   prefix of its own anchors, chosen across layers by one exact solve for the
 #   least added time that frees what the budget asks ("layers:3,3,2,0").
 # Each candidate is priced from the forward and backward modules min-cut
-# returns for it (`predict`): the added peak of each phase by one liveness walk
-# that skips what Inductor never writes to memory, and the recompute time of
+# returns for it (`predict`): the added peak of each phase by the core's walk
+# over its memory events (plan::compiled::phase_peak; the events leave out
+# what Inductor never writes to memory), and the recompute time of
 # the forward ops the backward holds, from the core's roofline (the device rate
 # table, src/profile/rates.h). μ-TWO's order, the solve across layers, the
 # choice among priced candidates, what a budget resolves to and the refusal
 # text are the core's (src/plan/compiled.h), called through the extension: this
-# module finds PyTorch's nodes and prices partitions. The fastest candidate
+# module finds PyTorch's nodes and reads partitions into plain lists. The fastest candidate
 # that fits wins; with no budget pressure that is compile's own default, and
 # PyTorch's answer at any budget is among the candidates, so at the same
 # modelled peak mutwo is never slower by its model.
@@ -100,7 +101,7 @@ class Corrections:
     A plan the model over-predicted says nothing of another's: on the CPU the
     test decoder's compile:1 backward measured 360 KB below its prediction,
     mutwo:2's 45 KB, and carrying the first onto the second put it 315 KB
-    short, over budget (docs/planners.md, "Corrections")."""
+    short, over budget (docs/compiled.md, "Corrections")."""
     by_plan: dict[str, Residual] = field(default_factory=dict)
 
     def of(self, c: Candidate) -> Residual:
@@ -127,17 +128,43 @@ def _reduction(node: fx.Node) -> bool:
     return torch.Tag.reduction in getattr(node.target, "tags", ())
 
 
+# Lowered by Inductor as loads through an index (lowering.py: gather's,
+# index's and embedding's Pointwise): they read their input inside their own loop.
+_INDIRECT = (torch.ops.aten.gather.default, torch.ops.aten.index.Tensor, torch.ops.aten.embedding.default)
+
+
+def _view(node: fx.Node) -> bool:
+    """An op whose result aliases its input (its schema says so), or _unsafe_view."""
+    if node.target is torch.ops.aten._unsafe_view.default:
+        return True
+    returns = getattr(getattr(node.target, "_schema", None), "returns", None)
+    return bool(returns) and returns[0].alias_info is not None and not returns[0].alias_info.is_write
+
+
+def _fuses(user: fx.Node, module: Schedule, outputs: set, depth: int = 0) -> bool:
+    """Inductor computes what `user` reads inside `user`'s own loop: a
+    pointwise node, a reduction, an indexed load (a cross-entropy's gather of
+    its log-softmax), or a view, not returned, whose readers all do."""
+    if user.op != "call_function":
+        return False
+    if _pointwise(user) or _reduction(user) or user.target in _INDIRECT:
+        return True
+    readers = module.users[user]
+    return _view(user) and user not in outputs and depth < 4 and bool(readers) and \
+        all(_fuses(u, module, outputs, depth + 1) for u in readers)
+
+
 def _unmaterialized(node: fx.Node, module: Schedule, outputs: set) -> bool:
     """A temporary Inductor's GPU code never writes to memory: made by a
     pointwise node and read, fewer than 4 times (Inductor realizes a buffer
-    read more often), only by pointwise nodes or reductions, which take its
-    loop in; not an output of its module."""
+    read more often), only by readers that take its loop in (_fuses); not an
+    output of its module."""
     if node.op != "call_function" or not _pointwise(node) or node in outputs:
         return False
     users = module.users[node]
     if not users or len(users) >= 4:
         return False
-    return all(u.op == "call_function" and (_pointwise(u) or _reduction(u)) for u in users)
+    return all(_fuses(u, module, outputs) for u in users)
 
 
 def _tensors(val: Any) -> list[torch.Tensor]:
@@ -153,79 +180,69 @@ def _storage(t: torch.Tensor) -> tuple[int, int]:
     return s._cdata, s.nbytes()
 
 
-class _Walk:
-    """Live bytes along one module's schedule: a storage is allocated by the
-    first node that makes it and freed after its last reader, unless the module
-    returns it or it was live before. With `fused` (CUDA), a pointwise
-    temporary Inductor keeps in registers takes nothing (_unmaterialized);
-    on the CPU every node's output counts as written. Both choices are
-    measured (docs/planners.md, "The compiled route"): on the CPU counting
-    fused temporaries as free missed the backward's peak by up to 50% once
-    values were recomputed; on an H100 counting them over-predicted the
-    added peak about twofold. `relaid`: inputs Inductor copies before a
-    convolution reads them (Query.relaid); the copy is allocated where the
-    first of them reads it and freed like any value."""
+def _events(module: Schedule, carried: dict[int, int], fused: bool,
+            relaid: frozenset = frozenset()) -> tuple[list[list[int]], dict[int, int]]:
+    """One module's memory events, the core's plain data (plan::compiled::Phase):
+    per storage its bytes, the node that makes it (-1: carried, live before
+    the module: the backward's saved set), the node after which it is freed
+    (its last reader; never when the module returns it; right after its maker
+    when nothing reads it) and whether it is saved (the carried set, or the
+    forward's outputs); per node the workspace it holds (_loss.workspace_bytes).
+    Also the storages the module leaves live, with their bytes. With `fused`
+    (CUDA), a pointwise temporary Inductor keeps in registers takes nothing
+    (_unmaterialized); on the CPU every node's output counts as written. Both
+    choices are measured (docs/compiled.md): on the CPU counting fused
+    temporaries as free missed the backward's peak by up to 50% once values
+    were recomputed; on an H100 counting them over-predicted the added peak
+    about twofold. `relaid`: inputs Inductor copies before a convolution reads
+    them (Query.relaid), made where the first of them reads it."""
+    nodes, outputs = module.nodes, set(module.outputs)
+    never = len(nodes)
+    kept = {k for n in outputs for k, _ in map(_storage, _tensors(n.meta.get("val")))}
+    given = set(carried) | {k for n in module.inputs for k, _ in map(_storage, _tensors(n.meta.get("val")))}
+    index: dict[int, int] = {}  # storage -> its row
+    size, made, last = [], [], []
 
-    def __init__(self, module: Schedule, live: dict[int, int], fused: bool,
-                 relaid: frozenset = frozenset()) -> None:
-        self.module, self.live, self.fused, self.relaid = module, dict(live), fused, relaid
-        self.bytes = sum(self.live.values())
-        self.peak = self.bytes
-        self.carried = set(live)  # storages live before the module: the backward's saved set
-        self.saved_at_peak = 0  # bytes of the saved set (forward: of what it returns) live at the peak
+    def add(k: int, nbytes: int, at: int) -> None:
+        index[k] = len(size)
+        size.append(nbytes), made.append(at), last.append(at)
 
-    def run(self, keep_outputs: bool) -> dict[int, int]:
-        nodes, outputs = self.module.nodes, set(self.module.outputs)
-        kept = {k for n in outputs for k, _ in map(_storage, _tensors(n.meta.get("val")))}
-        last: dict[int, int] = {}
-        for i, n in enumerate(nodes):
-            for a in n.all_input_nodes:
-                for k, _ in map(_storage, _tensors(a.meta.get("val"))):
-                    last[k] = i
-        for n in outputs:  # read by the output node, after every node
-            for k, _ in map(_storage, _tensors(n.meta.get("val"))):
-                last[k] = len(nodes)
-        given = set(self.live)
-        for n in self.module.inputs:
-            for k, _ in map(_storage, _tensors(n.meta.get("val"))):
-                given.add(k)
-        for i, n in enumerate(nodes):
-            for a in n.all_input_nodes:
-                if a in self.relaid:
-                    for k, size in map(_storage, _tensors(a.meta.get("val"))):
-                        if k not in self.live:
-                            self.live[k] = size
-                            self.bytes += size
-            if n.op == "call_function" and not (self.fused and _unmaterialized(n, self.module, outputs)):
-                for k, size in map(_storage, _tensors(n.meta.get("val"))):
-                    if k not in self.live and k not in given:
-                        self.live[k] = size
-                        self.bytes += size
-                held = self.bytes + _loss.workspace_bytes(n)  # what an operator holds inside, besides its outputs
-                if held > self.peak:
-                    self.peak = held
-                    saved = self.carried if self.carried else kept
-                    self.saved_at_peak = sum(v for k, v in self.live.items() if k in saved)
-            for a in n.all_input_nodes:
-                for k, _ in map(_storage, _tensors(a.meta.get("val"))):
-                    if last.get(k) == i and k in self.live and not (keep_outputs and k in kept):
-                        self.bytes -= self.live.pop(k)
-        return self.live
+    for k, nbytes in carried.items():
+        add(k, nbytes, -1)
+    workspace = []
+    for i, n in enumerate(nodes):
+        for a in n.all_input_nodes:
+            for k, nbytes in map(_storage, _tensors(a.meta.get("val"))):
+                if a in relaid and k not in index:
+                    add(k, nbytes, i)
+                if k in index:
+                    last[index[k]] = i
+        if n.op == "call_function" and not (fused and _unmaterialized(n, module, outputs)):
+            for k, nbytes in map(_storage, _tensors(n.meta.get("val"))):
+                if k not in index and k not in given:
+                    add(k, nbytes, i)
+        workspace.append(_loss.workspace_bytes(n))
+    for k, r in index.items():  # returned, or carried and never read (a user's output, held through the step)
+        if k in kept or last[r] < 0:
+            last[r] = never
+    saved = [int(made[r] < 0 if carried else k in kept) for k, r in index.items()]
+    left = {k: size[r] for k, r in index.items() if last[r] == never}
+    return [size, made, last, saved, workspace], left
 
 
 def memory(fw: Schedule, bw: Schedule, fused: bool, relaid: frozenset = frozenset()) -> tuple[int, int, int, int]:
     """(forward's added peak, backward's added peak, saved bytes live at the
-    higher of the two, bytes the forward leaves allocated) of one partition:
-    the forward from nothing but its inputs, less the inputs it copies
-    (`relaid`, Query.relaid); the backward from what the forward returned
-    (the saved set, such copies among it, and the outputs), each saved value
-    freed after its last reader, the gradients kept."""
-    fwd = _Walk(fw, {}, fused, relaid)
-    after = fwd.run(keep_outputs=True)
-    retained = sum(after.values())
-    bwd = _Walk(bw, after, fused)
-    bwd.run(keep_outputs=True)
-    return fwd.peak, bwd.peak, (bwd if bwd.peak >= fwd.peak else fwd).saved_at_peak, retained
+    higher of the two, bytes the forward leaves allocated) of one partition,
+    walked by the core (plan::compiled::phase_peak): the forward from nothing
+    but its inputs, less the inputs it copies (`relaid`, Query.relaid); the
+    backward from what the forward returned (the saved set, such copies among
+    it, and the outputs), each saved value freed after its last reader, the
+    gradients kept."""
+    events, after = _events(fw, {}, fused, relaid)
+    fwd_peak, fwd_saved, retained = call(ops().phase_peak, *events)
+    events, _ = _events(bw, after, fused)
+    bwd_peak, bwd_saved, _ = call(ops().phase_peak, *events)
+    return fwd_peak, bwd_peak, bwd_saved if bwd_peak >= fwd_peak else fwd_saved, retained
 
 
 # -- what recomputation costs

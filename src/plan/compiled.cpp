@@ -88,6 +88,40 @@ std::optional<std::vector<int32_t>> solve_layers(const std::vector<LayerOption>&
   return chosen;
 }
 
+PhasePeak phase_peak(const Phase& p) {
+  const size_t storages = p.bytes.size(), nodes = p.workspace.size();
+  MUTWO_ASSERT(p.made.size() == storages && p.freed.size() == storages && p.saved.size() == storages,
+              "phase_peak: lists of {} storages differ in length", storages);
+  std::vector<std::vector<size_t>> made_at(nodes), freed_at(nodes);
+  int64_t live = 0, saved = 0;
+  for (size_t s = 0; s < storages; ++s) {
+    MUTWO_ASSERT(p.made[s] >= -1 && p.made[s] < static_cast<int64_t>(nodes) && p.freed[s] >= p.made[s],
+                "phase_peak: storage {} made at {}, freed after {}, of {} nodes", s, p.made[s], p.freed[s], nodes);
+    if (p.made[s] < 0) {
+      if (p.freed[s] < 0) continue;  // carried but never read: gone before the first node
+      live += p.bytes[s];
+      saved += p.saved[s] ? p.bytes[s] : 0;
+    } else {
+      made_at[static_cast<size_t>(p.made[s])].push_back(s);
+    }
+    if (p.freed[s] >= 0 && p.freed[s] < static_cast<int64_t>(nodes)) freed_at[static_cast<size_t>(p.freed[s])].push_back(s);
+  }
+  PhasePeak out{live, saved, 0};
+  for (size_t i = 0; i < nodes; ++i) {
+    for (size_t s : made_at[i]) {
+      live += p.bytes[s];
+      saved += p.saved[s] ? p.bytes[s] : 0;
+    }
+    if (live + p.workspace[i] > out.peak) out = {live + p.workspace[i], saved, 0};
+    for (size_t s : freed_at[i]) {
+      live -= p.bytes[s];
+      saved -= p.saved[s] ? p.bytes[s] : 0;
+    }
+  }
+  out.retained = live;
+  return out;
+}
+
 int32_t fastest_within(const std::vector<Priced>& candidates, int64_t budget) {
   int32_t best = -1;
   for (size_t i = 0; i < candidates.size(); ++i) {

@@ -6,6 +6,7 @@
 #include <torch/library.h>
 
 #include <tuple>
+#include <utility>
 
 #include "plan/blocks.h"
 #include "plan/compiled.h"
@@ -89,6 +90,18 @@ int64_t lowest(std::vector<int64_t> peaks, std::vector<double> ms) {
   return translated([&] { return int64_t{plan::compiled::lowest(priced(peaks, ms))}; });
 }
 
+// (peak, saved bytes at the peak, bytes retained) of one phase's memory events (plan::compiled::Phase).
+std::tuple<int64_t, int64_t, int64_t> phase_peak(std::vector<int64_t> bytes, std::vector<int64_t> made,
+                                                 std::vector<int64_t> freed, std::vector<int64_t> saved,
+                                                 std::vector<int64_t> workspace) {
+  return translated([&] {
+    const plan::compiled::PhasePeak p = plan::compiled::phase_peak(
+        {std::move(bytes), std::move(made), std::move(freed), std::vector<uint8_t>(saved.begin(), saved.end()),
+         std::move(workspace)});
+    return std::tuple<int64_t, int64_t, int64_t>{p.peak, p.saved_at_peak, p.retained};
+  });
+}
+
 // The repeated layer of each module path (plan::block_of), "" for none.
 std::vector<std::string> blocks_of(std::vector<std::string> scopes) {
   for (std::string& s : scopes) s = plan::block_of(s);
@@ -115,6 +128,7 @@ TORCH_LIBRARY_FRAGMENT(mutwo, m) {
   m.def("solve_layers(int[] k, int[] freed, float[] ms, int count, int need) -> int[]", &solve_layers);
   m.def("fastest_within(int[] peaks, float[] ms, int budget) -> int", &fastest_within);
   m.def("lowest(int[] peaks, float[] ms) -> int", &lowest);
+  m.def("phase_peak(int[] bytes, int[] made, int[] freed, int[] saved, int[] workspace) -> (int, int, int)", &phase_peak);
   m.def("blocks_of(str[] scopes) -> str[]", &blocks_of);
   m.def("surely_below(int budget, int lowest) -> bool", &surely_below);
   m.def("refusal_text(int budget, int lowest, int unplanned, str what, int fixed, int activation, int compiles) -> str",

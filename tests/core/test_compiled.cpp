@@ -178,5 +178,31 @@ TEST(Compiled, TheFloorStaysPutWhateverTheTimings) {
   }
 }
 
+// The one phase walk, by hand: a forward of three nodes (a -> b -> out) and a
+// backward given what it returned.
+TEST(PhasePeak, ForwardAndBackwardByHand) {
+  // Forward: node 0 makes a (100), node 1 makes b (50) and reads a last,
+  // node 2 makes out (10, returned) and reads b last; node 1 holds a 30-byte
+  // workspace. Peak at node 1: a + b + 30. a is saved (returned to the backward).
+  plan::compiled::Phase fwd{{100, 50, 10}, {0, 1, 2}, {3, 2, 3}, {1, 0, 1}, {0, 30, 0}};
+  const plan::compiled::PhasePeak f = plan::compiled::phase_peak(fwd);
+  EXPECT_EQ(f.peak, 180);
+  EXPECT_EQ(f.saved_at_peak, 100);
+  EXPECT_EQ(f.retained, 110);
+  // Backward: a and out carried; out read last at node 0, a at node 1; node 0
+  // makes a gradient of 100 (kept), node 1 one of 40 freed after node 1.
+  // A carried storage never read (freed -1) takes nothing.
+  plan::compiled::Phase bwd{{100, 10, 100, 40, 999}, {-1, -1, 0, 1, -1}, {1, 0, 2, 1, -1}, {1, 1, 0, 0, 1}, {0, 0}};
+  const plan::compiled::PhasePeak b = plan::compiled::phase_peak(bwd);
+  EXPECT_EQ(b.peak, 240);  // node 1: a, the first gradient and its own 40; out freed after node 0
+  EXPECT_EQ(b.saved_at_peak, 100);
+  EXPECT_EQ(b.retained, 100);
+}
+
+TEST(PhasePeak, RefusesEventsOutOfOrder) {
+  plan::compiled::Phase bad{{8}, {2}, {1}, {0}, {0, 0, 0}};
+  EXPECT_THROW(plan::compiled::phase_peak(bad), InternalError);
+}
+
 }  // namespace
 }  // namespace mutwo

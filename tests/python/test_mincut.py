@@ -114,3 +114,23 @@ def test_boykov_kolmogorov_cuts_where_preflow_push_does(monkeypatch) -> None:
         cuts["bk"].append(list(mine))
     assert _partition("llama-dropout", check) >= 1
     assert cuts["bk"] and len(cuts["bk"][0]) >= 10
+
+
+def test_a_log_softmax_its_gather_reads_is_not_written_on_cuda() -> None:
+    """Inductor lowers gather as a load inside its own loop (lowering.py's
+    gather), so the fp32 log-softmax a cross-entropy gathers its targets from
+    is never written. On an H200 the bench decoder's forward was predicted
+    exactly that tensor's 1,048,576,000 bytes high while it counted
+    (docs/compiled.md, "Where the model missed")."""
+    gathered: list[str] = []
+
+    def check(q: _mincut.Query) -> None:
+        fw, _ = q.schedules(q.pytorch(1.0))
+        outputs = set(fw.outputs)
+        for n in fw.nodes:
+            if n.target is torch.ops.aten.gather.default and n.args[0] not in outputs:
+                read = n.args[0]
+                gathered.append(read.name)
+                assert _frontier._unmaterialized(read, fw, outputs), f"{read.name} ({read.target}), read by {n.name}"
+    assert _partition("llama-dropout", check) >= 1
+    assert gathered, "the decoder's cross-entropy has no gather in its forward"
