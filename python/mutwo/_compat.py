@@ -1,7 +1,7 @@
 # The torch internals mutwo.capture leans on, in one place: AOTAutograd and
 # its partitioner (torch._functorch), fake tensors, functionalised graphs that
 # return new buffer values as extra forward outputs, nn_module_stack metadata,
-# torch.compile's backend registry.
+# the recurrent ops' Python decompositions, torch.compile's backend registry.
 # mutwo needs torch MIN_TORCH or later, checked here, on import of mutwo.capture
 # or mutwo.torch (CMakeLists.txt's MUTWO_TORCH_MIN says the same).
 from __future__ import annotations
