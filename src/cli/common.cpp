@@ -324,13 +324,13 @@ plan::PlanOptions BudgetOptions::plan_options(bool progress) const {
   return o;
 }
 
-void ArenaOptions::add_to(CLI::App& app, const char* what) {
+void ArenaOptions::add_to(CLI::App& app, const char* what, const char* detail) {
   CLI::Option* arena = app.add_flag(
       "--arena", on,
       fmt::format("serve {} from one arena planned ahead from its liveness and each node's measured workspace "
                   "(docs/budgets.md); the default on CUDA wherever a budget or memory cap applies, off on the CPU, "
-                  "where it only costs",
-                  what));
+                  "where it only costs{}{}",
+                  what, *detail ? "; " : "", detail));
   app.add_flag("--no-arena", off, "leave every allocation to the device's allocator, on CUDA too")->excludes(arena);
 }
 

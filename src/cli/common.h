@@ -152,8 +152,8 @@ struct BudgetOptions {
 struct ArenaOptions {
   bool on = false;   // --arena
   bool off = false;  // --no-arena
-  // Both flags, --arena's help `what` (what the command serves from it); --no-arena excludes --arena.
-  void add_to(CLI::App& app, const char* what);
+  // Both flags, --arena's help `what` (what the command serves from it) and `detail`; --no-arena excludes --arena.
+  void add_to(CLI::App& app, const char* what, const char* detail = "");
   // Whether the step is served from an arena on `dev`; `bounded`: a budget or a cap applies to the command.
   bool resolve(const c10::Device& dev, bool bounded) const { return on || (!off && runtime::arena_by_default(dev, bounded)); }
   // For --json's `arena_from`: "--arena", "--no-arena", or "default" (the device's).

@@ -55,8 +55,9 @@ struct RunCommand {
                  "CUDA: steps 1-2 node by node, then the step captured once as a CUDA graph and replayed");
     app.add_flag("--deterministic", deterministic,
                  "deterministic kernels (warn-only), so that two runs from one seed give the same losses");
-    arena.add_to(app, "the step's allocations (on CUDA by default under --device-memory or with --graph; not with "
-                      "--cuda-graph)");
+    arena.add_to(app, "the step's allocations",
+                 "for run: under --device-memory or with --graph (a planned step), in one process, not with "
+                 "--cuda-graph");
     device.add_to(app);
     app.add_option("--save", save,
                    "after the last step, write the parameters, buffers and optimizer state to this file "

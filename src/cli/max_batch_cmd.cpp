@@ -524,8 +524,8 @@ void MaxBatchCommand::add_to(CLI::App& app) {
   app.add_option("--out", out, "directory for each answer's rewritten step, PLANNER.ir (train it with run --graph)");
   app.add_flag("--no-fresh-check", no_fresh_check,
                "report each answer as found in this process, without training it again in a fresh process");
-  arena.add_to(app, "each batch tried when measured, and each answer in its fresh process (run --arena): an answer "
-                    "fits where the arena, what falls back to the allocator and the context stay under --memory");
+  arena.add_to(app, "each batch tried and each answer's fresh process (run --arena)",
+               "an answer fits where the arena, what falls back to the allocator and the context stay under --memory");
   output.add_to(app);
 }
 

@@ -155,7 +155,7 @@ void OptimizeCommand::add_to(CLI::App& app) {
                  "FILE -o page.html");
   app.add_flag("--check", check, "also compare loss and every gradient bit for bit with the unplanned step");
   app.add_flag("--cuda-graph", cuda_graph, "CUDA: time baseline and plan as captured CUDA graphs (the check runs without)");
-  arena.add_to(app, "the planned step when measured (not with --cuda-graph); the baseline stays with the allocator");
+  arena.add_to(app, "the planned step when measured", "the baseline stays with the allocator; not with --cuda-graph");
   output.add_to(app);
 }
 

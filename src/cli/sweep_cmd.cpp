@@ -40,7 +40,7 @@ void SweepCommand::add_to(CLI::App& app) {
   device.add_to(app);
   app.add_option("--steps", steps, "measured steps per point")->capture_default_str()->check(kPositive);
   app.add_option("--out", out, "directory for CSV, plots and report.md")->required();
-  arena.add_to(app, "each planned point's step when measured; the baselines stay with the allocator");
+  arena.add_to(app, "each planned point's step when measured", "the baselines stay with the allocator");
   output.add_to(app);
 }
 

@@ -243,7 +243,7 @@ void TrainCommand::add_to(CLI::App& app) {
   app.add_option("--log-every", log_every, "a progress line on stderr every N steps (0: per epoch only)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  arena.add_to(app, "the planned step (with --budget; the held-out loss's forward stays with the allocator)");
+  arena.add_to(app, "the planned step (with --budget)", "the held-out loss's forward stays with the allocator");
   output.add_to(app, "one JSON line per epoch, then one summary line");
 }
 
