@@ -323,3 +323,12 @@ def test_variants_a_cut_off_call_left_say_so(tmp_path) -> None:
     assert [(r["variant"], r["system"], r.get("error")) for r in rows] == [
         ("compile", "pytorch", None), ("compile:0.1", "pytorch", "not run: out of the call's time"),
         ("inductor@compile:0.1", "mutwo", "not run: out of the call's time")]
+
+
+def test_the_wrap_table_takes_a_lowest_row() -> None:
+    """budget="lowest" has no byte budget (budget_bytes null): its row is
+    written as such, where the table raised at the end of a GPU call."""
+    from suites import captured
+    row = {"system": "mutwo", "model": "llama", "batch": 8, "variant": "inductor:lowest", "peak_bytes": 2353769984,
+           "step_ms": 32.1, "budget_bytes": None, "predicted_peak_bytes": 1313428480, "recomputed": 874}
+    assert "budget lowest" in captured.table([row])

@@ -110,7 +110,8 @@ def note(r: dict) -> str:
         fits = "fits" if r.get("fits") else "EXCEEDS"
         return f"check {r['check']}, {fits} budget {r['budget_bytes'] / 2**20:.0f} MiB"
     if "budget_bytes" in r:
-        return (f"predicted {r['predicted_peak_bytes'] / 2**20:.0f} MiB, budget {r['budget_bytes'] / 2**20:.0f} MiB, "
+        budget = "lowest" if r["budget_bytes"] is None else f"{r['budget_bytes'] / 2**20:.0f} MiB"
+        return (f"predicted {r['predicted_peak_bytes'] / 2**20:.0f} MiB, budget {budget}, "
                 f"{r.get('dropped', r.get('recomputed'))} dropped, {r.get('recompilations', 0)} recompilations")
     return ""
 
