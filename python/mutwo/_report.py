@@ -178,12 +178,17 @@ def _compiled_summary(r: dict) -> list[str]:
              f"{budget}; {len(graphs)} graph{'s' if len(graphs) != 1 else ''})"]
     step = r.get("step") or {}
     if step.get("measured_peak_bytes") is not None:
+        plain = step.get("unplanned_peak_bytes")
         lines.append(f"  step peak: {_bytes(step['measured_peak_bytes'])} measured, "
                      f"{_bytes(step.get('predicted_peak_bytes'))} predicted"
+                     + (f", {_bytes(plain)} as plain torch.compile would plan it" if plain is not None else "")
                      + (f", at {step['at_peak']}" if step.get("at_peak") else ""))
-    for i, g in enumerate(graphs):
-        lines.append(f"  graph {i}: peak {_bytes(g.get('unplanned_peak_bytes'))} as plain torch.compile plans it -> "
-                     f"{_bytes(g.get('predicted_peak_bytes'))} predicted, {_bytes(g.get('measured_peak_bytes'))} "
+    for i, g in enumerate(graphs):  # numbered as the progress lines number them; a graph with no figure left out
+        figures = [g.get(k) for k in ("unplanned_peak_bytes", "predicted_peak_bytes", "measured_peak_bytes")]
+        if all(f is None for f in figures):
+            continue
+        lines.append(f"  graph {g.get('index', i)}: peak {_bytes(figures[0])} as plain torch.compile plans it -> "
+                     f"{_bytes(figures[1])} predicted, {_bytes(figures[2])} "
                      f"measured; +{g.get('predicted_extra_ms') or 0:.3f} ms predicted ({g.get('chosen')}); "
                      f"{g.get('recompilations', 0)} recompilation{'s' if g.get('recompilations', 0) != 1 else ''}")
         lines += ["  " + line for line in _named([a for a in g.get("activations") or []

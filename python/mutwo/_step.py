@@ -357,9 +357,23 @@ class Step:
                      "solver": self.joint.method if self.joint else None, "error": self.error,
                      "plans": self.plans}
         parts = self.parts()
+        out["unplanned_peak_bytes"] = self._unplanned_peak()
         out["at_peak"] = r.at_peak().label() if r and r.intervals else None
         out["other_bytes"] = (r.peak - sum(parts.values())) if r else None
         return out
+
+    def _unplanned_peak(self) -> Optional[int]:
+        """The step's peak as plain torch.compile would plan every graph,
+        predicted from the measured steps (None before one, or where a graph
+        has no compile:1 among its options)."""
+        if self.budget is None or not self.records:
+            return None
+        menus, _, _ = self._menus()
+        plain = {g: next((k for k, o in enumerate(m) if getattr(o, "name", "") == "compile:1"), None)
+                 for g, m in menus.items()}
+        if not menus or None in plain.values():
+            return None
+        return int(max(_joint.interval_peaks(menus, list(self.records.values()), plain), default=0))
 
     def parts(self) -> dict[int, int]:
         """Each graph's bytes in the latest step's measured peak: its retained

@@ -117,6 +117,13 @@ def test_a_budget_between_the_floor_and_plain_compile_holds_across_graphs(setup:
         parts = [g["measured_contribution_bytes"] for g in info["graphs"]]
         assert sum(parts) + step["other_bytes"] == step["measured_peak_bytes"], (parts, step)
         chosen[share] = [g["chosen"] for g in info["graphs"]]
+        # The summary numbers graphs as the progress lines do, leaves out a
+        # graph with no figure, and gives the step's peak under plain compile.
+        text = str(info)
+        assert step["unplanned_peak_bytes"] is not None, step
+        assert "as plain torch.compile would plan it" in text and "peak - as plain" not in text, text
+        numbers = {int(line.split()[1].rstrip(":")) for line in text.splitlines() if line.startswith("  graph ")}
+        assert numbers and numbers <= {g["index"] for g in info["graphs"]}, (numbers, text)
     assert chosen[0.3] != chosen[0.7], chosen  # the plan follows the budget
 
 
