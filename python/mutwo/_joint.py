@@ -1,5 +1,5 @@
 # One candidate per graph under one byte budget for the whole step
-# (docs/planners.md, "Several graphs"). Plain data in: each graph's
+# (docs/compiled.md, "Several graphs"). Plain data in: each graph's
 # candidates (bytes and modelled time) and the measured steps; no torch.
 #
 # A measured step is a list of intervals: each compiled forward, each compiled

@@ -1,4 +1,4 @@
-# The compiled route's layer planner (docs/planners.md, "The compiled route",
+# The compiled route's layer planner (docs/compiled.md,
 # "Layers"): where a model repeats a layer (`layers.0`, `layers.1`, ... in the
 # module path), each layer chooses how many of its expensive ops to recompute,
 # and one exact solve across layers finds the least added time that frees

@@ -15,7 +15,7 @@
 # the weight's fp32 gradient (`workspace_bytes`, measured in its test).
 #
 # The CLI's executor chunks the same loss its own way (docs/planners.md, "The
-# vocabulary chunk"); this is a torch operator, which Inductor runs as an
+# vocabulary chunk: choose_chunks"); this is a torch operator, which Inductor runs as an
 # extern kernel.
 from __future__ import annotations
 

@@ -397,7 +397,7 @@ namespace {
 // node's flops and bytes (profile/rates.h) and nominal copy speeds: what the
 // floor is searched on, so that it is a property of the graph and not of one
 // profile's timings (measured on a busy machine, the same captured step
-// planned 9.1 MB and 11.1 MB at "lowest"; docs/planners.md, "The floor").
+// planned 9.1 MB and 11.1 MB at "lowest"; docs/planners.md, "The floor is a property of the graph").
 PlanInput graph_timed(const PlanInput& in) {
   PlanInput g = in;
   const profile::DeviceRates& rates = profile::device_rates(in.profile.device);
