@@ -28,6 +28,7 @@ class Settings:
     caps: list[str] = field(default_factory=list)  # device-memory caps (--device-memory), one pass each
     planners: list[str] = field(default_factory=list)
     steps: Optional[int] = None  # mutwo's and the peers' measured steps, where the suite uses one count
+    rounds: int = 1  # wrap, graph: every variant once per round, each in its own process (A B A B ...; noise.py)
     sdpa: str = "auto"  # scaled_dot_product_attention's backend in peers and captures
     memory: str = ""  # max-batch's --memory (zoo: run max-batch at it; capped: plan below the cap)
     limit: int = 1024  # max-batch's --limit
@@ -88,6 +89,8 @@ FRONTIER = FRONTIER + [f"inductor@{v}" for v in FRONTIER] + ["inductor:lowest", 
 DIST_PEERS = ["", "_ckpt", "_compile", "_compile:0.5", "_compile:0.2"]  # bench/peers.py dist, after fsdp or ddp
 DIST_COMPILE = [f"{e}{p}" for e in ("fsdp", "ddp") for p in DIST_PEERS] + \
     [f"{e}_mutwo@{e}{p}" for e in ("fsdp", "ddp") for p in DIST_PEERS] + ["fsdp_mutwo:lowest"]
+ROUNDS = 3  # processes per variant where a figure compares step times (issue 47, item 5)
+TIMED_STEPS = 20  # timed steps per process there; --steps and --rounds ask for fewer
 WRAP_ALL = "eager,checkpoint,sac,compile:0.5,compile:0.2,wrap:80%,wrap:60%,wrap:40%,backend:60%"
 
 
@@ -102,11 +105,12 @@ CONFIGS: dict[str, Config] = {
               models=["resnet-152:8,32", "bert-base:8,32"], peers=["eager", "ckpt"]),
     "graph": _c("graph", "captured user models (bench/models.py) beside eager and per-block checkpointing: "
                 "optimize --graph --check at 100% and at checkpointing's peak; --compile-peers last",
-                models=["vit_b_16:64", "llama:8", "bert:32", "gpt2:8"], peers=["eager", "checkpoint"], steps=10),
+                models=["vit_b_16:64", "llama:8", "bert:32", "gpt2:8"], peers=["eager", "checkpoint"],
+                steps=TIMED_STEPS, rounds=ROUNDS),
     "wrap": _c("wrap", "mutwo.torch's wrap and backend in the user's loop beside eager, checkpoint, sac and "
                "torch.compile's activation_memory_budget", models=["vit_b_16:64", "llama:8:bf16", "bert:32", "gpt2:8"],
                variants="eager,checkpoint,sac,compile:0.5,compile:0.2,wrap:80%,wrap:60%,backend:60%".split(","),
-               steps=10),
+               steps=TIMED_STEPS, rounds=ROUNDS),
     "wrap-check": _c("wrap-check", "mutwo.torch.wrap on the small LLaMA decoder: 3 steps at 80% against the "
                      "unplanned capture (bitwise) and eager (losses)", models=["llama:8"]),
     "replay": _c("replay", "random nodes replayed from their generator state: zoo entries at 50% with --check and at their lowest "
@@ -156,7 +160,7 @@ CONFIGS: dict[str, Config] = {
     "first-step": _c("wrap", "the first training step a user waits for (compiles included, caches cold) and the "
                      "median settled step: the 12-layer small decoder compiled plainly, at activation_memory_budget "
                      "0.4 and by mutwo's backend; docs/budgets.md quotes it (--device cpu --steps 600)",
-                     models=["decoder12:4"], variants=["compile", "compile:0.4", "inductor:60%"], steps=10),
+                     models=["decoder12:4"], variants=["compile", "compile:0.4", "inductor:60%"]),
     "replay-gpt2": _c("replay", "docs/results.md, random nodes replayed: the zoo's floors and checks, then captured GPT-2",
                       models=["gpt2-small:8", "bert-large:32", "gpt2:8"]),
     "replay-t5": _c("replay", "docs/results.md, random nodes replayed: the same, then captured T5",

@@ -38,12 +38,13 @@ class Spec:
     autocast: Optional[str] = None  # bf16 or f16: the forward under torch.autocast
     small: bool = False  # tiny captured models, for CPU tests
     trace: bool = False  # print one step's GPU time by op (torch.profiler)
+    round: int = 1  # bench/run.py --rounds: which of the variant's processes this is
 
 
 def row(spec: Spec, variant: str, system: str = "", **fields: Any) -> dict:
     sdpa = {} if spec.sdpa == "auto" else {"sdpa": spec.sdpa}
     return dict(system=system or system_of(variant), model=spec.model, batch=spec.batch, variant=variant, **fields,
-                **sdpa)
+                **sdpa, round=spec.round)
 
 
 def measure_variant(spec: Spec, variant: str) -> dict:

@@ -39,6 +39,8 @@ def main() -> None:
     m.add_argument("--variants", default="eager,ckpt")
     m.add_argument("--timeout", type=float, default=300, help="seconds per variant")
     m.add_argument("--trace", action="store_true", help="also print one step's GPU time by op")
+    m.add_argument("--round", type=int, default=1, help="the round these processes are (bench/run.py --rounds): "
+                   "every row says it")
     m.add_argument("--one", help=argparse.SUPPRESS)  # the child: measure this variant here
     sub.choices["capture"].add_argument("--out", required=True, metavar="STEP.json")
     p = sub.add_parser("largest")
@@ -64,7 +66,8 @@ def main() -> None:
     if a.spec:
         spec = Spec(**json.loads(a.spec))
     elif a.model and a.batch:
-        spec = Spec(a.model, a.batch, a.device, a.steps, a.sdpa, a.autocast, a.small, getattr(a, "trace", False))
+        spec = Spec(a.model, a.batch, a.device, a.steps, a.sdpa, a.autocast, a.small, getattr(a, "trace", False),
+                    getattr(a, "round", 1))
     else:
         ap.error(f"{a.command} needs --model and --batch")
     if a.command == "capture":

@@ -3,7 +3,11 @@
 # (a suite of bench/suites/ with its settings; options override them) in one device call: it builds
 # mutwo once (scripts/build-cuda.sh; --mutwo PATH or --no-build skip that), runs the suite, and
 # writes every row to $OUT/results.jsonl tagged with card, torch, date, commit and what (the one
-# tagger, bench/runner.py), the commands' output to $OUT/log.txt.
+# tagger, bench/runner.py, with its round), the commands' output to $OUT/log.txt. Where a config's
+# figures compare step times (wrap's and graph's), every variant runs once per round, each time in its
+# own process (A B A B ...: --rounds, 3), 20 timed steps each (--steps); tables give the median of the
+# process medians with min-max and n, and "within noise" where spreads overlap (bench/noise.py).
+#   bench/run.py frontier --variants compile,inductor@compile --rounds 1 --steps 10   # fewer: a quick look
 #   bench/run.py zoo --models gpt2-small:8 --budgets 50%
 #   bench/run.py compile --models llama:8:bf16 --sdpa efficient_attention
 #   bench/run.py capped-4gpu                       # --gpus 4: one-card jobs on four cards
@@ -23,10 +27,10 @@ import threading
 import time
 from typing import Any, Optional
 
-from configs import CONFIGS, Settings, resolve
+from configs import CONFIGS, ROUNDS, TIMED_STEPS, Settings, resolve
 from runner import ROOT, Context, Done, build, commit_of, probe, run_process
 from reports import main as report
-from suites import RANKS, SUITES
+from suites import RANKS, ROUNDS_SUITES, SUITES
 
 
 def listing(values: Optional[list[str]]) -> Optional[list[str]]:
@@ -45,7 +49,9 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--models", nargs="+", help="MODEL:BATCHES[:bf16] entries, e.g. gpt2-small:8 resnet-152:8,16")
     for name in ("budgets", "variants", "peers", "compile-peers", "caps", "planners", "sections", "sweep-only"):
         g.add_argument(f"--{name}", nargs="*", help="comma or space separated; none given: empty")
-    g.add_argument("--steps", type=int)
+    g.add_argument("--steps", type=int, help="timed steps per process (wrap's and graph's configs: 20)")
+    g.add_argument("--rounds", type=int, help="wrap, graph: every variant once per round, each in its own process, "
+                   "A B A B ... (their configs: 3; 1 asks for one process each)")
     g.add_argument("--sdpa")
     g.add_argument("--memory")
     g.add_argument("--limit", type=int)
@@ -81,8 +87,8 @@ def overrides(a: argparse.Namespace) -> dict[str, Any]:
     for name in ("budgets", "variants", "peers", "compile_peers", "caps", "planners", "sections", "sweep_only"):
         if getattr(a, name) is not None:
             out[name] = listing(getattr(a, name))
-    for name in ("steps", "sdpa", "memory", "limit", "hints", "keep_gib", "graph", "check", "fallback_budget",
-                 "small", "gpus"):
+    for name in ("steps", "rounds", "sdpa", "memory", "limit", "hints", "keep_gib", "graph", "check",
+                 "fallback_budget", "small", "gpus"):
         if getattr(a, name) is not None:
             out[name] = getattr(a, name)
     if a.mutwo_flags is not None:
@@ -193,6 +199,8 @@ def main(argv: Optional[list[str]] = None) -> None:
             print(f"{n:<18} suite {c.suite:<12} {c.about}\n{'':<31}{c.settings}")
         return
     suite, s = resolve(a.config, overrides(a))
+    if s.rounds < 1 or (s.steps is not None and s.steps < 1):
+        raise SystemExit(f"--rounds {s.rounds} --steps {s.steps}: give at least 1 of each")
     if a.unit is not None:
         s = units(s)[a.unit]
         keep_to_cores()
@@ -200,6 +208,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     ctx.say(f"card: {ctx.tags['card']}; torch {ctx.tags['torch']}; transformers {ctx.tags.get('transformers')}; "
             f"commit {ctx.tags['commit']}; config {a.config} (suite {suite}); mutwo {ctx.mutwo}")
     ctx.say(f"settings: {dataclasses.asdict(s)}")
+    steps = s.steps or TIMED_STEPS
+    if suite in ROUNDS_SUITES and (s.rounds < ROUNDS or steps < TIMED_STEPS):
+        ctx.say(f"note: {s.rounds} round(s) of {steps} timed steps, under the {ROUNDS} rounds of {TIMED_STEPS} "
+                "that step times compared across processes need (issue 47): read their ratios as rough")
     if s.gpus > 1 and suite not in RANKS and a.unit is None:
         fan_out(ctx, s, argv)
     else:

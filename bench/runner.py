@@ -12,7 +12,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 BENCH = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(BENCH)
@@ -165,6 +165,7 @@ class Context:
     call: Call = run_process  # tests and --dry-run replace it
     quiet: bool = False
     dry: bool = False  # a dry run: rows are shown, not written
+    round: int = 1  # the round now running (rounds()): every row written gets it
     started: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
@@ -214,8 +215,8 @@ class Context:
         return self.run([self.python, os.path.join(BENCH, "peers.py"), *args], timeout, env)
 
     def emit(self, row: dict, what: str, **fields: Any) -> dict:
-        """Tags row (bench/runner.py's tag) and appends it to $OUT/results.jsonl; prints it."""
-        r = tag(row, what, self.tags, **fields)
+        """Tags row (bench/runner.py's tag) and its round, and appends it to $OUT/results.jsonl; prints it."""
+        r = tag(row, what, self.tags, **{"round": self.round, **fields})
         line = json.dumps(r)
         if self.dry:
             return r
@@ -314,15 +315,29 @@ def cold_env() -> dict[str, str]:
     return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"), "MUTWO_CACHE_DIR": os.path.join(scratch, "mutwo")}
 
 
+def rounds(ctx: Context, n: int) -> Iterator[int]:
+    """1..n, ctx.round set to each while the caller runs that round's variants (each once, each in its own
+    process: A B A B ...), so that no variant has all its processes in one stretch of the card's clocks,
+    heat or neighbours (issue 47, item 5; noise.py sums them up)."""
+    try:
+        for k in range(1, max(1, n) + 1):
+            ctx.round = k
+            if n > 1:
+                ctx.say(f"-- round {k} of {n} ({ctx.elapsed()}s)")
+            yield k
+    finally:
+        ctx.round = 1
+
+
 def measure_peers(ctx: Context, what: str, model: str, batch: int, variants: list[str], steps: int,
                   per_variant: float, flags: Sequence[str] = ()) -> list[dict]:
-    """bench/peers.py measure: each variant in its own process, one row each; a variant left without a
-    row (the whole call cut off) gets an error row."""
+    """bench/peers.py measure: each variant in its own process, one row each, of ctx.round; a variant left
+    without a row (the whole call cut off) gets an error row."""
     if not variants:
         return []
     done = ctx.peers("measure", "--model", model, "--batch", str(batch), "--variants", ",".join(variants),
-                     "--steps", str(steps), "--device", ctx.device, "--timeout", str(per_variant), *flags,
-                     timeout=per_variant * len(variants) + 60)
+                     "--steps", str(steps), "--device", ctx.device, "--timeout", str(per_variant), "--round",
+                     str(ctx.round), *flags, timeout=per_variant * len(variants) + 60)
     rows = ctx.emit_all(done, what)
     got = {r.get("variant") for r in rows}
     # The call's time ran out (the variants before took it), or the runner itself failed: not the variant's doing.

@@ -2,7 +2,7 @@
 # command lines suites build (as plain data, with a fake in place of the processes), and one real
 # tiny run of the zoo config on mlp through the mutwo CLI ($MUTWO_BIN, else build/src/cli/mutwo);
 # peers.py as its runner starts it (PYTHONPATH alone) refusing a variant it does not know; the
-# frontier report's table.
+# frontier report's table; variants in interleaved rounds and their spreads (noise.py).
 #   MUTWO_BIN=build/src/cli/mutwo python3 -m pytest bench/test_runner.py -q -p no:cacheprovider
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_the_commit_outside_git_is_mutwo_commit_or_unknown(tmp_path) -> None:
 def test_configs_resolve_over_their_suites_defaults() -> None:
     suite, s = resolve("compile", {"models": ["llama:8:bf16"], "sdpa": "efficient_attention"})
     assert suite == "wrap" and s.variants == FULL_COMPILE.split(",") and s.timeout("variant", 150) == 200
-    assert s.models == ["llama:8:bf16"] and s.steps == 10  # the wrap suite's default
+    assert s.models == ["llama:8:bf16"] and s.steps == 20 and s.rounds == 3  # the wrap suite's defaults
     assert all(c.suite in SUITES and c.suite in CONFIGS for c in CONFIGS.values())
     for name in CONFIGS:
         resolve(name, {})
@@ -126,7 +126,7 @@ def test_graph_captures_then_optimizes_at_the_checkpoint_peak(tmp_path) -> None:
         return False
     peers = json.dumps(dict(system="pytorch", model="llama", batch=8, variant="checkpoint", peak_bytes=4000))
     fake = Fake([(capture, '{"variant": "capture", "nodes": 3}'), (has("measure"), peers)])
-    _, s = resolve("graph", {"models": ["llama:8"], "sdpa": "math", "compile_peers": ["compile:0.5"]})
+    _, s = resolve("graph", {"models": ["llama:8"], "sdpa": "math", "compile_peers": ["compile:0.5"], "rounds": 1})
     SUITES["graph"](context(tmp_path, fake), s)
     assert [after(c, "--budget") for c in fake.find("optimize", "--graph")] == ["100%", "4000B"]
     assert all("--check" in c for c in fake.find("optimize"))
@@ -290,8 +290,9 @@ def test_peers_trains_the_first_step_decoder_and_refuses_a_variant_it_does_not_k
 def test_first_step_measures_its_decoder_compiled_three_ways(tmp_path, capsys) -> None:
     run.main(["first-step", "--dry-run", "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
     lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("would run:")]
-    assert len(lines) == 1 and "bench/peers.py measure --model decoder12 --batch 4" in lines[0]
-    assert "--variants compile,compile:0.4,inductor:60%" in lines[0]
+    assert len(lines) == 3 and all("bench/peers.py measure --model decoder12 --batch 4" in line for line in lines)
+    assert all(f"--variants compile,compile:0.4,inductor:60% --steps 20 --device cuda --timeout 150 --round {k}"
+               in line for k, line in enumerate(lines, 1))
 
 
 def test_the_frontier_table_reads_the_chosen_plans_own_prediction(tmp_path) -> None:
@@ -332,3 +333,101 @@ def test_the_wrap_table_takes_a_lowest_row() -> None:
     row = {"system": "mutwo", "model": "llama", "batch": 8, "variant": "inductor:lowest", "peak_bytes": 2353769984,
            "step_ms": 32.1, "budget_bytes": None, "predicted_peak_bytes": 1313428480, "recomputed": 874}
     assert "budget lowest" in captured.table([row])
+
+
+def test_spreads_and_ratios_say_within_noise_where_they_overlap() -> None:
+    """The median of the process medians with min-max and n; a ratio's range is what the spreads allow, and
+    it is within noise exactly where they overlap (issue 47's numbers: compiled 26.6..34.7, plain 25.5..32.6)."""
+    from noise import Spread, compare, spread
+    assert spread([26.6, 28.8, 34.0, 34.7]) == Spread(31.4, 26.6, 34.7, 4) and spread([]) is None
+    assert spread([26.6, 28.8, 34.0, 34.7]).text() == "31.4 (26.6-34.7, n=4)" and spread([5.0]).text() == "5.0"
+    r = compare([26.6, 28.8, 34.0, 34.7], [25.5, 29.9, 32.6])
+    assert abs(r.value - 31.4 / 29.9) < 1e-12 and r.lo == 26.6 / 32.6 and r.hi == 34.7 / 25.5
+    assert r.within_noise and r.text() == "1.050 (0.82-1.36), within noise"
+    apart = compare([11.0, 11.5, 12.0], [9.0, 10.0, 10.5])  # 11.0 > 10.5: the spreads do not meet
+    assert apart.within_noise is False and apart.text() == "1.150 (1.05-1.33)"
+    assert compare([12.0, 13.0], [10.0, 12.0]).within_noise  # touching counts as overlapping
+    one = compare([11.0], [10.0])  # one process a side: no spread to judge by
+    assert one.within_noise is None and one.text() == "1.100" and compare([1.0], []) is None
+
+
+def test_wrap_runs_its_variants_in_interleaved_rounds(tmp_path, capsys) -> None:
+    """Dry run: per entry, one peers.py measure per round, in round order, each starting every variant in
+    its own process in the same order (eager compile eager compile ...), 20 timed steps each by default;
+    --rounds 1 --steps 5 asks for less."""
+    run.main(["wrap", "--dry-run", "--models", "llama:8:bf16", "gpt2:8", "--variants", "eager,compile",
+              "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("would run:")]
+    got = [(line.split("--model ")[1].split()[0], line.split("--round ")[1].split()[0]) for line in lines]
+    assert got == [("llama", "1"), ("llama", "2"), ("llama", "3"), ("gpt2", "1"), ("gpt2", "2"), ("gpt2", "3")]
+    assert all("--variants eager,compile --steps 20 " in line for line in lines)
+    run.main(["wrap", "--dry-run", "--models", "gpt2:8", "--variants", "eager", "--rounds", "1", "--steps", "5",
+              "--out", str(tmp_path / "out"), "--work", str(tmp_path / "work")])
+    out = capsys.readouterr().out
+    lines = [line for line in out.splitlines() if line.startswith("would run:")]
+    assert len(lines) == 1 and "--steps 5 " in lines[0] and "--round 1" in lines[0] and "read their ratios as rough" in out
+
+
+def test_graph_runs_the_peers_and_mutwo_in_rounds_and_every_row_says_its_round(tmp_path) -> None:
+    """graph: the step captured once; then per round the peers, mutwo's baseline and mutwo at that round's
+    checkpoint peak; every row carries its round; the table gives medians with spreads."""
+    def capture(argv: list[str]) -> bool:
+        if "capture" in argv:
+            open(after(argv, "--out"), "w").write("{}")
+            return True
+        return False
+
+    def peers(argv: list[str]) -> str:
+        k = int(after(argv, "--round"))
+        return "\n".join(json.dumps(dict(system="pytorch", model="llama", batch=8, variant=v, peak_bytes=4000 + k,
+                                          step_ms=ms + k, round=k)) for v, ms in (("eager", 10.0), ("checkpoint", 13.0)))
+    part = dict(peak_bytes=3000, step_ms=12.0, predicted_peak_bytes=2900)
+    optimized = json.dumps(dict(baseline=part, planned=part, budget_bytes=4000, check="passed", fits=True,
+                                feasible=True))
+    fake = Fake([(capture, '{"variant": "capture", "nodes": 3}'), (has("measure"), peers),
+                 (has("optimize"), optimized)])
+    _, s = resolve("graph", {"models": ["llama:8"]})
+    SUITES["graph"](context(tmp_path, fake), s)
+    kinds = [("measure " + after(c, "--round")) if "measure" in c else "capture" if "capture" in c else
+             f"optimize {after(c, '--budget')}" for c in fake.calls]
+    assert kinds == ["measure 1", "capture", "optimize 100%", "optimize 4001B", "measure 2", "optimize 100%",
+                     "optimize 4002B", "measure 3", "optimize 100%", "optimize 4003B"]
+    rows = [json.loads(line) for line in open(tmp_path / "out" / "results.jsonl")]
+    assert [r["round"] for r in rows if r["variant"] == "graph baseline"] == [1, 2, 3]
+    assert all(r["round"] == 1 for r in rows if r["variant"] == "capture")
+    from suites import captured
+    text = captured.table(rows)
+    assert "12.0 (11.0-13.0, n=3)" in text and "15.0 (14.0-16.0, n=3)" in text  # eager's, checkpoint's
+    assert "1.000 (0.92-1.09), within noise" in text  # mutwo's 12.0 three times against eager's 11.0..13.0
+
+
+def test_the_frontier_table_gives_medians_with_spreads_over_rounds(tmp_path) -> None:
+    """Rows of several rounds: each step is the median of its rounds with min-max and n, the ratio to
+    compile's with its spread; a round that failed does not count; the other columns are the last round's."""
+    from reports import frontier
+    mib = 2**20
+    rows = [dict(model="m", variant="compile:0.5", peak_bytes=100 * mib, step_ms=ms, first_step_s=3.0, round=k)
+            for k, ms in ((1, 10.0), (2, 12.0), (3, 11.0))]
+    rows += [dict(model="m", variant="inductor@compile:0.5", peak_bytes=90 * mib, step_ms=ms, compiles=2,
+                  chosen="mutwo:3", predicted_peak_bytes=50 * mib, mutwo_step_peak_bytes=50 * mib, round=k)
+             for k, ms in ((1, 13.0), (2, 14.0), (3, 13.5))]
+    rows += [dict(model="m", variant="inductor@compile:0.5", error="not run: out of the call's time", round=4)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    table = "\n".join(frontier.table("m", frontier.load(str(path))[0]["m"]))
+    assert "| 0.5 | 100 | 11.0 (10.0-12.0, n=3) | 3.0 | 90 | 13.5 (13.0-14.0, n=3) | 1.227 (1.08-1.40) | 2 |" in table
+
+
+def test_shared_card_trains_each_answer_as_the_flags_say(tmp_path) -> None:
+    """The lone runs of max-batch's answers follow --mutwo-flags: --arena, --no-arena, or neither (the default)."""
+    def answers(argv: list[str]) -> str:
+        for p in ("none", "per-layer", "mutwo"):
+            os.makedirs(after(argv, "--out"), exist_ok=True)
+            open(os.path.join(after(argv, "--out"), f"{p}.ir"), "w").write("")
+        return "{}"
+    for k, flags in enumerate(([], ["--no-arena"], ["--arena"])):
+        fake = Fake([(has("max-batch"), answers)])
+        SUITES["shared-card"](context(tmp_path / str(k), fake),
+                              Settings(models=["resnet-152"], sections=["2"], planners=["none"], mutwo_flags=flags))
+        lone = fake.find("run", "--graph")
+        assert len(lone) == 3 and all([w for w in c if w in ("--arena", "--no-arena")] == flags for c in lone), lone

@@ -1,7 +1,10 @@
 # `bench/run.py report frontier RESULTS --out DIR`: frontier's rows: per model, torch.compile's
 # activation_memory_budget points and mutwo's backend held to each point's measured peak, peak memory
 # against step time, as frontier_MODEL.svg/.png (gnuplot, where installed; the data and script are
-# written anyway), and the Markdown table of docs/results.md on stdout.
+# written anyway), and the Markdown table of docs/results.md on stdout. Where a variant ran in several
+# rounds (bench/run.py --rounds), its step is the median of its processes' medians with their min-max and
+# n, mutwo's ratio to compile's carries its spread and says "within noise" where the spreads overlap
+# (noise.py); the plot takes the medians, the other columns the variant's last row that ran.
 from __future__ import annotations
 
 import collections
@@ -10,21 +13,43 @@ import os
 import shutil
 import subprocess
 
+from noise import Spread, compare, spread
+
 
 def mib(b: float) -> str:
     return f"{b / 2**20:.0f}"
 
 
 def load(path: str) -> tuple[dict, str]:
-    """model -> {variant: row}, and the card."""
-    rows: dict = collections.defaultdict(dict)
+    """model -> {variant: its row, the summary of its rounds' rows (merged)}, and the card."""
+    rounds: dict = collections.defaultdict(lambda: collections.defaultdict(list))
     card = ""
     for line in open(path):
         r = json.loads(line)
         card = r.get("card", card)
         if r.get("variant"):
-            rows[r["model"]][r["variant"]] = r
-    return rows, card
+            rounds[r["model"]][r["variant"]].append(r)
+    return {m: {v: merged(rs) for v, rs in by.items()} for m, by in rounds.items()}, card
+
+
+def merged(rows: list[dict]) -> dict:
+    """One variant's rows, one per round: its last row that ran (else its last), with step_ms the median of
+    the rounds' and `step_ms_all` every round's step medians."""
+    ran = [r for r in rows if r.get("step_ms") and "error" not in r]
+    out = dict((ran or rows)[-1])
+    if ran:
+        out["step_ms_all"] = [r["step_ms"] for r in ran]
+        out["step_ms"] = spread(out["step_ms_all"]).median
+    return out
+
+
+def steps_of(r: dict) -> list[float]:
+    """A merged row's step medians, one per round."""
+    return r.get("step_ms_all") or [r["step_ms"]]
+
+
+def step(r: dict) -> Spread:
+    return spread(steps_of(r))
 
 
 LOWEST = {"inductor:lowest": "lowest", "inductor-unchunked:lowest": "lowest, loss whole"}  # variant: label
@@ -52,15 +77,15 @@ def table(model: str, rows: dict) -> list[str]:
         if "error" in c:
             out.append(f"| {x} | {c['error'][:60]} | | | | | | | | | |")
             continue
-        ratio = f"{m['step_ms'] / c['step_ms']:.3f}" if m.get("step_ms") else ""
-        mutwo = (f"{mib(m['peak_bytes'])} | {m['step_ms']:.1f} | {ratio} | {m.get('compiles')} | "
+        ratio = compare(steps_of(m), steps_of(c)) if m.get("step_ms") else None
+        mutwo = (f"{mib(m['peak_bytes'])} | {step(m).text()} | {ratio.text() if ratio else ''} | {m.get('compiles')} | "
                  f"{m.get('first_step_s')} | {m.get('chosen')} | {predicted_measured(m)}" if m.get("peak_bytes") else
                  f"{m.get('error', 'not run')[:80]} | | | | | | ")
-        out.append(f"| {x} | {mib(c['peak_bytes'])} | {c['step_ms']:.1f} | {c.get('first_step_s')} | {mutwo} |")
+        out.append(f"| {x} | {mib(c['peak_bytes'])} | {step(c).text()} | {c.get('first_step_s')} | {mutwo} |")
     for variant, label in LOWEST.items():
         low = rows.get(variant)
         if low and low.get("peak_bytes"):
-            out.append(f"| {label} | | | | {mib(low['peak_bytes'])} | {low['step_ms']:.1f} | | {low.get('compiles')} | "
+            out.append(f"| {label} | | | | {mib(low['peak_bytes'])} | {step(low).text()} | | {low.get('compiles')} | "
                        f"{low.get('first_step_s')} | {low.get('chosen')} | {predicted_measured(low)} |")
     return out
 

@@ -20,4 +20,5 @@ SUITES: dict[str, Suite] = {
     "capped": capped, "shared-card": shared_card, "sweep": sweep, "dist": dist,
     "dist-compile": dist_compiled,
 }
+ROUNDS_SUITES = {"wrap", "graph"}  # suites that read --rounds (the others run each variant once)
 RANKS = {"dist", "dist-compile"}  # suites whose --gpus is the ranks of one job; the others spread one-card jobs over --gpus cards

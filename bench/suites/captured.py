@@ -5,19 +5,23 @@
 # graph, per NAME:BATCH of --models: the peers (--peers, default eager,checkpoint); the step captured
 # (bench/peers.py capture) into the work folder, its JSON copied to $OUT; `mutwo optimize --graph
 # --check` at 100% (mutwo's captured baseline) and at the checkpoint peer's peak (else at
-# --fallback-budget); then --compile-peers for every entry. --sdpa holds scaled_dot_product_attention
+# --fallback-budget), the peers and both runs again in each of --rounds rounds (the capture once);
+# then --compile-peers for every entry, in rounds of their own. --sdpa holds scaled_dot_product_attention
 # to one backend in peers and capture alike; --small takes tiny models (CPU tests). Settings: models,
-# peers, compile_peers, steps (10), sdpa, small, fallback_budget, mutwo_flags; timeouts peer (150 s a
-# variant), capture (240), optimize (120), compile (300 a variant).
+# peers, compile_peers, steps (20), rounds (3), sdpa, small, fallback_budget, mutwo_flags; timeouts peer
+# (150 s a variant), capture (240), optimize (120), compile (300 a variant).
 # wrap, per NAME:BATCH[:bf16]: bench/peers.py measure with --variants (bf16: the forward under
-# torch.autocast); --small as in graph; timeouts variant (150 s). A table ends both.
+# torch.autocast), once per round (A B A B ...: --rounds, 3); --small as in graph; timeouts variant
+# (150 s). A table ends both: per variant the median of its processes' step medians, their min-max and
+# n, and the ratio to eager with its spread, "within noise" where the spreads overlap (noise.py).
 from __future__ import annotations
 
 import os
 import shutil
 
-from configs import Settings, configs
-from runner import Context, Done, measure_peers
+from configs import TIMED_STEPS, Settings, configs
+from noise import compare, spread
+from runner import Context, Done, measure_peers, rounds
 
 
 def captured_row(variant: str, model: str, batch: int, j: dict, eager_ms: float | None) -> dict:
@@ -66,38 +70,50 @@ def capture(ctx: Context, s: Settings, model: str, batch: int) -> bool:
     return True
 
 
+def mutwo_rows(ctx: Context, s: Settings, model: str, batch: int) -> None:
+    """mutwo optimize --graph on the captured step at 100% and at the checkpoint peer's peak (this round's)."""
+    if optimize_graph(ctx, s, "graph baseline", model, batch, "100%").timed_out:  # the second would hang too
+        ctx.emit(dict(system="mutwo", model=model, batch=batch, variant="graph mutwo@checkpoint-peak",
+                      error="skipped: mutwo's baseline run timed out"), "graph")
+        return
+    peak = ctx.find("peak_bytes", system="pytorch", model=model, batch=batch, variant="checkpoint", round=ctx.round)
+    if peak:
+        optimize_graph(ctx, s, "graph mutwo@checkpoint-peak", model, batch, f"{peak}B")
+    elif s.fallback_budget:
+        optimize_graph(ctx, s, f"graph mutwo@{s.fallback_budget}", model, batch, s.fallback_budget)
+    else:
+        ctx.emit(dict(system="mutwo", model=model, batch=batch, variant="graph mutwo@checkpoint-peak",
+                      error="no checkpoint peak to use as the budget"), "graph")
+
+
 def graph(ctx: Context, s: Settings) -> None:
+    """Per entry, --rounds rounds of the peers then mutwo's two runs (the step captured once, in the first);
+    then the compile peers, in rounds of their own."""
     ctx.env["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"  # deterministic cuBLAS for optimize --check
     flags = ["--sdpa", s.sdpa] + (["--small"] if s.small else [])
-    steps = s.steps or 10
+    steps = s.steps or TIMED_STEPS
     for model, batch, _ in configs(s):
         ctx.say(f"== {model} batch {batch} ({ctx.elapsed()}s)")
-        measure_peers(ctx, "graph: PyTorch peer", model, batch, s.peers, steps, s.timeout("peer", 150), flags)
-        if not capture(ctx, s, model, batch):
-            continue
-        if optimize_graph(ctx, s, "graph baseline", model, batch, "100%").timed_out:  # the second would hang too
-            ctx.emit(dict(system="mutwo", model=model, batch=batch, variant="graph mutwo@checkpoint-peak",
-                          error="skipped: mutwo's baseline run timed out"), "graph")
-            continue
-        peak = ctx.find("peak_bytes", system="pytorch", model=model, batch=batch, variant="checkpoint")
-        if peak:
-            optimize_graph(ctx, s, "graph mutwo@checkpoint-peak", model, batch, f"{peak}B")
-        elif s.fallback_budget:
-            optimize_graph(ctx, s, f"graph mutwo@{s.fallback_budget}", model, batch, s.fallback_budget)
-        else:
-            ctx.emit(dict(system="mutwo", model=model, batch=batch, variant="graph mutwo@checkpoint-peak",
-                          error="no checkpoint peak to use as the budget"), "graph")
-    for model, batch, _ in configs(s):
-        measure_peers(ctx, "graph: PyTorch compile peer", model, batch, s.compile_peers, steps,
-                      s.timeout("compile", 300), flags)
+        for k in rounds(ctx, s.rounds):
+            measure_peers(ctx, "graph: PyTorch peer", model, batch, s.peers, steps, s.timeout("peer", 150), flags)
+            if k == 1 and not capture(ctx, s, model, batch):
+                break
+            mutwo_rows(ctx, s, model, batch)
+    for model, batch, _ in configs(s) if s.compile_peers else []:
+        for _ in rounds(ctx, s.rounds):
+            measure_peers(ctx, "graph: PyTorch compile peer", model, batch, s.compile_peers, steps,
+                          s.timeout("compile", 300), flags)
     ctx.say(table([r for r in ctx.rows() if r.get("what", "").startswith("graph")]))
 
 
 def wrap(ctx: Context, s: Settings) -> None:
+    """Per entry, --rounds rounds of every variant, each in its own process."""
     for model, batch, extra in configs(s):
         ctx.say(f"== {model}:{batch}{':' + extra if extra else ''} ({ctx.elapsed()}s)")
         flags = ["--sdpa", s.sdpa] + (["--autocast", extra] if extra else []) + (["--small"] if s.small else [])
-        measure_peers(ctx, "wrap", model, batch, s.variants, s.steps or 10, s.timeout("variant", 150), flags)
+        for _ in rounds(ctx, s.rounds):
+            measure_peers(ctx, "wrap", model, batch, s.variants, s.steps or TIMED_STEPS, s.timeout("variant", 150),
+                          flags)
     ctx.say(table(ctx.rows()))
 
 
@@ -116,21 +132,43 @@ def note(r: dict) -> str:
     return ""
 
 
+def entry_of(r: dict) -> tuple:
+    return r.get("model"), r.get("batch"), r.get("autocast"), r.get("sdpa")
+
+
+def grouped(rows: list[dict]) -> list[list[dict]]:
+    """The rows of each variant of each entry together (its rounds), the entries in the order they came."""
+    entry: dict = {}
+    groups: dict = {}
+    for r in rows:
+        e = entry.setdefault(entry_of(r), len(entry))
+        groups.setdefault((e, r.get("system"), r.get("variant")), []).append(r)
+    return [g for _, g in sorted(groups.items(), key=lambda kv: kv[0][0])]
+
+
+def timed(group: list[dict]) -> list[float]:
+    """The step medians of a variant's processes that ran."""
+    return [r["step_ms"] for r in group if r.get("step_ms") and "error" not in r]
+
+
 def table(rows: list[dict]) -> str:
-    """The rows, each entry's together, with peak, step and the step against eager's."""
-    order: dict = {}
-    for r in rows:
-        order.setdefault((r.get("model"), r.get("batch")), len(order))
-    rows = sorted(rows, key=lambda r: order[(r.get("model"), r.get("batch"))])
-    eager = {(r.get("model"), r.get("batch")): r.get("step_ms") for r in rows if r.get("variant") == "eager"}
-    lines = [f"\n{'model':<9} {'batch':>5} {'system':<8} {'variant':<28} {'peak MiB':>9} {'step ms':>9} "
-             f"{'vs eager':>8}  notes"]
-    for r in rows:
-        peak, ms, e = r.get("peak_bytes"), r.get("step_ms"), eager.get((r.get("model"), r.get("batch")))
-        vs = f"{100 * (ms / e - 1):+.0f}%" if ms and e else ""
+    """Per variant of each entry: its highest peak over the rounds, the median of its processes' step medians
+    with their min-max and n, and that against eager's with its spread ("within noise" where they overlap)."""
+    groups = grouped(rows)
+    eager = {entry_of(g[0]): timed(g) for g in groups if g[0].get("variant") == "eager"}
+    lines = [f"\n{'model':<9} {'batch':>5} {'system':<8} {'variant':<28} {'peak MiB':>9} {'step ms':>24} "
+             f"{'x eager':>32}  notes"]
+    for g in groups:
+        ok = [r for r in g if r.get("step_ms") and "error" not in r]
+        r = (ok or g)[-1]
+        peak, ms = max((x.get("peak_bytes") or 0 for x in g), default=0), spread(timed(g))
+        vs = compare(timed(g), eager.get(entry_of(r), [])) if r.get("variant") != "eager" else None
+        failed = [x for x in g if "error" in x]
+        notes = note(r) + (f"; {len(failed)} of {len(g)} rounds failed: {failed[-1]['error'][:60]}"
+                           if ok and failed else "")
         lines.append(f"{r.get('model', ''):<9} {r.get('batch', ''):>5} {r.get('system', ''):<8} "
                      f"{r.get('variant', ''):<28} {f'{peak / 2**20:.0f}' if peak else '-':>9} "
-                     f"{f'{ms:.1f}' if ms else '-':>9} {vs:>8}  {note(r)}")
+                     f"{ms.text() if ms else '-':>24} {vs.text() if vs else '':>32}  {notes}")
     return "\n".join(lines)
 
 

@@ -115,7 +115,7 @@ def shared_sections(ctx: Context, s: Settings, on: set[str]) -> None:
                           "--limit", str(s.limit), "--out", out, "--json", "--quiet", *s.mutwo_flags,
                           timeout=s.timeout("max-batch", 200)),
             f"max-batch-{model}")
-        arena = ["--arena"] if "--arena" in s.mutwo_flags else []  # each answer trained as max-batch measured it
+        arena = [f for f in s.mutwo_flags if f in ("--arena", "--no-arena")]  # each answer trained as max-batch measured it
         for p in ("none", "per-layer", "mutwo"):
             if os.path.exists(os.path.join(out, f"{p}.ir")):
                 r = ctx.mutwo_run("run", "--graph", os.path.join(out, f"{p}.ir"), "--steps", "10", "--device", "cuda",
