@@ -146,4 +146,18 @@ struct TrainCommand {
   int run() const;
 };
 
+// mutwo many: N copies of one zoo model trained as one graph under one budget (many_cmd.cpp).
+struct ManyCommand {
+  StepOptions step;        // the model; --lr is every copy's unless --lrs
+  int64_t copies = 0;      // --copies N, required
+  std::string lrs;         // --lrs a,b,...: one for all copies or one per copy
+  BudgetOptions planning;  // no --budget: no plan
+  DeviceOptions device;    // --seed S: copy i from S + i
+  int64_t steps = 10;
+  OutputOptions output;
+
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
 }  // namespace mutwo::cli

@@ -253,6 +253,7 @@ int main_impl(int argc, char** argv) {
   SweepCommand sweep;
   MaxBatchCommand max_batch;
   TrainCommand train;
+  ManyCommand many;
   run.add_to(*app.add_subcommand("run", "train a model for a few steps; print losses, peak memory, step time"));
   show.add_to(*app.add_subcommand("show", "print the training-step graph in the IR's text form"));
   info.add_to(*app.add_subcommand("info", "parameter count, node count and bytes by role of a model's step"));
@@ -264,6 +265,8 @@ int main_impl(int argc, char** argv) {
   max_batch.add_to(*app.add_subcommand("max-batch", "the largest batch that fits a memory limit, per planner"));
   train.add_to(*app.add_subcommand("train", "train a decoder on a text file for epochs of batches, optionally under a "
                                             "memory budget; per epoch the training and held-out loss, tokens/s, peak"));
+  many.add_to(*app.add_subcommand("many", "train N copies of a zoo model as one graph, copy i from seed S+i at its own "
+                                          "learning rate, under one budget; per copy its losses"));
   std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands({})) names.push_back(sub->get_name());
   if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
@@ -315,6 +318,7 @@ int main_impl(int argc, char** argv) {
     if (app.got_subcommand("sweep")) return sweep.run();
     if (app.got_subcommand("max-batch")) return max_batch.run();
     if (app.got_subcommand("train")) return train.run();
+    if (app.got_subcommand("many")) return many.run();
   } catch (const c10::Error& e) {
     if (!graph_file || graph_file->empty() || runtime::is_out_of_memory(e)) throw;
     std::string what = e.what_without_backtrace();

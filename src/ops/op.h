@@ -147,6 +147,12 @@ inline bool recomputable(const ir::Node& n) { return (tags(n) & (kInplace | kCol
 // (rng_save's output) it replays; the op's own inputs come before it.
 inline constexpr const char* kRngReplayAttr = "rng_replay";
 bool replays_rng(const ir::Node& n);
+// A node that draws from the generator (tag random, or rng_save) with
+// attribute seed_offset=k draws from the executor's generator k, seeded
+// seed + k; without it, from generator 0: copy k of N steps composed into one
+// graph draws what a lone step from seed + k draws (models/copies.h).
+inline constexpr const char* kSeedOffsetAttr = "seed_offset";
+int64_t seed_offset(const ir::Node& n);
 // The state rng_save takes: the bytes of at::CPUGeneratorImpl's state
 // (5056: the Mersenne Twister's legacy layout), the larger of CPU's and CUDA's
 // (Philox seed and offset, 16 bytes, in its first two words).

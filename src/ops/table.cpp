@@ -125,6 +125,8 @@ const OpDef& op(std::string_view name) {
 
 bool replays_rng(const ir::Node& n) { return n.attrs.has(kRngReplayAttr) && n.attrs.i(kRngReplayAttr) != 0; }
 
+int64_t seed_offset(const ir::Node& n) { return n.attrs.i_or(kSeedOffsetAttr, 0); }
+
 ir::TensorType rng_state_type() { return ir::TensorType{{kRngStateWords}, ir::DType::i64}; }
 
 namespace {

@@ -55,7 +55,9 @@ void save_states(Rewritten& out, const std::vector<ir::Node>& original,
     auto it = nodes[k].phase == ir::Phase::recompute ? state_of.end() : state_of.find(origin[k]);
     if (it != state_of.end()) {
       const ir::Node& random = original[static_cast<size_t>(it->first)];
-      out.graph.append(ir::Node{"rng_save", {}, {it->second}, {}, random.phase, random.scope});
+      ir::Attrs attrs;  // the state of the generator the random node draws from (ops::kSeedOffsetAttr)
+      if (random.attrs.has(ops::kSeedOffsetAttr)) attrs.set(ops::kSeedOffsetAttr, ops::seed_offset(random));
+      out.graph.append(ir::Node{"rng_save", {}, {it->second}, std::move(attrs), random.phase, random.scope});
       out.origin.push_back(-1);
     }
     out.graph.append(std::move(nodes[k]));

@@ -37,6 +37,7 @@ struct Executor::Instr {
   bool view;
   std::shared_ptr<const void> state;  // the kernel's prepare(node), if it has one
   const at::Tensor* rng_state = nullptr;  // a replayed random node: the generator state it draws from (its last input)
+  at::Generator generator;  // the one it draws from: the step's, or its seed offset's (ops::kSeedOffsetAttr)
 };
 
 // The captured step (ExecutorOptions::cuda_graph). The caching allocator
@@ -116,6 +117,34 @@ Executor::Executor(const ir::Graph& g, ExecutorOptions options)
 #endif
   if (!generator_.defined())
     generator_ = options_.default_generator ? at::detail::getDefaultCPUGenerator() : at::detail::createCPUGenerator(options_.seed);
+  draw_by_seed_offset();
+}
+
+// Each node draws from the step's generator, or where it has a seed offset k
+// (copies of a step in one graph: models/copies.h) from a generator of its own
+// seeded seed + k, one per offset.
+void Executor::draw_by_seed_offset() {
+  std::map<int64_t, at::Generator> by_offset{{0, generator_}};
+  for (Instr& ins : program_) {
+    const int64_t k = ops::seed_offset(*ins.node);
+    auto it = by_offset.find(k);
+    if (it == by_offset.end()) {
+      MUTWO_CHECK(!options_.default_generator && !options_.cuda_graph,
+                  "{}: a seed offset ({}={}) needs the executor's own generators, which neither a captured CUDA graph "
+                  "nor the default generator gives; leave out --cuda-graph",
+                  ops::display_name(*ins.node), ops::kSeedOffsetAttr, k);
+      MUTWO_CHECK(k > 0, "{}: {} must be positive, got {}", ops::display_name(*ins.node), ops::kSeedOffsetAttr, k);
+      at::Generator gen = at::detail::createCPUGenerator(options_.seed + static_cast<uint64_t>(k));
+#ifdef MUTWO_WITH_CUDA
+      if (options_.device.is_cuda()) {
+        gen = at::cuda::detail::createCUDAGenerator(options_.device.index() < 0 ? 0 : options_.device.index());
+        gen.set_current_seed(options_.seed + static_cast<uint64_t>(k));
+      }
+#endif
+      it = by_offset.emplace(k, gen).first;
+    }
+    ins.generator = it->second;
+  }
 }
 
 Executor::~Executor() = default;
@@ -250,10 +279,10 @@ void Executor::run_range(size_t begin, size_t end) {
     Instr& ins = program_[n];
     if (observer_) observer_->before(n);
     if (arena_) arena_->begin_node(n);
-    kernels::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, generator_, ins.state.get(),
+    kernels::KernelCall k{*ins.node, ins.in.data(), ins.out.data(), options, step_, ins.generator, ins.state.get(),
                           options_.collectives};
     if (ins.rng_state) {
-      kernels::ReplayedRngState replay(generator_, *ins.rng_state);  // the forward pass's draws, then the live state back
+      kernels::ReplayedRngState replay(ins.generator, *ins.rng_state);  // the forward pass's draws, then the live state back
       ins.kernel(k);
     } else {
       ins.kernel(k);

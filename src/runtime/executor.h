@@ -29,7 +29,7 @@ inline constexpr const char* kArenaWithCudaGraph =
 
 struct ExecutorOptions {
   c10::Device device = c10::Device(c10::DeviceType::CPU);
-  uint64_t seed = 0;  // initial values and dropout masks
+  uint64_t seed = 0;  // initial values and dropout masks; a node with a seed offset k draws from seed + k (ops/op.h)
   bool keep_outputs = false;  // leave the graph outputs in their slots after step() (for checks)
   // CUDA only: run the first two steps node by node on a side stream, capture
   // the third in a CUDA graph and replay that graph from then on, so the host
@@ -120,6 +120,7 @@ class Executor {
   struct Instr;
   struct CudaGraph;  // executor.cpp, CUDA builds only
   static void check_aliasing(const Instr& ins);
+  void draw_by_seed_offset();  // each instruction's generator (ops::kSeedOffsetAttr)
   void run_nodes();
   void run_range(size_t begin, size_t end);
   StepResult replay_step();

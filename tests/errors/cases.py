@@ -44,6 +44,12 @@ CASES: list[Case] = [
     Case("optimize --model mlp --batch 8 --budget 60% --arena --cuda-graph --quiet --out {blocker}/a", 2,
          "--arena with --cuda-graph"),
     Case("info --image-size 0", 2, "--image-size"),
+    # mutwo many: one learning rate for all copies or one per copy; at least one copy.
+    Case("many --model mlp --copies 3 --lrs 0.1,0.2 --steps 1", 2,
+         "--lrs has 2 learning rates for 3 copies: give one for all copies or 3, one per copy"),
+    Case("many --model mlp --copies 2 --lrs 0.1,x --steps 1", 2, "'x' is not a learning rate"),
+    Case("many --model mlp --copies 0 --steps 1", 2, "--copies: must be a positive integer"),
+    Case("many --model mlp --copies 2 --lr 0.1 --lrs 0.1 --steps 1", 2, "excludes"),
     Case("run --data /nonexistent/file.txt", 2, "--data"),
     # An --out that cannot be a folder is exit 2 naming it (a file stands in the way).
     Case("optimize --model mlp --batch 8 --budget 90% --steps 1 --quiet --out {blocker}/o", 2,
