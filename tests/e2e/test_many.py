@@ -43,3 +43,14 @@ def test_one_lr_for_every_copy() -> None:
     r = json.loads(last_line(mutwo("many", *STEP, "--copies", "2", "--lrs", "0.05", "--seed", "3", "--json")))
     assert r["lrs"] == [0.05, 0.05]
     assert r["losses"] == [run_losses(3, 0.05), run_losses(4, 0.05)]
+
+
+def test_transformer_copies_with_adam_under_a_budget() -> None:
+    """A small decoder (dropout, the chunked vocabulary loss) with Adam, at 50%."""
+    step = ["--model", "transformer-lm", "--batch", "16", "--optimizer", "adam", "--steps", "2"]
+    r = json.loads(last_line(mutwo("many", *step, "--copies", "2", "--lrs", "0.01,0.1", "--budget", "50%",
+                                   "--quiet", "--json")))
+    assert r["dropped"] > 0 and r["peak_bytes"] <= r["budget_bytes"], r
+    for i, lr in enumerate(["0.01", "0.1"]):
+        alone = json.loads(last_line(mutwo("run", *step, "--seed", str(i), "--lr", lr, "--json")))["losses"]
+        assert r["losses"][i] == alone, (i, r["losses"][i], alone)
