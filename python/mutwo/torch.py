@@ -395,7 +395,7 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
         raise MutwoError(f"compiler={compiler!r}: use 'inductor' (mutwo plans, Inductor compiles) or 'mutwo' "
                          "(mutwo's executor)")
     if compiler == "inductor":
-        from mutwo import _inductor
+        from mutwo.compiled import _inductor
         try:
             parsed = _budget.parse(budget)
             _budget.check_planner(planner, list(_inductor.PLANNERS))
@@ -411,7 +411,7 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
         parsed = _budget.parse(budget)
     step = None
     if compiler == "inductor":  # bytes and "lowest": one budget for every graph of the step (_step.py)
-        from mutwo._step import Step
+        from mutwo.compiled._step import Step
         kind = parsed.kind if parsed is not None and planner == "mutwo" else None
         step = Step(parsed.bytes if kind == "bytes" else "lowest" if kind == "lowest" else None, memory, BudgetError)
     graphs: list[Any] = []
@@ -438,7 +438,7 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
                 "mutwo.torch.wrap"))
         if compiler == "inductor":
             ops()
-            from mutwo._inductor import DYNAMIC_WARNING, CompiledGraph, device_of, symbolic, unplanned
+            from mutwo.compiled._inductor import DYNAMIC_WARNING, CompiledGraph, device_of, symbolic, unplanned
             if symbolic(example_inputs):
                 if not warned:
                     warnings.warn(DYNAMIC_WARNING, stacklevel=2)

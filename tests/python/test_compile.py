@@ -40,7 +40,8 @@ from workloads import hf_models
 import loop
 import models
 import mutwo.torch as mt
-from mutwo import _ext, _mincut
+from mutwo import _ext
+from mutwo.compiled import _mincut
 from mutwo._graph import is_tangent
 
 TOLERANCE = 1e-5  # relative, on the loss and each gradient: fusion may reorder a sum
@@ -325,7 +326,7 @@ def test_a_plan_not_yet_run_takes_only_misses_where_the_model_fell_short() -> No
     model's own figure where every plan measured below it (on the CPU the
     decoder block's compile:1 backward measured 360 KB under its prediction,
     mutwo:2's 45 KB: carried over, the first put mutwo:2 315 KB short)."""
-    from mutwo._frontier import Candidate, Corrections, Residual
+    from mutwo.compiled._frontier import Candidate, Corrections, Residual
     g = torch.fx.Graph()
     a, b, c = (Candidate(name, [g.placeholder(name)], fwd_peak=1000, bwd_peak=2000, retained=500)
                for name in ("x", "y", "z"))

@@ -23,7 +23,8 @@ import loop
 import models
 import mutwo.torch as mt
 from workloads.llama_decoder import Llama
-from mutwo import _budget, _joint
+from mutwo import _budget
+from mutwo.compiled import _joint
 
 TOLERANCE = 1e-5  # relative, on each step's loss: fusion may reorder a sum
 STEPS = 4  # the first plan, the plan the measured step chose, one to measure it, one more

@@ -116,7 +116,7 @@ def test_ranks_on_different_cards_compile_under_one_key() -> None:
     """Each rank runs on its own card: the joint graph's code names cuda:0 on
     one and cuda:1 on the other, and their keys must agree (the exchange
     above compares them). The device's kind still counts. Built, not run."""
-    from mutwo._inductor import graph_key
+    from mutwo.compiled._inductor import graph_key
 
     def joint(device: torch.device) -> torch.fx.GraphModule:
         g = torch.fx.Graph()

@@ -1,5 +1,5 @@
 # The step-wide choice of the compiled route on plain data, in milliseconds
-# (python/mutwo/_joint.py, _step.py; docs/compiled.md, "Several graphs"):
+# (python/mutwo/compiled/_joint.py, _step.py; docs/compiled.md, "Several graphs"):
 # - the Tracker turns the allocator's readings at each compiled call's
 #   boundaries into a Record: intervals, which graphs await their backward,
 #   per-graph forward, backward and retained bytes;
@@ -15,8 +15,8 @@ import random
 
 import pytest
 
-from mutwo import _joint, _step
-from mutwo._joint import Interval, Option, Record
+from mutwo.compiled import _joint, _step
+from mutwo.compiled._joint import Interval, Option, Record
 
 
 class FakeMemory:

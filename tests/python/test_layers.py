@@ -1,4 +1,4 @@
-# The compiled route's layer planner on plain data (python/mutwo/_layers.py,
+# The compiled route's layer planner on plain data (python/mutwo/compiled/_layers.py,
 # through the core's solve, src/plan/compiled.h; tests/core/test_compiled.cpp
 # tests the solve itself): the solve across layers against every assignment of
 # options to layers, dominated options never taken, an unreachable need
@@ -10,8 +10,8 @@ import random
 
 import torch.fx as fx
 
-from mutwo import _layers
-from mutwo._layers import Option
+from mutwo.compiled import _layers
+from mutwo.compiled._layers import Option
 
 
 def _brute(options: list[Option], count: int, need: int) -> float:

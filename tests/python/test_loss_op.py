@@ -1,5 +1,5 @@
 # mutwo::linear_cross_entropy, the chunked vocabulary loss of the compiled
-# route (python/mutwo/_loss.py), against PyTorch's cross_entropy(linear(...)):
+# route (python/mutwo/compiled/_loss.py), against PyTorch's cross_entropy(linear(...)):
 # the loss and the gradients of the hidden states, weight and bias, for mean
 # and sum, ignored targets, a bias, an upcast from bf16, chunks that do not
 # divide the rows; PyTorch's opcheck on its registrations; the memory the
@@ -12,7 +12,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mutwo import _ext, _loss
+from mutwo import _ext
+from mutwo.compiled import _loss
 
 
 def _reference(h, w, b, y, reduction, upcast):

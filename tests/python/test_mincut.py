@@ -1,4 +1,4 @@
-# The compiled route's shim over PyTorch's min-cut partitioner (python/mutwo/_mincut.py),
+# The compiled route's shim over PyTorch's min-cut partitioner (python/mutwo/compiled/_mincut.py),
 # checked against PyTorch itself inside real partitions on Inductor's CPU backend:
 # - its min-cut, with networkx's Boykov-Kolmogorov max-flow, cuts where PyTorch's
 #   default (preflow-push) does, at every activation_memory_budget of the ladder and
@@ -18,7 +18,7 @@ from torch import nn
 
 from workloads import hf_models
 import models
-from mutwo import _frontier, _loss, _mincut
+from mutwo.compiled import _frontier, _loss, _mincut
 
 MODELS: dict[str, Callable[[], tuple[nn.Module, tuple, Callable]]] = {
     "llama-dropout": lambda: models.llama(dropout=0.1),  # random ops, pinned as the backend pins them

@@ -19,8 +19,19 @@ PACKAGE = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__
 
 
 def _modules() -> dict[str, ast.Module]:
-    return {f[:-3]: ast.parse(open(os.path.join(PACKAGE, f)).read(), f)
-            for f in sorted(os.listdir(PACKAGE)) if f.endswith(".py")}
+    """Every module of the package, by dotted name below mutwo ("torch", "compiled._frontier")."""
+    found = {}
+    for folder, _, files in sorted(os.walk(PACKAGE)):
+        prefix = os.path.relpath(folder, PACKAGE).replace(os.sep, ".")
+        for f in sorted(files):
+            if f.endswith(".py") and f != "__init__.py":
+                name = f[:-3] if prefix == "." else f"{prefix}.{f[:-3]}"
+                found[name] = ast.parse(open(os.path.join(folder, f)).read(), f)
+    return found
+
+
+def _subpackage(name: str) -> bool:
+    return os.path.isdir(os.path.join(PACKAGE, *name.split(".")))
 
 
 def _imports(tree: ast.Module) -> Iterator[tuple[str, list[str], int]]:
@@ -36,17 +47,17 @@ def _imports(tree: ast.Module) -> Iterator[tuple[str, list[str], int]]:
             if main_guard(child):
                 continue
             if isinstance(child, ast.ImportFrom) and child.module and child.module.split(".")[0] == "mutwo":
-                parts = child.module.split(".")
-                if len(parts) == 1:  # from mutwo import _compat, torch
+                inside = ".".join(child.module.split(".")[1:])
+                if not inside or _subpackage(inside):  # from mutwo import _compat; from mutwo.compiled import _step
                     for a in child.names:
-                        yield a.name, [], child.lineno
+                        yield f"{inside}.{a.name}" if inside else a.name, [], child.lineno
                 else:
-                    yield parts[1], [a.name for a in child.names], child.lineno
+                    yield inside, [a.name for a in child.names], child.lineno
             elif isinstance(child, ast.Import):
                 for a in child.names:
                     parts = a.name.split(".")
                     if parts[0] == "mutwo" and len(parts) > 1:
-                        yield parts[1], [], child.lineno
+                        yield ".".join(parts[1:]), [], child.lineno
             todo.append(child)
 
 

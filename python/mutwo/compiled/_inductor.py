@@ -32,14 +32,15 @@ import torch
 from torch._inductor.custom_graph_pass import CustomPartitionerFn
 from torch._subclasses.fake_tensor import FakeTensor
 
-from mutwo import _compat, _frontier, _joint, _loss, _mincut
-from mutwo._frontier import Candidate, Choice, Corrections, FloorError, Residual
+from mutwo import _compat
+from mutwo.compiled import _frontier, _joint, _loss, _mincut
+from mutwo.compiled._frontier import Candidate, Choice, Corrections, FloorError, Residual
 from mutwo._budget import Budget
 from mutwo._ext import call, ops
 from mutwo._graph import is_tangent
-from mutwo._joint import Option
+from mutwo.compiled._joint import Option
 from mutwo._progress import Ticker, quiet
-from mutwo._step import MAX_COMPILES, Step
+from mutwo.compiled._step import MAX_COMPILES, Step
 
 _SOURCE_HASH = hashlib.sha256(b"".join(pathlib.Path(__file__).with_name(n).read_bytes() for n in (
     "_inductor.py", "_frontier.py", "_mincut.py", "_loss.py"))).hexdigest()[:16]

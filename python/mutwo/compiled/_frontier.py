@@ -38,10 +38,11 @@ from typing import Any, Callable, Optional, Sequence
 import torch
 import torch.fx as fx
 
-from mutwo import _budget, _layers, _loss
+from mutwo import _budget
+from mutwo.compiled import _layers, _loss
 from mutwo._budget import Budget
 from mutwo._ext import call, ops
-from mutwo._mincut import Query, Schedule
+from mutwo.compiled._mincut import Query, Schedule
 
 LADDER = (0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)  # activation_memory_budget values, besides 1
 SPREAD = 8  # mutwo:K candidates priced for choosing across graphs (Frontier.spread)

@@ -28,7 +28,7 @@ import torch
 import torch.fx as fx
 import torch.nn.functional as F
 
-from mutwo import _mincut
+from mutwo.compiled import _mincut
 
 # Between the linear layer and the cross-entropy, the ops that only reshape or
 # upcast its output (Dynamo's names: methods and functions).

@@ -22,9 +22,9 @@ from collections import Counter
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Optional
 
-from mutwo import _joint, _ranks
+from mutwo.compiled import _joint, _ranks
 from mutwo._ext import call, ops
-from mutwo._joint import Interval, Record
+from mutwo.compiled._joint import Interval, Record
 
 MAX_COMPILES = 3  # per graph: its first plan, one with the measured step, one more if that was still over
 _TRACKERS: "weakref.WeakSet[Tracker]" = weakref.WeakSet()
