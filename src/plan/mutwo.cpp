@@ -141,72 +141,40 @@ struct Taken {
 // bert-large at batch 32 none of 264 trials was accepted, at half the planning time).
 constexpr size_t kTakeBack = 16;
 
-struct Greedy {
-  const PlanInput& in;
-  std::vector<Candidate> cands;
-  std::vector<ir::ValueId> swaps;  // storage owners that may be swapped
-  std::vector<Taken> chosen;
-  std::vector<Choice> order;  // every pick, undone ones included: the reasoning plan.json records
-  bool update_early = false;  // decided first: parameters updated as soon as the backward pass is done with them
-
-  ir::ValueId owner(const Taken& t) const { return t.swap ? swaps[t.index] : cands[t.index].owner; }
-  Plan plan(int64_t budget, const std::vector<Taken>& picks) const {
-    std::vector<ir::ValueId> drop, swap;
-    for (const Taken& t : picks) {
-      if (t.swap) swap.push_back(swaps[t.index]);
-      else drop.insert(drop.end(), cands[t.index].members.begin(), cands[t.index].members.end());
-    }
-    return finish(in, "mutwo", budget, std::move(drop), std::move(swap), update_early);
-  }
-
-  Plan take_back(Plan best) {
-    std::vector<Taken> kept = chosen;
-    const size_t first = chosen.size() > kTakeBack ? chosen.size() - kTakeBack : 0;
-    for (size_t k = chosen.size(); k-- > first;) {
-      std::vector<Taken> without;
-      for (const Taken& t : kept)
-        if (owner(t) != owner(chosen[k]) || t.swap != chosen[k].swap) without.push_back(t);
-      Plan p = plan(best.budget_bytes, without);
-      if (!p.feasible || p.predicted.extra_ms >= best.predicted.extra_ms ||
-          p.predicted.peak_bytes < best.predicted.peak_bytes)
-        continue;
-      kept = std::move(without);
-      for (Choice& c : order)
-        if (c.owner == owner(chosen[k])) c.outcome = Choice::Outcome::taken_back;
-      best = std::move(p);
-    }
-    best.order = std::move(order);
-    return best;
-  }
-};
-
-// The greedy's search: the state its loop carries from pick to pick.
-class GreedySearch {
+// The greedy: its candidates, the choices it made, and the state its loop
+// carries from pick to pick. One object per plan: run() once.
+class Greedy {
  public:
-  GreedySearch(const PlanInput& in, int64_t budget)
-      : in(in), budget(budget),
-        gr{in, candidates(in), in.can_swap() ? swap_candidates(in) : std::vector<ir::ValueId>{}, {}, {}},
-        cands(gr.cands), taken(cands.size(), false), swap_taken(gr.swaps.size(), false),
-        recomputed(in.graph.nodes().size(), false), closures(in), copies(in) {
+  Greedy(const PlanInput& in, int64_t budget)
+      : in(in), budget(budget), cands(candidates(in)),
+        swaps(in.can_swap() ? swap_candidates(in) : std::vector<ir::ValueId>{}), taken(cands.size(), false),
+        swap_taken(swaps.size(), false), recomputed(in.graph.nodes().size(), false), closures(in), copies(in) {
     for (size_t i = 0; i < cands.size(); ++i) cand_of.emplace(cands[i].owner, i);
-    if (!gr.swaps.empty()) gaps = rewrite::swap_gaps(in.graph, analysis::analyze_liveness(in.graph));
+    if (!swaps.empty()) gaps = rewrite::swap_gaps(in.graph, analysis::analyze_liveness(in.graph));
   }
 
   Plan run();
 
  private:
+  ir::ValueId owner(const Taken& t) const { return t.swap ? swaps[t.index] : cands[t.index].owner; }
   bool settled(ir::ValueId owner) const {  // recomputed (or tried), or swapped
     auto c = cand_of.find(owner);
     return (c != cand_of.end() && taken[c->second]) || swapped.count(owner) > 0;
   }
+  Plan plan(const std::vector<Taken>& picks) const;  // `picks` simulated under the budget
   Taken next_pick(double& best_ratio);
+  bool try_pick(const Taken& pick);
   void recount_recomputed();
+  Plan take_back();
   Plan no_fit();
 
   const PlanInput& in;
   const int64_t budget;
-  Greedy gr;
-  const std::vector<Candidate>& cands;
+  const std::vector<Candidate> cands;
+  const std::vector<ir::ValueId> swaps;  // storage owners that may be swapped
+  std::vector<Taken> chosen;
+  std::vector<Choice> order;  // every pick, undone ones included: the reasoning plan.json records
+  bool update_early = false;  // decided first: parameters updated as soon as the backward pass is done with them
   std::vector<bool> taken, swap_taken;
   std::unordered_map<ir::ValueId, size_t> cand_of;  // by storage owner
   std::vector<bool> recomputed;  // nodes some chosen candidate recomputes
@@ -225,9 +193,18 @@ class GreedySearch {
   std::unordered_set<ir::ValueId> swapped;  // storages the plan swaps
 };
 
+Plan Greedy::plan(const std::vector<Taken>& picks) const {
+  std::vector<ir::ValueId> drop, swap;
+  for (const Taken& t : picks) {
+    if (t.swap) swap.push_back(swaps[t.index]);
+    else drop.insert(drop.end(), cands[t.index].members.begin(), cands[t.index].members.end());
+  }
+  return finish(in, "mutwo", budget, std::move(drop), std::move(swap), update_early);
+}
+
 // argmax of bytes freed per ms of recomputation not already paid for, or of
 // copy time the compute cannot hide; {false, cands.size()} when none is left.
-Taken GreedySearch::next_pick(double& best_ratio) {
+Taken Greedy::next_pick(double& best_ratio) {
   Taken pick{false, cands.size()};
   best_ratio = -1;
   for (size_t i = 0; i < cands.size(); ++i) {
@@ -244,8 +221,8 @@ Taken GreedySearch::next_pick(double& best_ratio) {
       pick = {false, i};
     }
   }
-  for (size_t i = 0; i < gr.swaps.size(); ++i) {
-    const ir::ValueId o = gr.swaps[i];
+  for (size_t i = 0; i < swaps.size(); ++i) {
+    const ir::ValueId o = swaps[i];
     const int64_t bytes = in.graph.type(o).bytes();
     if (swap_taken[i] || settled(o) || !swap_at_peak[static_cast<size_t>(o)] || host_bytes + bytes > in.host_limit_bytes)
       continue;
@@ -260,10 +237,10 @@ Taken GreedySearch::next_pick(double& best_ratio) {
 }
 
 // Dropping a candidate may lengthen the subgraphs of those chosen before (Algorithm E).
-void GreedySearch::recount_recomputed() {
+void Greedy::recount_recomputed() {
   std::fill(recomputed.begin(), recomputed.end(), false);
   ++stamp;
-  for (const Taken& c : gr.chosen) {
+  for (const Taken& c : chosen) {
     if (c.swap) continue;
     sub.clear();
     closures.subgraph(cands[c.index], stamp, sub);
@@ -271,7 +248,46 @@ void GreedySearch::recount_recomputed() {
   }
 }
 
-Plan GreedySearch::run() {
+// `pick`, already marked taken and recorded in `chosen` and `order`, kept
+// where the re-simulated schedule does not raise the peak (then `best`);
+// undone otherwise (false).
+bool Greedy::try_pick(const Taken& pick) {
+  const ir::ValueId v = owner(pick);
+  if (!pick.swap) closures.drop(cands[pick.index]);
+  // Re-simulate the real schedule, recomputation and copies included (Algorithm G).
+  Plan p = plan(chosen);
+  // A swap must lower the peak: its bytes are gone from the peak only when
+  // the copy out is done before it and the copy back starts after it, which
+  // the cost estimate does not see. One that does not is undone, and the
+  // storage stays open to recomputation.
+  if (pick.swap && p.predicted.peak_bytes >= best.predicted.peak_bytes) {
+    chosen.pop_back();
+    order.back().outcome = Choice::Outcome::raised_peak;
+    return false;
+  }
+  if (p.predicted.peak_bytes > best.predicted.peak_bytes) {
+    // It costs more memory where the peak now is than it frees: keep it
+    // (decided once; the sequence of choices stays the same for every
+    // budget, so a smaller budget still extends a larger one's plan).
+    closures.keep(cands[pick.index]);
+    chosen.pop_back();
+    order.back().outcome = Choice::Outcome::raised_peak;
+    return false;
+  }
+  if (pick.swap) {
+    swapped.insert(v);
+    host_bytes += in.graph.type(v).bytes();
+    copies.take(in.graph.type(v).bytes(), gaps[static_cast<size_t>(v)]);
+  } else {
+    recount_recomputed();
+  }
+  at_peak = p.predicted.idle_at_peak;
+  swap_at_peak = p.predicted.swap_idle_at_peak;
+  best = std::move(p);
+  return true;
+}
+
+Plan Greedy::run() {
   best = finish(in, "mutwo", budget, {});
   if (best.feasible) return best;
   // Updating each parameter as soon as the backward pass is done with it frees
@@ -279,72 +295,61 @@ Plan GreedySearch::run() {
   // the peak (the unplanned peak is rarely where gradients are; the lower
   // peaks that recomputation and swapping reach often are).
   if (Plan early = finish(in, "mutwo", budget, {}, {}, true); early.predicted.peak_bytes <= best.predicted.peak_bytes) {
-    gr.update_early = true;
+    update_early = true;
     best = std::move(early);
     if (best.feasible) return best;
   }
   at_peak = best.predicted.idle_at_peak;
   swap_at_peak = best.predicted.swap_idle_at_peak;
   for (size_t i = 0; i < cands.size(); ++i) siblings[cands[i].made_by].push_back(i);
-  for (size_t step = 0; step < cands.size() + gr.swaps.size(); ++step) {
+  for (size_t step = 0; step < cands.size() + swaps.size(); ++step) {
     double best_ratio = -1;
     const Taken pick = next_pick(best_ratio);
     if (!pick.swap && pick.index == cands.size()) break;
-    const ir::ValueId owner = gr.owner(pick);
     (pick.swap ? swap_taken : taken)[pick.index] = true;
-    gr.chosen.push_back(pick);
-    gr.order.push_back({owner, best_ratio, Choice::Outcome::dropped, pick.swap});
-    if (!pick.swap) closures.drop(cands[pick.index]);
-    // Re-simulate the real schedule, recomputation and copies included (Algorithm G).
-    Plan p = gr.plan(budget, gr.chosen);
-    // A swap must lower the peak: its bytes are gone from the peak only when
-    // the copy out is done before it and the copy back starts after it, which
-    // the cost estimate does not see. One that does not is undone, and the
-    // storage stays open to recomputation.
-    if (pick.swap && p.predicted.peak_bytes >= best.predicted.peak_bytes) {
-      gr.chosen.pop_back();
-      gr.order.back().outcome = Choice::Outcome::raised_peak;
-      continue;
-    }
-    if (p.predicted.peak_bytes > best.predicted.peak_bytes) {
-      // It costs more memory where the peak now is than it frees: keep it
-      // (decided once; the sequence of choices stays the same for every
-      // budget, so a smaller budget still extends a larger one's plan).
-      closures.keep(cands[pick.index]);
-      gr.chosen.pop_back();
-      gr.order.back().outcome = Choice::Outcome::raised_peak;
-      continue;
-    }
-    if (pick.swap) {
-      swapped.insert(owner);
-      host_bytes += in.graph.type(owner).bytes();
-      copies.take(in.graph.type(owner).bytes(), gaps[static_cast<size_t>(owner)]);
-    } else {
-      recount_recomputed();
-    }
-    at_peak = p.predicted.idle_at_peak;
-    swap_at_peak = p.predicted.swap_idle_at_peak;
-    best = std::move(p);
-    if (best.feasible) return gr.take_back(std::move(best));
+    chosen.push_back(pick);
+    order.push_back({owner(pick), best_ratio, Choice::Outcome::dropped, pick.swap});
+    if (try_pick(pick) && best.feasible) return take_back();
   }
   return no_fit();
 }
 
+// `best`, the first plan that fits, with choices taken back (kTakeBack).
+Plan Greedy::take_back() {
+  std::vector<Taken> kept = chosen;
+  const size_t first = chosen.size() > kTakeBack ? chosen.size() - kTakeBack : 0;
+  for (size_t k = chosen.size(); k-- > first;) {
+    std::vector<Taken> without;
+    for (const Taken& t : kept)
+      if (owner(t) != owner(chosen[k]) || t.swap != chosen[k].swap) without.push_back(t);
+    Plan p = plan(without);
+    if (!p.feasible || p.predicted.extra_ms >= best.predicted.extra_ms ||
+        p.predicted.peak_bytes < best.predicted.peak_bytes)
+      continue;
+    kept = std::move(without);
+    for (Choice& c : order)
+      if (c.owner == owner(chosen[k])) c.outcome = Choice::Outcome::taken_back;
+    best = std::move(p);
+  }
+  best.order = std::move(order);
+  return std::move(best);
+}
+
 // Nothing fits: the lowest peak reached, and why (what to ask for instead is
 // infeasible_text's, plan/pipeline.h).
-Plan GreedySearch::no_fit() {
+Plan Greedy::no_fit() {
   best.note = fmt::format(
       "the lowest peak the greedy reached is {}, above the budget {} (persistent state alone is {}){}",
       format_bytes(best.predicted.peak_bytes), format_bytes(budget),
       format_bytes(in.profile.persistent_bytes + in.start_extra_bytes),
-      gr.swaps.empty() && in.swap && in.host_limit_bytes > 0 && in.h2d_bytes_per_ms <= 0
+      swaps.empty() && in.swap && in.host_limit_bytes > 0 && in.h2d_bytes_per_ms <= 0
           ? " (this profile has no copy bandwidth, so nothing was swapped: profile again with this mutwo)"
           : "");
-  best.order = std::move(gr.order);
+  best.order = std::move(order);
   return std::move(best);
 }
 
-Plan greedy(const PlanInput& in, int64_t budget) { return GreedySearch(in, budget).run(); }
+Plan greedy(const PlanInput& in, int64_t budget) { return Greedy(in, budget).run(); }
 
 }  // namespace
 
