@@ -63,14 +63,28 @@ void profile_planned_and_plot(const PlannedOnDevice& p, c10::Device dev, uint64_
 
 // What optimize measured, for its JSON line.
 struct Measurements {
-  std::string name, device;
-  const Measured& baseline;  // empty when it does not fit
-  const Measured& planned;
-  bool baseline_fits, fits;
-  int64_t dropped_bytes;
-  const Check& check;  // status "skipped" without --check
-  const char* reference_name;
+  std::string name;              // --model, or the captured step's name
+  Measured baseline;             // empty when it does not fit
+  Measured planned;
+  bool baseline_fits = false;    // the unplanned step fits the device, and was measured
+  bool fits = false;             // the planned step's measured peak is at or under the budget
+  Check check;                   // status "skipped" without --check
+  const char* reference_name = "";  // what --check compared with: "unplanned" or "most-recomputation"
 };
+
+// A measured step as the report's plain data; `ran` false: it did not fit and was not run.
+report::StepMeasurement step_measurement(const Measured& m, bool ran) {
+  report::StepMeasurement s;
+  s.measured = ran;
+  s.peak_bytes = m.peak_bytes;
+  s.reserved_peak_bytes = m.reserved_peak_bytes;
+  s.step_ms = m.step_ms;
+  s.last_loss = ran ? m.losses.back() : 0.0;
+  s.step_ms_min = m.step_ms_min;
+  s.step_ms_max = m.step_ms_max;
+  s.steps = static_cast<int>(m.losses.size());
+  return s;
+}
 
 // The check's measured noise for the JSON line: null where the reference did not run twice.
 json noise_json(const Check& c) {
@@ -78,14 +92,31 @@ json noise_json(const Check& c) {
   return {{"tensor", c.noise->tensor}, {"absolute", c.noise->absolute}, {"relative", c.noise->relative}};
 }
 
-json optimize_json(const OptimizeCommand& cmd, const PlannedOnDevice& p, const Measurements& r) {
+// The before/after summary optimize prints and report.md holds, on `device`.
+report::OptimizeSummary optimize_summary(const OptimizeCommand& cmd, const PlannedOnDevice& p, const std::string& device,
+                                         const Measurements& r) {
+  report::OptimizeSummary s;
+  s.what = cmd.step.what();
+  s.device = device;
+  s.plan = p.plan;
+  s.unplanned_peak = p.unplanned_peak;
+  s.dropped_bytes = dropped_bytes(p.input.graph, p.plan);
+  s.baseline = step_measurement(r.baseline, r.baseline_fits);
+  s.planned = step_measurement(r.planned, true);
+  s.check = r.check.status;
+  s.command = command_line();
+  return s;
+}
+
+json optimize_json(const OptimizeCommand& cmd, const PlannedOnDevice& p, const report::OptimizeSummary& s,
+                  const Measurements& r) {
   const Measured &mb = r.baseline, &mp = r.planned;
   const bool baseline_fits = r.baseline_fits;
   json j{{"command", "optimize"},
          {"model", r.name},
          {"batch", cmd.step.graph.empty() ? json(cmd.step.batch) : json()},
          {"graph", cmd.step.graph},
-         {"device", r.device},
+         {"device", s.device},
          {"planner", p.plan.planner},
          {"cuda_graph", cmd.cuda_graph},
          {"budget_bytes", p.plan.budget_bytes},
@@ -108,7 +139,7 @@ json optimize_json(const OptimizeCommand& cmd, const PlannedOnDevice& p, const M
            {"predicted_extra_ms", p.plan.predicted.extra_ms},
            {"losses", mp.losses},
            {"dropped", p.plan.drop.size()},
-           {"dropped_bytes", r.dropped_bytes},
+           {"dropped_bytes", s.dropped_bytes},
            {"swapped", p.plan.swap.size()},
            {"swapped_bytes", swapped_bytes(p.input.graph, p.plan)},
            {"replayed", plan::replayed_random(p.input, p.plan).size()},
@@ -190,9 +221,11 @@ int OptimizeCommand::run() const {
   const std::string& planner_used = p.plan.planner;  // --planner, or the saved plan's
   const ir::Graph& base = p.input.graph;
   const ir::Graph& planned = p.rewritten.graph;
+  Measurements r;
+  r.name = name;
   // Where the unplanned step does not fit, it is neither measured nor the
   // reference of --check: the step under the most recomputation is.
-  const bool baseline_fits = !p.profiled_under;
+  const bool baseline_fits = r.baseline_fits = !p.profiled_under;
   // The reference runs the vocabulary loss in the plan's chunks: a chunk's
   // size changes how cuBLAS sums its products, so on CUDA the unplanned step's
   // default chunks can differ from the plan's in the last bits of the head's
@@ -200,39 +233,25 @@ int OptimizeCommand::run() const {
   // what the recomputation rewrite changes, bit for bit).
   const ir::Graph chunked_base = plan::chunked_graph(base, p.plan);
   const ir::Graph& reference = baseline_fits ? chunked_base : *p.profiled_under;
-  const char* reference_name = baseline_fits ? "unplanned" : "most-recomputation";
+  r.reference_name = baseline_fits ? "unplanned" : "most-recomputation";
   if (!output.quiet)
     fmt::print(stderr, "optimize: measuring {}the plan, {} steps{}\n", baseline_fits ? "the baseline and " : "", steps,
                baseline_fits ? " each" : " (the baseline does not fit)");
-  Measured mb = baseline_fits ? measure(base, dev, seed, {steps, cuda_graph}) : Measured{};
-  Measured mp = measure(planned, dev, seed, planned_options);
-
-  const Check c = check ? check_steps(reference, planned, {dev, seed, {}}) : Check{"skipped", "", std::nullopt};
-  const std::string& check_result = c.status;
-  const std::string& check_detail = c.detail;
-  int64_t dropped_bytes = 0;
-  for (ir::ValueId v : p.plan.drop) dropped_bytes += base.type(v).bytes();
+  r.baseline = baseline_fits ? measure(base, dev, seed, {steps, cuda_graph}) : Measured{};
+  r.planned = measure(planned, dev, seed, planned_options);
+  const Measured &mb = r.baseline, &mp = r.planned;
+  r.check = check ? check_steps(reference, planned, {dev, seed, {}}) : Check{"skipped", "", std::nullopt};
+  const std::string& check_result = r.check.status;
+  const std::string& check_detail = r.check.detail;
+  const bool fits = r.fits = mp.peak_bytes <= p.plan.budget_bytes;
 
   // What was written: the plan, the rewritten graph, both measured timelines, the report.
   write_plan_files(p, out, memory_snapshot);
   profile_planned_and_plot(p, dev, seed, name, step.batch_or_none(), out);
 
-  auto measurement = [&](const Measured& m, bool ran) {
-    return report::StepMeasurement{ran,          m.peak_bytes,  m.reserved_peak_bytes, m.step_ms,
-                                   ran ? m.losses.back() : 0.0, m.step_ms_min, m.step_ms_max, static_cast<int>(m.losses.size())};
-  };
-  const report::OptimizeSummary summary{step.what(),
-                                        dev.str(),
-                                        p.plan,
-                                        p.unplanned_peak,
-                                        dropped_bytes,
-                                        measurement(mb, baseline_fits),
-                                        measurement(mp, true),
-                                        check_result,
-                                        command_line()};
+  const report::OptimizeSummary summary = optimize_summary(*this, p, dev.str(), r);
   const std::string table = report::optimize_table(summary);
   fmt::print("mutwo optimize: {} on {}, planner {}\n{}", step.what(), dev.str(), planner_used, table);
-  bool fits = mp.peak_bytes <= p.plan.budget_bytes;
   fmt::print("measured peak {} the budget; bitwise check: {}{}{}\n", fits ? "fits" : "EXCEEDS", check_result,
              check_detail.empty() ? "" : " (" + check_detail + ")",
              check && !baseline_fits ? " against the most-recomputation step (the unplanned one does not fit)" : "");
@@ -246,11 +265,7 @@ int OptimizeCommand::run() const {
 
   report::write_optimize_report(summary, p.input, out);
 
-  if (output.json)
-    std::cout << optimize_json(*this, p, {name, dev.str(), mb, mp, baseline_fits, fits, dropped_bytes, c,
-                                          reference_name})
-                     .dump()
-              << std::endl;
+  if (output.json) std::cout << optimize_json(*this, p, summary, r).dump() << std::endl;
   if (check && check_result == "failed") {
     fmt::print(stderr, "mutwo: bitwise check FAILED: {}\n", check_detail);
     return 1;

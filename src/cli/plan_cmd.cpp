@@ -23,12 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-int64_t dropped_bytes(const plan::PlanInput& in, const plan::Plan& p) {
-  int64_t b = 0;
-  for (ir::ValueId v : p.drop) b += in.graph.type(v).bytes();
-  return b;
-}
-
 void print_plan(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned) {
   double step = in.profile.step_ms;
   fmt::print("planner {}: budget {}, unplanned peak {}\n", p.planner, format_bytes(p.budget_bytes),
@@ -40,7 +34,7 @@ void print_plan(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanne
     if (int64_t b = p.predicted.peak_by_role[static_cast<size_t>(r)])
       fmt::print("    {:<16} {:>12}\n", ir::to_string(static_cast<ir::Role>(r)), format_bytes(b));
   fmt::print("  dropped {} activations ({}), {} recompute nodes; planned in {:.1f} ms\n", p.drop.size(),
-             format_bytes(dropped_bytes(in, p)), p.predicted.recompute_nodes, p.planning_ms);
+             format_bytes(dropped_bytes(in.graph, p)), p.predicted.recompute_nodes, p.planning_ms);
   if (!p.swap.empty())
     fmt::print("  swapped {} storages ({}) to host memory, {} there at once; copies add {:.3f} ms\n", p.swap.size(),
                format_bytes(swapped_bytes(in.graph, p)), format_bytes(p.predicted.host_peak_bytes), p.predicted.swap_ms);
@@ -67,7 +61,7 @@ json plan_json(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned
           {"predicted_peak_bytes", p.predicted.peak_bytes},
           {"predicted_extra_ms", p.predicted.extra_ms},
           {"dropped", p.drop.size()},
-          {"dropped_bytes", dropped_bytes(in, p)},
+          {"dropped_bytes", dropped_bytes(in.graph, p)},
           {"swapped", p.swap.size()},
           {"swapped_bytes", swapped_bytes(in.graph, p)},
           {"host_peak_bytes", p.predicted.host_peak_bytes},

@@ -275,9 +275,7 @@ int TrainCommand::run() const {
     }
   }
   const ir::Graph& train_graph = p ? p->rewritten.graph : g;
-  int64_t dropped_bytes = 0;
-  if (p)
-    for (ir::ValueId v : p->plan.drop) dropped_bytes += p->input.graph.type(v).bytes();
+  const int64_t dropped = p ? dropped_bytes(p->input.graph, p->plan) : 0;
 
   // The held-out loss: the forward graph at dropout 0, in batches of at most B held-out windows.
   const int64_t eval_batch = std::min<int64_t>(B, static_cast<int64_t>(w.heldout.size()));
@@ -307,7 +305,7 @@ int TrainCommand::run() const {
              w.bytes.size() - static_cast<size_t>(w.train_bytes), eval_batches, eval_batch);
   if (p)
     fmt::print("plan: {} under {}: {} activations dropped ({}), predicted peak {} (unplanned {})\n", planning.planner,
-               format_bytes(p->plan.budget_bytes), p->plan.drop.size(), format_bytes(dropped_bytes),
+               format_bytes(p->plan.budget_bytes), p->plan.drop.size(), format_bytes(dropped),
                format_bytes(p->plan.predicted.peak_bytes), format_bytes(p->unplanned_peak));
   else
     fmt::print("plan: none (no --budget); predicted peak {}\n", format_bytes(ex.liveness().peak_bytes));
@@ -326,8 +324,15 @@ int TrainCommand::run() const {
     std::fflush(stdout);
     epochs_done.push_back(ep);
   }
-  const int64_t predicted = p ? p->plan.predicted.peak_bytes : ex.liveness().peak_bytes;
-  print_summary(*this, p, {dev.str(), B, T, steps_per_epoch, dropped_bytes, predicted, train_options.arena}, epochs_done);
+  TrainSummary t;
+  t.device = dev.str();
+  t.B = B;
+  t.T = T;
+  t.steps_per_epoch = steps_per_epoch;
+  t.dropped_bytes = dropped;
+  t.predicted = p ? p->plan.predicted.peak_bytes : ex.liveness().peak_bytes;
+  t.arena = train_options.arena;
+  print_summary(*this, p, t, epochs_done);
   return 0;
 }
 
