@@ -1,4 +1,5 @@
-// Subcommands that live in their own files (main.cpp holds run, show, info).
+// The subcommands, one struct each: its flags (add_to) and its work (run).
+// Each is defined in a file of its own, NAME_cmd.cpp; main.cpp parses argv and runs one.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,6 +23,40 @@ inline constexpr int kExitInfeasible = 3;
 // How stderr's line starts when a command ran out of memory (exit 1);
 // max-batch reads it from the child that trains an answer in a fresh process.
 inline constexpr const char* kOutOfMemoryLine = "mutwo: out of memory: ";
+
+// mutwo run: a step (a zoo model or a --graph file) trained for a few steps;
+// losses, peak memory, step time (run_cmd.cpp).
+struct RunCommand {
+  StepOptions step;
+  int64_t steps = 10;
+  DeviceOptions device;
+  OutputOptions output;  // --json only
+  bool cuda_graph = false;
+  bool deterministic = false;
+  ArenaOptions arena;  // default: on CUDA under --device-memory or for a --graph (a planned step), in one process
+  std::string save;
+
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
+// mutwo show: the training-step graph in the IR's text form (show_cmd.cpp).
+struct ShowCommand {
+  StepOptions step;
+  bool forward_only = false;  // --forward: the forward graph, before autodiff
+
+  void add_to(CLI::App& app);
+  int run() const;
+};
+
+// mutwo info: sizes of a model's training step, counted from types: no tensor is made (info_cmd.cpp).
+struct InfoCommand {
+  StepOptions step;
+  OutputOptions output;  // --json only
+
+  void add_to(CLI::App& app);
+  int run() const;
+};
 
 // mutwo profile: phase 1, the graph profiler.
 struct ProfileCommand {

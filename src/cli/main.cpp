@@ -1,196 +1,32 @@
 // The `mutwo` command: the only place that reads argv. Every subcommand follows
 // one convention: human-readable output by default, and with --json the last
 // line of stdout is one JSON object (bytes in *_bytes keys, times in *_ms keys).
-// Bad input exits with code 2 and one line on stderr.
+// Bad input exits with code 2 and one line on stderr. Each subcommand is a
+// struct of cli/commands.h, in a file of its own (NAME_cmd.cpp); this file
+// parses the command line, runs one of them, and turns errors into exit codes.
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <array>
 #include <cctype>
-#include <cstdlib>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
+#include <cstdlib>
 #include <optional>
-#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
 
-#include "autodiff/autodiff.h"
-#include "cli/arena_output.h"
 #include "cli/commands.h"
-#include "cli/common.h"
 #include "cli/pipeline.h"
 #include "cli/ranks.h"
-#include "ir/text.h"
-#include "models/model.h"
-#include "runtime/executor.h"
 #include "runtime/memory.h"
-#include "runtime/tensor_file.h"
-#include "ops/op.h"
 #include "support/error.h"
-#include "support/units.h"
 
 namespace mutwo::cli {
 
 namespace {
-
-using nlohmann::json;
-
-struct RunCommand {
-  StepOptions step;
-  int64_t steps = 10;
-  DeviceOptions device;
-  OutputOptions output;  // --json only
-  bool cuda_graph = false;
-  bool deterministic = false;
-  ArenaOptions arena;  // default: on CUDA under --device-memory or for a --graph (a planned step), in one process
-  std::string save;
-
-  void add_to(CLI::App& app) {
-    step.add_to(app);
-    app.add_option("--steps", steps, "training steps to run")->capture_default_str()->check(kPositive);
-    app.add_flag("--cuda-graph", cuda_graph,
-                 "CUDA: steps 1-2 node by node, then the step captured once as a CUDA graph and replayed");
-    app.add_flag("--deterministic", deterministic,
-                 "deterministic kernels (warn-only), so that two runs from one seed give the same losses");
-    arena.add_to(app, "the step's allocations",
-                 "for run: under --device-memory or with --graph (a planned step), in one process, not with "
-                 "--cuda-graph");
-    device.add_to(app);
-    app.add_option("--save", save,
-                   "after the last step, write the parameters, buffers and optimizer state to this file "
-                   "(safetensors layout, keyed by value name)");
-    output.add_to(app, "end with one JSON line", /*with_quiet=*/false);
-  }
-
-  int run() const {
-    c10::Device dev = device.open();
-    const uint64_t seed = device.seed;
-    std::optional<runtime::DeterministicAlgorithms> det;
-    if (deterministic) det.emplace();
-    std::optional<runtime::SideStream> side;
-    if (cuda_graph) side.emplace(dev);  // warm-up, capture and replays on one stream
-    ir::Graph g = step.build();
-    runtime::ExecutorOptions o{dev, seed};
-    o.cuda_graph = cuda_graph;
-    MUTWO_CHECK(!arena.on || !cuda_graph, "{}", runtime::kArenaWithCudaGraph);
-    // A cap, or a step planned under a budget (--graph); a captured CUDA graph or several ranks keep the allocator.
-    o.arena = arena.resolve(dev, (!device.memory.empty() || !step.graph.empty()) && !cuda_graph && world_size() == 1);
-    if (o.arena)  // kernel temporaries get blocks of their own, measured first
-      if (int rc = prepare_arena(g, o); rc != 0) return rc;
-    runtime::Executor ex(g, o);
-    if (int rc = refuse_arena_over_cap(ex, dev); rc != 0) return rc;
-    ex.initialize();
-    std::vector<double> losses, times;
-    int64_t peak = 0, reserved = 0;
-    runtime::ArenaUse arena_use;
-    const std::string what = step.what();
-    fmt::print("mutwo run: {} on {}, {} nodes, {} steps\n", what, dev.str(),
-               g.nodes().size(), steps);
-    MUTWO_CHECK(save.empty() || !step.shard_optimizer,
-                "--save with --shard-optimizer: each rank holds only its slice of the optimizer state; leave out one of them");
-    for (int64_t s = 0; s < steps; ++s) {
-      runtime::StepResult r = ex.step();
-      r.outputs = rank_mean(r.outputs);  // on several ranks: the loss of the whole batch, every rank's rows
-      losses.push_back(r.outputs.at(0));
-      times.push_back(r.ms);
-      peak = std::max(peak, r.peak_bytes);
-      reserved = std::max(reserved, r.reserved_peak_bytes);
-      arena_use = runtime::most(arena_use, r.arena);
-      fmt::print("step {:>4}  loss {:.6f}  {:.2f} ms  peak {}\n", s + 1, r.outputs[0], r.ms, format_bytes(r.peak_bytes));
-      std::fflush(stdout);
-    }
-    if (!save.empty() && rank() == 0) {  // the ranks hold the same parameters and state
-      std::vector<std::pair<std::string, at::Tensor>> state;
-      for (const ir::Value& v : g.values())
-        if (v.role == ir::Role::parameter || v.role == ir::Role::buffer || v.role == ir::Role::optimizer_state)
-          state.emplace_back(v.name, ex.value(v.id));
-      runtime::write_tensor_file(save, state);
-      fmt::print("saved {} tensors to {}\n", state.size(), save);
-    }
-    const auto& L = ex.liveness();
-    fmt::print("peak memory {} (liveness predicts {} before kernel workspace), median step {:.2f} ms\n",
-               format_bytes(peak), format_bytes(L.peak_bytes), median(times));
-    if (std::string note = fragmentation_note(peak, reserved); !note.empty()) fmt::print("{}\n", note);
-    if (ex.arena_plan()) fmt::print("{}\n", arena_line(*ex.arena_plan(), arena_use));
-    if (output.json) {
-      json j{{"command", "run"},         {"model", step.name(g)},
-             {"batch", step.graph.empty() ? json(step.batch) : json()}, {"graph", step.graph},
-             {"device", dev.str()},      {"optimizer", step.optimizer}, {"steps", steps}, {"cuda_graph", cuda_graph},
-             {"deterministic", deterministic}, {"arena", o.arena}, {"arena_from", arena.from()},
-             {"losses", losses},         {"step_ms_all", times},          {"step_ms", median(times)},
-             {"peak_bytes", peak},       {"reserved_peak_bytes", reserved},
-             {"device_peak_bytes", reserved + runtime::outside_allocator_bytes(dev)},
-             {"predicted_peak_bytes", L.peak_bytes},
-             {"persistent_bytes", L.persistent_bytes}, {"nodes", g.nodes().size()}};
-      add_rank_json(j);
-      if (ex.arena_plan()) add_arena_json(j, *ex.arena_plan(), arena_use);
-      if (world_size() > 1) j["shard_optimizer"] = step.shard_optimizer;
-      std::cout << j.dump() << std::endl;
-    }
-    return 0;
-  }
-};
-
-struct ShowCommand {
-  StepOptions step;
-  bool forward_only = false;
-  void add_to(CLI::App& app) {
-    step.add_to(app);
-    app.add_flag("--forward", forward_only, "print only the forward graph (before autodiff)");
-  }
-  int run() const {
-    if (forward_only) {
-      fmt::print("{}", ir::print(models::build_model(step.model_options()).graph));
-    } else {
-      fmt::print("{}", ir::print(step.build()));
-    }
-    return 0;
-  }
-};
-
-// Sizes of a model's training step, counted from types: no tensor is made.
-struct InfoCommand {
-  StepOptions step;
-  OutputOptions output;  // --json only
-  void add_to(CLI::App& app) {
-    step.add_to(app);
-    output.add_to(app, "end with one JSON line", /*with_quiet=*/false);
-  }
-  int run() const {
-    ir::Graph g = step.build();
-    int64_t parameters = 0;
-    std::array<int64_t, ir::kNumRoles> bytes{};
-    for (const ir::Value& v : g.values()) {
-      if (v.role == ir::Role::parameter) parameters += v.type.numel();
-      bytes[static_cast<size_t>(v.role)] += v.type.bytes();
-    }
-    std::array<int64_t, 5> phases{};
-    for (const ir::Node& n : g.nodes()) ++phases[static_cast<size_t>(n.phase)];
-    fmt::print("{}: {} parameters, {} nodes (fwd {}, loss {}, bwd {}, optim {})\n", step.what(),
-               parameters, g.nodes().size(), phases[0], phases[1], phases[2], phases[3]);
-    for (int r = 0; r < ir::kNumRoles; ++r)
-      fmt::print("  {:<16} {:>12}\n", ir::to_string(static_cast<ir::Role>(r)), format_bytes(bytes[static_cast<size_t>(r)]));
-    fmt::print("  (activation and other bytes are totals over the step, not what is live at once)\n");
-    if (output.json) {
-      json j{{"command", "info"},
-             {"model", step.name(g)},
-             {"batch", step.graph.empty() ? json(step.batch) : json()},
-             {"parameters", parameters},
-             {"nodes", g.nodes().size()},
-             {"parameter_bytes", bytes[static_cast<size_t>(ir::Role::parameter)]},
-             {"gradient_bytes", bytes[static_cast<size_t>(ir::Role::gradient)]},
-             {"optimizer_state_bytes", bytes[static_cast<size_t>(ir::Role::optimizer_state)]},
-             {"activation_bytes", bytes[static_cast<size_t>(ir::Role::activation)]},
-             {"buffer_bytes", bytes[static_cast<size_t>(ir::Role::buffer)]},
-             {"input_bytes", bytes[static_cast<size_t>(ir::Role::input)]}};
-      std::cout << j.dump() << std::endl;
-    }
-    return 0;
-  }
-};
 
 // Edits (insertions, deletions, substitutions) between a and b.
 size_t edit_distance(std::string_view a, std::string_view b) {
