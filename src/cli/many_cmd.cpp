@@ -2,9 +2,11 @@
 // (models::compose_copies), copy i from seed S+i at learning rate lrs[i],
 // planned by the one planner under one --budget and run by the one executor.
 // Copy i's losses are `mutwo run --seed S+i --lr lrs[i]`'s, bit for bit on the
-// CPU. The step runs phase by phase (every copy's forward, then every copy's
-// backward: models/copies.h; no interleaving of one copy's backward with
-// another's forward yet), unfused (no batched matmuls across copies yet).
+// CPU. The copies run in the order μ-TWO's scheduler chooses (plan/orders.h:
+// phase by phase, one copy after another, or one copy's backward interleaved
+// with the next one's forward), each order planned under the one budget and
+// judged by the simulator; --order asks for one. Unfused (no batched matmuls
+// across copies yet).
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -20,6 +22,8 @@
 #include "cli/commands.h"
 #include "cli/pipeline.h"
 #include "models/copies.h"
+#include "plan/orders.h"
+#include "profile/profile.h"
 #include "runtime/executor.h"
 #include "support/error.h"
 #include "support/units.h"
@@ -51,6 +55,17 @@ const CLI::Validator kLearningRates = CLI::Validator(
       return {};
     },
     "LR[,LR...]");
+
+// --order's value (auto: the scheduler's choice). A ManyCommand member
+// belongs in commands.h; kept here while that file is others' to edit.
+std::string order_flag = "auto";
+
+std::vector<plan::CopyOrder> orders_asked(const std::string& flag) {
+  if (flag == "auto") return plan::copy_orders();
+  for (plan::CopyOrder o : plan::copy_orders())
+    if (plan::to_string(o) == flag) return {o};
+  MUTWO_FAIL("--order {}: not an order; give auto, by-phase, sequential or paired", flag);
+}
 
 // Each copy's initial values as a lone step from its seed makes them: the
 // copy's persistent values in its own order, from a CPU generator seeded
@@ -114,6 +129,12 @@ void ManyCommand::add_to(CLI::App& app) {
                        "default: no plan");
   device.add_to(app, "copy i's seed for weights, data and dropout is this + i");
   app.add_option("--steps", steps, "training steps to run")->capture_default_str()->check(kPositive);
+  app.add_option("--order", order_flag,
+                 "the copies' order: auto (the fastest predicted under --budget, ties to the lower peak), by-phase "
+                 "(every forward, then every backward), sequential (one copy after another) or paired (one copy's "
+                 "backward interleaved with the next one's forward); docs/many.md")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "by-phase", "sequential", "paired"}));
   output.add_to(app);
 }
 
@@ -131,19 +152,44 @@ int ManyCommand::run() const {
     steps_of.push_back(s.build());
   }
   const models::Copies c = models::compose_copies(steps_of);
-  std::optional<PlannedOnDevice> p;
   const plan::PlanOptions options = planning.plan_options(!output.quiet);
-  if (!planning.budget.empty()) {
-    p = plan_step(c.graph, ProfilingOptions::of(dev, device, !output.quiet, step.model, step.batch), options,
-                  step.dump_ir_after.rewrite_passes());
-    if (!p->plan.feasible) {
-      fmt::print(stderr, "mutwo: {}\n", plan::infeasible_text(*p, options));
-      return kExitInfeasible;
+  // The orders, each planned under the budget from one profile of the
+  // composed step (phase by phase); with no budget, each as it is, from an
+  // estimated profile (nothing runs: paired's interleaving weighs the nodes
+  // by their estimated times).
+  std::optional<PlannedOnDevice> profiled;
+  plan::PlannedStep estimated;
+  if (!planning.budget.empty())
+    profiled = profile_for_plan(c.graph, ProfilingOptions::of(dev, device, !output.quiet, step.model, step.batch),
+                                options);
+  else
+    estimated = plan::prepare(profile::estimate_profile(c.graph, dev.str()), options);
+  plan::OrderChoice choice = plan::choose_order(profiled ? *profiled : estimated, options, orders_asked(order_flag));
+  plan::OrderCandidate& chosen = choice.best();
+  const bool planned = profiled.has_value();
+  if (!output.quiet || !chosen.step.plan.feasible)
+    for (size_t i = 0; i < choice.candidates.size(); ++i) {
+      const plan::OrderCandidate& k = choice.candidates[i];
+      fmt::print("order {:<10} {} peak {}, step {:.2f} ms{}{}\n", plan::to_string(k.order),
+                 planned ? "predicted" : "estimated", format_bytes(k.step.plan.predicted.peak_bytes),
+                 k.step.plan.predicted.step_ms,
+                 planned ? fmt::format(", {} dropped", k.step.plan.drop.size()) : std::string(),
+                 i == choice.chosen ? (k.step.plan.feasible ? "  (chosen)" : "  (the lowest; over the budget)")
+                                    : (k.step.plan.feasible ? "" : "  (over the budget)"));
     }
+  if (!chosen.step.plan.feasible) {
+    plan::PlanOptions in_bytes = options;  // the budget as the orders were planned under it
+    in_bytes.budget = Budget::of_bytes(chosen.step.plan.budget_bytes);
+    fmt::print(stderr, "mutwo: in no order of the copies (the lowest: {}): {}\n", plan::to_string(chosen.order),
+               plan::infeasible_text(chosen.step, in_bytes));
+    return kExitInfeasible;
   }
-  const ir::Graph& g = p ? p->rewritten.graph : c.graph;
-  fmt::print("mutwo many: {} copies of {} on {}, one graph of {} nodes, {} steps\n", copies, step.what(), dev.str(),
-             g.nodes().size(), steps);
+  if (planned) chosen.step.rewritten = plan::rewrite_plan(chosen.step.input, chosen.step.plan,
+                                                          step.dump_ir_after.rewrite_passes());
+  const ir::Graph g = planned ? chosen.step.rewritten.graph : plan::reorder(c.graph, chosen.schedule);
+  const plan::PlannedStep* p = planned ? &chosen.step : nullptr;
+  fmt::print("mutwo many: {} copies of {} on {}, one graph of {} nodes in order {}, {} steps\n", copies, step.what(),
+             dev.str(), g.nodes().size(), plan::to_string(chosen.order), steps);
   if (p)
     fmt::print("plan: {} under {}: {} activations dropped, {} recompute nodes, predicted peak {} (unplanned {})\n",
                planning.planner, format_bytes(p->plan.budget_bytes), p->plan.drop.size(), p->rewritten.clones,
@@ -156,6 +202,15 @@ int ManyCommand::run() const {
              p ? fmt::format(" (budget {})", format_bytes(p->plan.budget_bytes)) : std::string(), median(t.ms),
              model_steps_per_s);
   if (!output.json) return 0;
+  json orders = json::array();
+  for (const plan::OrderCandidate& k : choice.candidates)
+    orders.push_back({{"order", plan::to_string(k.order)},
+                      {"feasible", k.step.plan.feasible},
+                      {"predicted_peak_bytes", k.step.plan.predicted.peak_bytes},
+                      {"predicted_step_ms", k.step.plan.predicted.step_ms},
+                      {"unplanned_peak_bytes", k.step.unplanned_peak},
+                      {"dropped", k.step.plan.drop.size()},
+                      {"from", planned ? "profile" : "estimate"}});
   std::vector<uint64_t> seeds;
   for (int64_t i = 0; i < copies; ++i) seeds.push_back(device.seed + static_cast<uint64_t>(i));
   json j{{"command", "many"},
@@ -167,7 +222,8 @@ int ManyCommand::run() const {
          {"optimizer", step.optimizer},
          {"device", dev.str()},
          {"steps", steps},
-         {"order", "by-phase"},  // every copy's forward, then every backward (interleaving: a later step of issue 51)
+         {"order", plan::to_string(chosen.order)},
+         {"orders", orders},
          {"fused", false},         // no batched kernels across copies yet
          {"nodes", g.nodes().size()},
          {"planner", p ? json(planning.planner) : json()},

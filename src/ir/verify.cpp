@@ -19,7 +19,50 @@ int phase_rank(Phase p) {
   return 0;
 }
 
+// The root of `v` in a union-find forest, halving paths on the way.
+int32_t root(std::vector<int32_t>& parent, int32_t v) {
+  while (parent[static_cast<size_t>(v)] != v) {
+    parent[static_cast<size_t>(v)] = parent[static_cast<size_t>(parent[static_cast<size_t>(v)])];
+    v = parent[static_cast<size_t>(v)];
+  }
+  return v;
+}
+
 }  // namespace
+
+std::vector<int32_t> independent_subgraphs(const Graph& g) {
+  const auto nv = static_cast<int32_t>(g.num_values());
+  std::vector<int32_t> parent(static_cast<size_t>(nv));
+  for (int32_t v = 0; v < nv; ++v) parent[static_cast<size_t>(v)] = v;
+  auto first_value = [&](const Node& n) {  // the node's first value in range, or kNoValue
+    for (const auto* list : {&n.inputs, &n.outputs})
+      for (ValueId v : *list)
+        if (v >= 0 && v < nv) return v;
+    return kNoValue;
+  };
+  for (const Node& n : g.nodes()) {
+    const ValueId a = first_value(n);
+    if (a == kNoValue) continue;
+    for (const auto* list : {&n.inputs, &n.outputs})
+      for (ValueId v : *list)
+        if (v >= 0 && v < nv) parent[static_cast<size_t>(root(parent, v))] = root(parent, a);
+  }
+  std::vector<int32_t> index_of_root(static_cast<size_t>(nv), -1);
+  std::vector<int32_t> out;
+  out.reserve(g.nodes().size());
+  int32_t count = 0;
+  for (const Node& n : g.nodes()) {
+    const ValueId a = first_value(n);
+    if (a == kNoValue) {
+      out.push_back(count++);
+      continue;
+    }
+    int32_t& index = index_of_root[static_cast<size_t>(root(parent, a))];
+    if (index < 0) index = count++;
+    out.push_back(index);
+  }
+  return out;
+}
 
 void verify(const Graph& g, const OpChecker& check) {
   const auto& nodes = g.nodes();
@@ -30,7 +73,9 @@ void verify(const Graph& g, const OpChecker& check) {
   std::vector<int32_t> producer(g.num_values(), -1);
   auto where = [&](size_t n) { return fmt::format("verifier: node {} `{}`", n, print_node(g, nodes[n])); };
 
-  int last_phase = 0;
+  // The phase rule (verify.h): per independent sub-graph, the latest phase so far.
+  const std::vector<int32_t> subgraph = independent_subgraphs(g);
+  std::vector<int> last_phase(nodes.size(), 0);
   for (size_t n = 0; n < nodes.size(); ++n) {
     const Node& node = nodes[n];
     for (ValueId v : node.inputs) {
@@ -57,10 +102,13 @@ void verify(const Graph& g, const OpChecker& check) {
                     val.name, to_string(node.phase));
       producer[static_cast<size_t>(v)] = static_cast<int32_t>(n);
     }
-    int rank = phase_rank(node.phase);
-    MUTWO_CHECK(rank >= last_phase, "{}: phase {} comes after a later phase; the order must be fwd, loss, bwd, optim",
+    const int rank = phase_rank(node.phase);
+    int& last = last_phase[static_cast<size_t>(subgraph[n])];
+    MUTWO_CHECK(rank >= last,
+                "{}: phase {} comes after a later phase; the order must be fwd, loss, bwd, optim (within each "
+                "independent sub-graph: nodes that share values)",
                 where(n), to_string(node.phase));
-    last_phase = rank;
+    last = rank;
 
     OpCheck expect;
     try {

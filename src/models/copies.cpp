@@ -48,8 +48,8 @@ Copies compose_copies(const std::vector<ir::Graph>& steps) {
   Copies out;
   out.graph.name = fmt::format("{}_x{}", steps.front().name, steps.size());  // one word: the text form's graph name
   for (size_t i = 0; i < steps.size(); ++i) append_copy(out, steps[i], i);
-  // The graph's phases come in order (ir::verify): every copy's forward, then
-  // every copy's loss, backward and update, each copy's nodes in their order.
+  // Phase by phase (copies.h): every copy's forward, then every copy's loss,
+  // backward and update, each copy's nodes in their order.
   std::vector<ir::Node>& nodes = out.graph.nodes();
   for (const ir::Node& n : nodes)
     MUTWO_ASSERT(n.phase != ir::Phase::recompute, "copies of a rewritten step: compose before planning");

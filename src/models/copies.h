@@ -13,12 +13,12 @@
 
 namespace mutwo::models {
 
-// The composed step. Its order is the simplest the IR allows, phase by phase
-// (ir::verify wants fwd, loss, bwd, optim in that order): every copy's
+// The composed step, in the simplest order, phase by phase: every copy's
 // forward, copy 0's first, then every copy's loss, backward and update, each
-// copy's nodes in its own order. So every copy's activations are live at the
-// end of the forward pass, for the planner to recompute or swap; an order
-// that runs one copy's backward beside another's forward is a later step.
+// copy's nodes in its own order. Each copy is one independent sub-graph
+// (ir::independent_subgraphs), so the verifier lets the copies interleave:
+// plan/orders.h makes the other orders (one copy after another, one copy's
+// backward beside the next one's forward) and chooses among them.
 // Values are named `copy<i>.<name>`, nodes scoped
 // `copy<i>[.<scope>]`. Every node that draws from the generator (tag random)
 // carries attribute ops::kSeedOffsetAttr = i, so the executor draws copy i's

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "plan/plan.h"
 #include "support/error.h"
@@ -31,11 +32,16 @@ PlanOptions read_plan_options(const nlohmann::json& j, const std::string& where)
 }
 
 PlannedStep prepare(const profile::Profile& prof, const PlanOptions& o) {
+  PlanInput in = make_input(prof);
+  in.swap = o.swap;
+  if (o.host_limit_bytes) in.host_limit_bytes = *o.host_limit_bytes;
+  in.replay_random = o.replay_random;
+  return prepare(std::move(in));
+}
+
+PlannedStep prepare(PlanInput in) {
   PlannedStep p;
-  p.input = make_input(prof);
-  p.input.swap = o.swap;
-  if (o.host_limit_bytes) p.input.host_limit_bytes = *o.host_limit_bytes;
-  p.input.replay_random = o.replay_random;
+  p.input = std::move(in);
   const Simulation unplanned = simulate(p.input, {});
   p.unplanned_peak = unplanned.peak_bytes;
   p.unplanned_activation_bytes = unplanned.peak_by_role[static_cast<size_t>(ir::Role::activation)];

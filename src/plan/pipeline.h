@@ -74,6 +74,9 @@ struct PlannedStep {
 // The planners' input from `prof` with o's swap, host limit and replay, and
 // the unplanned step simulated.
 PlannedStep prepare(const profile::Profile& prof, const PlanOptions& o);
+// The same from a plan input as it is (its swap, host limit and replay already set):
+// the unplanned step simulated (mutwo many's orders, plan/orders.h).
+PlannedStep prepare(PlanInput in);
 // The same from a profile.json (`mutwo plan --profile PATH`): UserError naming the file.
 PlannedStep prepare_file(const std::string& profile_path, const PlanOptions& o);
 // The bytes o.budget stands for on p's step: a byte budget plus what it
