@@ -367,13 +367,14 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
     backward; mutwo chooses what it saves, from candidates that include
     torch.compile's own answer at every activation_memory_budget, priced by one
     model of the partition Inductor runs (docs/python.md, "The compiled
-    route"). The budget: bytes ("6GiB") or "lowest" bound what the whole
-    step adds, from its first compiled forward to its last compiled backward,
-    over every graph this object compiles (blocks compiled one by one, graph
-    breaks, DDP's buckets: one backend object, one budget; a torch.compile
-    options={"budget": ...} must equal it); a fraction of the activations plain
-    torch.compile saves (0.6 or "60%": the rest of its peak plus that share of
-    them) applies to each graph; None is plain torch.compile's plan. Each step
+    route"). The budget bounds what the whole step adds, from its first
+    compiled forward to its last compiled backward, over every graph this
+    object compiles (blocks compiled one by one, graph breaks, DDP's buckets:
+    one backend object, one budget; a torch.compile options={"budget": ...}
+    must equal it): bytes ("6GiB"), "lowest", or a fraction of the activations
+    plain torch.compile saves over the step (0.6 or "60%": the rest of the
+    step's peak plus that share of them, resolved to bytes once, after the
+    first measured step); None is plain torch.compile's plan. Each step
     is measured; the first measurement corrects the model (and is cached for
     later runs), and a step over budget plans again and recompiles, at most
     twice per graph; then the next call raises BudgetError naming the lowest
@@ -410,10 +411,11 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
         _options(budget, planner, profile, report, "compiled")  # its errors, before any graph
         parsed = _budget.parse(budget)
     step = None
-    if compiler == "inductor":  # bytes and "lowest": one budget for every graph of the step (_step.py)
+    if compiler == "inductor":  # one budget for every graph of the step (_step.py)
         from mutwo.compiled._step import Step
         kind = parsed.kind if parsed is not None and planner == "mutwo" else None
-        step = Step(parsed.bytes if kind == "bytes" else "lowest" if kind == "lowest" else None, memory, BudgetError)
+        step = Step(parsed.bytes if kind == "bytes" else "lowest" if kind == "lowest" else None, memory, BudgetError,
+                    fraction=parsed.fraction if kind == "fraction" and parsed.fraction < 1 else None)
     graphs: list[Any] = []
     warned = False  # the dynamic-shapes warning, once per backend
 

@@ -387,9 +387,9 @@ def test_an_impossible_budget_is_refused_before_any_step(graphs: int) -> None:
 
 
 def test_a_measured_overrun_plans_again_or_raises() -> None:
-    """A step measured over the budget (a fake measurement of the running plan)
-    is never silent: the next call plans again, under the same bytes the
-    percentage resolved to, or raises BudgetError."""
+    """A step measured over the budget (a fake measurement: the running plan's
+    step peak one byte over) is never silent: the next call plans again, under
+    the same bytes the percentage resolved to, or raises BudgetError."""
     model, inputs, loss_fn = models.llama(dropout=0.1)
     torch._dynamo.reset()
     backend = mt.backend(budget="80%")
@@ -397,18 +397,21 @@ def test_a_measured_overrun_plans_again_or_raises() -> None:
     compiled = torch.compile(step, backend=backend, dynamic=False)
     for _ in range(2):
         compiled(*inputs).backward()
-    graph = backend.graphs[-1]
-    budget, compiles = graph.attempts[-1].choice.budget_bytes, len(graph.attempts)
+    graph, planned = backend.graphs[-1], backend.step
+    budget, compiles = planned.budget, len(graph.attempts)
+    assert isinstance(budget, int) and graph.budget_bytes == budget, (budget, graph.budget_bytes)
     key = graph.running_key()
-    graph.measured(key, {key: (budget + 1, budget + 1, 0)})
-    assert graph._replan or graph.error, "a step over its budget passed in silence"
+    over = copy.deepcopy(planned.last)
+    over.at_peak().peak = budget + 1
+    planned.done(over)
+    assert graph._replan or planned.error, "a step over its budget passed in silence"
     try:
         compiled(*inputs).backward()
     except mt.BudgetError:
         return
     assert len(graph.attempts) == compiles + 1, "no new plan after a step over budget"
-    assert graph.attempts[-1].choice.budget_bytes == budget, "the percentage was resolved again"
-    assert graph.attempts[-1].choice.chosen.key != key, "planned the plan that measured over again"
+    assert planned.budget == budget and graph.budget_bytes == budget, "the percentage was resolved again"
+    assert graph.running_key() != key, "planned the plan that measured over again"
 
 
 @pytest.mark.parametrize("budget", ["abc", "-5GiB", 60, "60", 1.5, "0%"])

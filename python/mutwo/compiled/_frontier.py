@@ -521,13 +521,17 @@ def named(q: Query, device: str, name: str, remembered: Sequence[Candidate] = ()
 
 def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, menu: bool = False,
             split: Optional[tuple[int, int]] = None) -> Choice:
-    if menu and planner != "none" and budget is not None and budget.kind == "bytes":
+    if menu and planner != "none" and budget is not None and budget.kind in ("bytes", "fraction"):
+        # A fraction here is the graph's own share, for the step's first plan
+        # before the step's one budget is resolved (_step.Step.resolve).
+        split = split or _split(f.default, corrections)
+        limit = budget.bytes if budget.kind == "bytes" else _budget.resolve(budget, *split)
         f.pytorch_ladder()
         f.spread()
-        f.greedy(budget.bytes, corrections)
-        f.layered(budget.bytes, corrections)
-        best = fastest_within(list(f.seen.values()), budget.bytes, corrections) or f.lowest(corrections)
-        return Choice(best, f.default, list(f.seen.values()), budget.bytes)
+        f.greedy(limit, corrections)
+        f.layered(limit, corrections)
+        best = fastest_within(list(f.seen.values()), limit, corrections) or f.lowest(corrections)
+        return Choice(best, f.default, list(f.seen.values()), limit, split if budget.kind == "fraction" else None)
     if planner.startswith("candidate:"):  # one named candidate, whatever the budget (the model's own checks)
         f.pytorch_ladder()
         named = next(c for c in f.seen.values() if c.name == planner.split(":", 1)[1])

@@ -270,12 +270,12 @@ class CompiledGraph:
 
     @property
     def joint(self) -> bool:
-        """Planned with the backend's other graphs, under one byte budget."""
-        return self.step.budget is not None and self.options["planner"] == "mutwo"
+        """Planned with the backend's other graphs, under one budget."""
+        return self.step.planned and self.options["planner"] == "mutwo"
 
     @property
     def budget_bytes(self) -> Optional[int]:
-        if self.joint and self.step.budget != "lowest":
+        if self.joint and isinstance(self.step.budget, int):
             return self.step.budget
         choice = self.attempts[0].choice if self.attempts else None
         return choice.budget_bytes if choice else None
@@ -312,14 +312,18 @@ class CompiledGraph:
             self.menu = [c for c in self.menu if c.name != choice.chosen.name] + [choice.chosen]
             return choice
         if self.joint:
-            left = Budget("lowest") if self.step.budget == "lowest" else \
-                Budget("bytes", bytes=self.step.budget - self.step.allocated_in_step(self.device))
+            if self.step.budget is None:  # a fraction not resolved yet: the graph's own share, refused by none
+                left = o["budget"]
+            elif self.step.budget == "lowest":
+                left = Budget("lowest")
+            else:
+                left = Budget("bytes", bytes=self.step.budget - self.step.allocated_in_step(self.device))
             earlier = load_choice(key, self.step.label) if len(self.attempts) == 1 else None
             earlier = _joint.parse(earlier)[0] if earlier else None  # a Split's first candidate
             choice = _frontier.choose(q, self.device, left, corrections, o["planner"], remembered, menu=True,
                                       prefer=earlier, priced=priced)
             low = choice.chosen.peak(corrections)  # where none fits, the lowest
-            if self.chunkable and left.kind == "bytes" and low > left.bytes:
+            if self.chunkable and left.kind != "lowest" and low > choice.budget_bytes:
                 raise _ChunkFirst()
             if left.kind == "bytes" and low > left.bytes and call(ops().surely_below, left.bytes, low):
                 held = self.step.budget - left.bytes  # what the step's graphs before this one hold now
@@ -340,6 +344,11 @@ class CompiledGraph:
         if self.chunkable and choice.budget_bytes is not None and choice.chosen.peak(corrections) > choice.budget_bytes:
             raise _ChunkFirst()  # before any measurement the lowest runs where none fits: chunked, it may
         return choice
+
+    def activation_bytes(self) -> int:
+        """What plain torch.compile's plan of this graph saves, per call (a step fraction's share)."""
+        choice = self.attempts[0].choice if self.attempts else None
+        return choice.default.saved_at_peak if choice else 0
 
     def floor_text(self, e: FloorError) -> str:
         return e.text(f"the compiled graph {self.origin}")

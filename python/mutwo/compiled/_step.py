@@ -176,12 +176,16 @@ class Tracker:
 
 class Step:
     """The graphs of one backend and their one budget: bytes, or "lowest" (the
-    lowest step peak the graphs' candidates reach together); None: each graph
-    plans alone (under a fraction of its activations, or no budget)."""
+    lowest step peak the graphs' candidates reach together); None: no budget.
+    A fraction of the step's activations (`fraction`, 0.6 for "60%") is
+    resolved to bytes once, after the first measured step (resolve()): until
+    then each graph's first plan holds its own share, and none is refused."""
 
     def __init__(self, budget: Any, memory: Callable[[str, bool], tuple[int, int]],
-                 budget_error: type) -> None:
+                 budget_error: type, fraction: Optional[float] = None) -> None:
         self.budget, self.memory, self.budget_error = budget, memory, budget_error
+        self.fraction = fraction
+        self.split: Optional[tuple[int, int]] = None  # (F, A) of the step a fraction was resolved on
         self.graphs: list[Any] = []  # CompiledGraph, by index
         self.trackers: dict[str, Tracker] = {}
         self.records: dict[tuple, Record] = {}
@@ -194,8 +198,15 @@ class Step:
         self.serial = _ranks.serial()
 
     @property
+    def planned(self) -> bool:
+        """Whether the graphs plan together, under one budget (resolved or not yet)."""
+        return self.budget is not None or self.fraction is not None
+
+    @property
     def label(self) -> str:
-        """The budget as the cache of choices names it: "lowest" or bytes."""
+        """The budget as the cache of choices names it: "lowest", a percentage or bytes."""
+        if self.fraction is not None:
+            return f"{self.fraction * 100:.12g}%"
         return "lowest" if self.budget == "lowest" else f"{self.budget}B"
 
     def tracker(self, device: str) -> Tracker:
@@ -230,10 +241,15 @@ class Step:
             self.plans[-1]["measured_peak_bytes"] = record.peak
         firsts = [g for g in record.instances
                   if self.graphs[g].measured(record.running.get(g, ""), record.by_plan.get(g, {}))]
-        if self.budget is None:
+        if not self.planned:
             return
         new = record.signature() not in self.records
         self.records[record.signature()] = record
+        if self.budget is None:  # a fraction: the step's one budget, from its first measured step
+            self.budget = self.resolve()
+            if self.budget is None:
+                return
+            new = True
         # Over the budget is never silent alone: plan again, or raise. Under several
         # ranks a step over on one rank only waits for a step every rank learns from
         # (the ranks agree on each proposal together).
@@ -242,12 +258,31 @@ class Step:
             return  # nothing learnt and within budget: the plan stands (and every rank knows it without asking)
         proposal = self._propose(record)
         signature = [(k, g, self.graphs[g].key) for k, g in record.signature()]
+        if self.fraction is not None:
+            proposal["budget"], proposal["split"] = self.budget, self.split  # every rank holds one resolution
         proposal = _ranks.agree(self.serial, signature, record.peak, proposal)
         self._apply(proposal)
         if not self.error:
             for g in self.graphs:
                 if g.index in record.running:
                     g.remember()
+
+    def resolve(self) -> Optional[int]:
+        """A fraction f of the step's activations as bytes, once: F + f * A
+        (the core's budget_of_fraction), where A is what plain torch.compile
+        saves over every graph instance of the step and F the rest of the
+        step's peak under plain compile's plans, predicted from the measured
+        steps. None where no graph has plain compile's plan among its options."""
+        assert self.fraction is not None
+        menus, _, weights = self._menus()
+        plain = {g: next((k for k, o in enumerate(m) if getattr(o, "name", "") == "compile:1"), None)
+                 for g, m in menus.items()}
+        if not menus or None in plain.values():
+            return None
+        unplanned = int(max(_joint.interval_peaks(menus, list(self.records.values()), plain), default=0))
+        activations = min(sum(weights[g] * self.graphs[g].activation_bytes() for g in menus), unplanned)
+        self.split = (unplanned - activations, activations)
+        return int(call(ops().budget_of_fraction, self.fraction, *self.split))
 
     def _menus(self) -> tuple[dict[int, list[_joint.Choice]], dict[int, list[int]], dict[int, int]]:
         """Per graph its options (a graph called more than once a step also
@@ -309,6 +344,8 @@ class Step:
         return out
 
     def _apply(self, proposal: dict) -> None:
+        if "budget" in proposal:
+            self.budget, self.split = proposal["budget"], tuple(proposal["split"] or ()) or None
         if proposal.get("error"):
             self.error = proposal["error"]
             return
@@ -322,7 +359,8 @@ class Step:
 
     def _floor_text(self, joint: _joint.Joint, menus: dict) -> str:
         assert isinstance(self.budget, int)
-        return call(ops().refusal_text, self.budget, int(joint.floor), 0, self._what(menus), 0, 0, 0)
+        fixed, activation = self.split or (0, 0)
+        return call(ops().refusal_text, self.budget, int(joint.floor), 0, self._what(menus), fixed, activation, 0)
 
     def _over_text(self) -> str:
         assert isinstance(self.budget, int)
