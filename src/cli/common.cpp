@@ -103,17 +103,6 @@ void SwapOptions::add_to(CLI::App& app) {
       ->check(kSize);
 }
 
-namespace {
-int64_t bytes_of(const ir::Graph& g, const std::vector<ir::ValueId>& values) {
-  int64_t b = 0;
-  for (ir::ValueId v : values) b += g.type(v).bytes();
-  return b;
-}
-}  // namespace
-
-int64_t dropped_bytes(const ir::Graph& g, const plan::Plan& p) { return bytes_of(g, p.drop); }
-int64_t swapped_bytes(const ir::Graph& g, const plan::Plan& p) { return bytes_of(g, p.swap); }
-
 void SwapOptions::apply_to(plan::PlanOptions& o) const {
   o.swap = !no_swap;
   if (!host_memory.empty()) {

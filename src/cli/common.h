@@ -88,12 +88,6 @@ struct StepOptions {
   std::string what() const;  // "mlp batch 64" or "step.json"
 };
 
-// Bytes of the activations a plan drops and recomputes, and of the storages
-// it swaps (in `g`, the plan's profiled graph): what every command prints and
-// writes as dropped_bytes and swapped_bytes.
-int64_t dropped_bytes(const ir::Graph& g, const plan::Plan& p);
-int64_t swapped_bytes(const ir::Graph& g, const plan::Plan& p);
-
 // "cpu", "cuda", "cuda:N"; UserError when CUDA is asked for and missing.
 c10::Device parse_device(const std::string& s);
 

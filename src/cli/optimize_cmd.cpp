@@ -100,7 +100,7 @@ report::OptimizeSummary optimize_summary(const OptimizeCommand& cmd, const Plann
   s.device = device;
   s.plan = p.plan;
   s.unplanned_peak = p.unplanned_peak;
-  s.dropped_bytes = dropped_bytes(p.input.graph, p.plan);
+  s.dropped_bytes = plan::dropped_bytes(p.input.graph, p.plan);
   s.baseline = step_measurement(r.baseline, r.baseline_fits);
   s.planned = step_measurement(r.planned, true);
   s.check = r.check.status;
@@ -141,7 +141,7 @@ json optimize_json(const OptimizeCommand& cmd, const PlannedOnDevice& p, const r
            {"dropped", p.plan.drop.size()},
            {"dropped_bytes", s.dropped_bytes},
            {"swapped", p.plan.swap.size()},
-           {"swapped_bytes", swapped_bytes(p.input.graph, p.plan)},
+           {"swapped_bytes", plan::swapped_bytes(p.input.graph, p.plan)},
            {"replayed", plan::replayed_random(p.input, p.plan).size()},
            {"host_peak_bytes", p.plan.predicted.host_peak_bytes},
            {"predicted_swap_ms", p.plan.predicted.swap_ms},

@@ -34,10 +34,10 @@ void print_plan(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanne
     if (int64_t b = p.predicted.peak_by_role[static_cast<size_t>(r)])
       fmt::print("    {:<16} {:>12}\n", ir::to_string(static_cast<ir::Role>(r)), format_bytes(b));
   fmt::print("  dropped {} activations ({}), {} recompute nodes; planned in {:.1f} ms\n", p.drop.size(),
-             format_bytes(dropped_bytes(in.graph, p)), p.predicted.recompute_nodes, p.planning_ms);
+             format_bytes(plan::dropped_bytes(in.graph, p)), p.predicted.recompute_nodes, p.planning_ms);
   if (!p.swap.empty())
     fmt::print("  swapped {} storages ({}) to host memory, {} there at once; copies add {:.3f} ms\n", p.swap.size(),
-               format_bytes(swapped_bytes(in.graph, p)), format_bytes(p.predicted.host_peak_bytes), p.predicted.swap_ms);
+               format_bytes(plan::swapped_bytes(in.graph, p)), format_bytes(p.predicted.host_peak_bytes), p.predicted.swap_ms);
   if (!p.drop.empty() || !p.swap.empty()) {
     std::vector<plan::ActivationRecord> moved;  // dropped or swapped, largest first
     for (plan::ActivationRecord& a : plan::activation_records(in, p))
@@ -61,9 +61,9 @@ json plan_json(const plan::PlanInput& in, const plan::Plan& p, int64_t unplanned
           {"predicted_peak_bytes", p.predicted.peak_bytes},
           {"predicted_extra_ms", p.predicted.extra_ms},
           {"dropped", p.drop.size()},
-          {"dropped_bytes", dropped_bytes(in.graph, p)},
+          {"dropped_bytes", plan::dropped_bytes(in.graph, p)},
           {"swapped", p.swap.size()},
-          {"swapped_bytes", swapped_bytes(in.graph, p)},
+          {"swapped_bytes", plan::swapped_bytes(in.graph, p)},
           {"host_peak_bytes", p.predicted.host_peak_bytes},
           {"predicted_swap_ms", p.predicted.swap_ms},
           {"planning_ms", p.planning_ms},

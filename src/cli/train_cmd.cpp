@@ -275,7 +275,7 @@ int TrainCommand::run() const {
     }
   }
   const ir::Graph& train_graph = p ? p->rewritten.graph : g;
-  const int64_t dropped = p ? dropped_bytes(p->input.graph, p->plan) : 0;
+  const int64_t dropped = p ? plan::dropped_bytes(p->input.graph, p->plan) : 0;
 
   // The held-out loss: the forward graph at dropout 0, in batches of at most B held-out windows.
   const int64_t eval_batch = std::min<int64_t>(B, static_cast<int64_t>(w.heldout.size()));

@@ -46,7 +46,7 @@ std::vector<Decision> decisions(const PlanInput& in, const Plan& p) {
     Decision d;
     d.kind = "recompute";
     d.count = static_cast<int32_t>(p.drop.size());
-    for (ir::ValueId v : p.drop) d.bytes += in.graph.type(v).bytes();
+    d.bytes = dropped_bytes(in.graph, p);
     d.text = fmt::format("{} activation{} ({}) dropped and recomputed in the backward pass ({} recompute node{}, "
                          "{:.3f} ms predicted)", d.count, d.count == 1 ? "" : "s", format_bytes(d.bytes),
                          p.predicted.recompute_nodes, p.predicted.recompute_nodes == 1 ? "" : "s",
@@ -78,7 +78,7 @@ std::vector<Decision> decisions(const PlanInput& in, const Plan& p) {
     Decision d;
     d.kind = "swap";
     d.count = static_cast<int32_t>(p.swap.size());
-    for (ir::ValueId v : p.swap) d.bytes += in.graph.type(v).bytes();
+    d.bytes = swapped_bytes(in.graph, p);
     d.text = fmt::format("{} storage{} ({}) swapped to host memory, {} there at once; the copies add {:.3f} ms",
                          d.count, d.count == 1 ? "" : "s", format_bytes(d.bytes),
                          format_bytes(p.predicted.host_peak_bytes), p.predicted.swap_ms);

@@ -111,6 +111,12 @@ std::string floor_text(const Plan& lowest, const std::string& planner);
 // recomputed chains are held at once).
 std::vector<ir::ValueId> lowest_drop(const ir::Graph& g, const std::string& device);
 
+// Bytes of the activations `p` drops and recomputes, and of the storages it
+// swaps, in `g` (the plan's profiled graph): what every front end prints and
+// writes as dropped_bytes and swapped_bytes (plan.json, the CLI, mutwo.torch).
+int64_t dropped_bytes(const ir::Graph& g, const Plan& p);
+int64_t swapped_bytes(const ir::Graph& g, const Plan& p);
+
 // Fills a Plan from a drop list (and a swap list): simulates it and judges it against the budget.
 Plan finish(const PlanInput& in, std::string planner, int64_t budget_bytes, std::vector<ir::ValueId> drop,
             std::vector<ir::ValueId> swap = {}, bool update_early = false);

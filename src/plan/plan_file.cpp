@@ -93,7 +93,6 @@ std::vector<ActivationRecord> activation_records(const PlanInput& in, const Plan
 }
 
 void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak, const std::string& path) {
-  int64_t dropped_bytes = 0;
   json acts = json::array();
   for (const ActivationRecord& r : activation_records(in, p)) {
     json a{{"name", r.name},
@@ -107,19 +106,14 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
            {"module", r.module},
            {"op", r.op}};
     if (r.storage != r.name) a["storage"] = r.storage;  // a view: memory-viewer frames name its storage
-    if (r.decision == "recompute") {
-      dropped_bytes += r.bytes;
-      a["sources"] = r.sources;
-    }
+    if (r.decision == "recompute") a["sources"] = r.sources;
     acts.push_back(a);
   }
   const ir::Graph& g = in.graph;
   json swapped = json::array();
-  int64_t swapped_bytes = 0;
   for (ir::ValueId v : p.swap) {
     const ir::Value& val = g.value(v);
     swapped.push_back({{"name", val.name}, {"bytes", val.type.bytes()}, {"role", std::string(ir::to_string(val.role))}});
-    swapped_bytes += val.type.bytes();
   }
   json chunks = json::array();
   for (const ChunkChoice& c : p.chunks) {
@@ -147,8 +141,8 @@ void write_plan_json(const PlanInput& in, const Plan& p, int64_t unplanned_peak,
          {"predicted_extra_ms", p.predicted.extra_ms},
          {"recompute_nodes", p.predicted.recompute_nodes},
          {"dropped", p.drop.size()},
-         {"dropped_bytes", dropped_bytes},
-         {"swapped_bytes", swapped_bytes},
+         {"dropped_bytes", dropped_bytes(g, p)},
+         {"swapped_bytes", swapped_bytes(g, p)},
          {"predicted_swap_ms", p.predicted.swap_ms},
          {"host_peak_bytes", p.predicted.host_peak_bytes},
          {"update_early", p.update_early},

@@ -113,6 +113,17 @@ std::string floor_text(const Plan& lowest, const std::string& planner) {
                      format_bytes(lowest.predicted.peak_working_bytes));
 }
 
+namespace {
+int64_t bytes_of(const ir::Graph& g, const std::vector<ir::ValueId>& values) {
+  int64_t b = 0;
+  for (ir::ValueId v : values) b += g.type(v).bytes();
+  return b;
+}
+}  // namespace
+
+int64_t dropped_bytes(const ir::Graph& g, const Plan& p) { return bytes_of(g, p.drop); }
+int64_t swapped_bytes(const ir::Graph& g, const Plan& p) { return bytes_of(g, p.swap); }
+
 std::vector<ir::ValueId> lowest_drop(const ir::Graph& g, const std::string& device) {
   PlanInput in = make_input(profile::estimate_profile(g, device));
   in.swap = false;  // the step profiled with these drops runs without swaps

@@ -251,11 +251,7 @@ std::vector<at::Tensor> Session::backward(const std::vector<at::Tensor>& output_
 
 std::string Session::info_json() const {
   json dropped = json::array();
-  int64_t dropped_bytes = 0;
-  for (ir::ValueId v : plan_.drop) {
-    dropped.push_back(input_.graph.value(v).name);
-    dropped_bytes += input_.graph.type(v).bytes();
-  }
+  for (ir::ValueId v : plan_.drop) dropped.push_back(input_.graph.value(v).name);
   json moved = json::array(), decided = json::array();
   for (const plan::ActivationRecord& a : moved_)
     moved.push_back({{"name", a.name}, {"module", a.module}, {"op", a.op}, {"label", a.label()}, {"bytes", a.bytes},
@@ -283,7 +279,7 @@ std::string Session::info_json() const {
          {"profiled_step_ms_max", input_.profile.step_ms_max},
          {"profile_iterations", options_.profile == "measure" ? std::max(1, options_.profile_iters) : 0},
          {"dropped", dropped},
-         {"dropped_bytes", dropped_bytes},
+         {"dropped_bytes", plan::dropped_bytes(input_.graph, plan_)},
          {"recompute_nodes", plan_.predicted.recompute_nodes},
          {"swapped", plan_.swap.size()},
          {"host_peak_bytes", plan_.predicted.host_peak_bytes},
