@@ -85,27 +85,19 @@ Searched search_child(const std::string& planners, int64_t limit, const std::str
 // Trains `row`'s answer in fresh processes, searched again below where it does not fit: row's fresh_process.
 void MaxBatchCommand::confirm_in_children(json& row, const Children& c, Progress& progress) const {
   const std::string planner = row["planner"];
-  json tries = json::array();
-  for (int attempt = 0; attempt < kFreshTries && row["max_batch"].get<int64_t>() > 0; ++attempt) {
-    const int64_t b = row["max_batch"];
-    const FreshRun r = run_fresh(read_file(row["step"]), fmt::format("{} at batch {}", planner, b),
-                                 {device, c.device, c.arena, c.device_memory});
-    tries.push_back(fresh_try(b, r, c.cap, c.arena));
-    if (tries.back()["fits"].get<bool>()) break;
-    const int64_t next = fresh_step_down(b, r, c.cap);
-    progress.warn(fresh_warning(planner, b, r, c.cap, next, attempt + 1 < kFreshTries));
-    if (attempt + 1 == kFreshTries) break;
-    json again = json::object();
-    if (next > 0) {
-      const Searched s = search_child(planner, next, std::to_string(c.cap),
-                                      c.device_memory > 0 ? std::to_string(c.device_memory) : "",
-                                      fmt::format("{}/{}-{}", c.dir, planner, attempt));
-      if (s.j.is_object() && !s.j["results"].empty()) again = s.j["results"][0];
-    }
-    if (again.value("max_batch", int64_t{0}) == 0) {  // no lower batch fits even in a searching process
-      row["max_batch"] = 0;
-      break;
-    }
+  FreshCheck check{c.cap, c.arena};
+  check.train = [&](int64_t b) {
+    return run_fresh(read_file(row["step"]), fmt::format("{} at batch {}", planner, b),
+                     {device, c.device, c.arena, c.device_memory});
+  };
+  check.subject = [&](int64_t b) { return fmt::format("max-batch: {}: batch {}", planner, b); };
+  int attempt = 0;
+  check.below = [&](int64_t next) -> int64_t {
+    const Searched s = search_child(planner, next, std::to_string(c.cap),
+                                    c.device_memory > 0 ? std::to_string(c.device_memory) : "",
+                                    fmt::format("{}/{}-{}", c.dir, planner, attempt++));
+    json again = s.j.is_object() && !s.j["results"].empty() ? s.j["results"][0] : json::object();
+    if (again.value("max_batch", int64_t{0}) == 0) return 0;  // no lower batch fits even in a searching process
     // The answer as the later search found it; the first search's answer, and every batch either ran.
     for (const char* key : {"searched_batch", "predicted_batch", "above_batch", "above_fits", "monotone"})
       again[key] = row[key];
@@ -113,8 +105,11 @@ void MaxBatchCommand::confirm_in_children(json& row, const Children& c, Progress
       if (std::none_of(again["runs"].begin(), again["runs"].end(), [&](const json& x) { return x["batch"] == run["batch"]; }))
         again["runs"].push_back(run);
     row = again;
-  }
-  row["fresh_process"] = tries.empty() ? json() : fresh_summary(tries, c.cap);
+    return row["max_batch"].get<int64_t>();
+  };
+  const FreshAnswer a = confirm_fresh(row["max_batch"].get<int64_t>(), check, progress);
+  if (a.n == 0) row["max_batch"] = 0;
+  row["fresh_process"] = a.row;
 }
 
 // The rows once confirmed: mutwo's floor, the table, the steps to --out, the JSON line and the exit.

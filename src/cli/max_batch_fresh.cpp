@@ -1,4 +1,4 @@
-// max-batch's fresh-process check's shared pieces (see max_batch_fresh.h).
+// The fresh-process check of an answer and its pieces (see max_batch_fresh.h).
 #include "cli/max_batch_fresh.h"
 
 #include <fmt/format.h>
@@ -6,15 +6,57 @@
 
 #include <algorithm>
 
+#include "support/progress.h"
 #include "support/units.h"
 
 namespace mutwo::cli {
 
 using nlohmann::json;
 
-json fresh_try(int64_t b, const FreshRun& r, int64_t cap, bool arena) {
+namespace {
+
+// The count to try after `n` did not fit in a fresh process (confirm_fresh's step down). 0 or less: none.
+int64_t step_down(int64_t n, const FreshRun& r, int64_t cap) {
   const int64_t high = std::max(r.peak_bytes, r.device_peak_bytes);
-  json t{{"batch", b},
+  const int64_t per_unit = std::max<int64_t>(1, high / n);
+  const int64_t down = !r.measured() ? n / 20 : (high - cap + per_unit - 1) / per_unit;
+  return n - std::max<int64_t>(1, down);
+}
+
+// "max-batch: mutwo: batch 12 fitted in this process but not in a fresh one (out of memory); trying 11 and below".
+std::string warning(const std::string& subject, const FreshRun& r, int64_t cap, int64_t next, bool more) {
+  const int64_t high = std::max(r.peak_bytes, r.device_peak_bytes);
+  return fmt::format("{} fitted in this process but not in a fresh one ({}){}", subject,
+                     r.out_of_memory    ? std::string("out of memory")
+                     : r.arena_over_cap ? std::string("its arena passed --memory")
+                                        : fmt::format("peak {}, {} over --memory", format_bytes(high),
+                                                      format_bytes(high - cap)),
+                     more && next > 0 ? fmt::format("; trying {} and below", next) : "");
+}
+
+}  // namespace
+
+FreshAnswer confirm_fresh(int64_t n, const FreshCheck& c, Progress& progress) {
+  FreshAnswer a;
+  json tries = json::array();
+  for (int attempt = 0; attempt < kFreshTries && n > 0; ++attempt) {
+    const FreshRun r = c.train(n);
+    tries.push_back(fresh_try(n, r, c.cap, c.arena, c.key));
+    a = {n, tries.back()["fits"].get<bool>(), json()};
+    if (a.fits) break;
+    const int64_t next = step_down(n, r, c.cap);
+    const bool more = attempt + 1 < kFreshTries;
+    progress.warn(warning(c.subject(n), r, c.cap, next, more));
+    if (more) n = next > 0 ? c.below(next) : 0;
+  }
+  if (!tries.empty()) a.row = fresh_summary(tries, c.cap, c.key);
+  if (n == 0) a.n = 0;
+  return a;
+}
+
+json fresh_try(int64_t n, const FreshRun& r, int64_t cap, bool arena, const char* key) {
+  const int64_t high = std::max(r.peak_bytes, r.device_peak_bytes);
+  json t{{key, n},
          {"fits", r.measured() && high <= cap},
          {"out_of_memory", r.out_of_memory},
          {"peak_bytes", r.measured() ? json(r.peak_bytes) : json()},
@@ -24,27 +66,9 @@ json fresh_try(int64_t b, const FreshRun& r, int64_t cap, bool arena) {
   return t;
 }
 
-int64_t fresh_step_down(int64_t b, const FreshRun& r, int64_t cap) {
-  const int64_t high = std::max(r.peak_bytes, r.device_peak_bytes);
-  const int64_t per_sample = std::max<int64_t>(1, high / b);
-  const int64_t down = !r.measured() ? b / 20 : (high - cap + per_sample - 1) / per_sample;
-  return b - std::max<int64_t>(1, down);
-}
-
-std::string fresh_warning(const std::string& planner, int64_t b, const FreshRun& r, int64_t cap, int64_t next,
-                          bool more) {
-  const int64_t high = std::max(r.peak_bytes, r.device_peak_bytes);
-  return fmt::format("max-batch: {}: batch {} fitted in this process but not in a fresh one ({}){}", planner, b,
-                     r.out_of_memory    ? std::string("out of memory")
-                     : r.arena_over_cap ? std::string("its arena passed --memory")
-                                        : fmt::format("peak {}, {} over --memory", format_bytes(high),
-                                                      format_bytes(high - cap)),
-                     more && next > 0 ? fmt::format("; trying {} and below", next) : "");
-}
-
-json fresh_summary(const json& tries, int64_t cap) {
+json fresh_summary(const json& tries, int64_t cap, const char* key) {
   const json& last = tries.back();
-  return {{"batch", last["batch"]},
+  return {{key, last[key]},
           {"fits", last["fits"]},
           {"peak_bytes", last["peak_bytes"]},
           {"device_peak_bytes", last["device_peak_bytes"]},

@@ -304,34 +304,24 @@ const MaxBatchSearch::Fit& MaxBatchSearch::run(const std::string& planner, int64
 }
 
 // Trains planner's answer b, which fitted in this process, in a fresh one
-// (cli/fresh_run.h). Where its measured peak passes the limit, or it runs out
-// of memory, the answer steps down and is tried again, kFreshTries times in
-// all: by the overshoot at the step's bytes per sample (its peak over its
-// batch: at least what one more sample adds, so the step is not too far), by
-// 5% after an out-of-memory error (how far over is unknown); at least one
-// batch each time, to the largest lower batch that fits in this process.
+// (cli/fresh_run.h), stepped down where it does not fit there
+// (max_batch_fresh.h's confirm_fresh), to the largest lower batch that fits in this process.
 MaxBatchSearch::Confirmed MaxBatchSearch::confirm_fresh(const std::string& planner, int64_t b) {
-  Confirmed c;
-  json tries = json::array();
-  for (int attempt = 0; attempt < kFreshTries && b > 0; ++attempt) {
-    const Fit& f = run(planner, b);
-    MUTWO_ASSERT(f.fits && !f.step.empty(), "{} at batch {}: no fitting step to train in a fresh process", planner, b);
-    progress_.step(fmt::format("{}: batch {} in a fresh process", planner, b), kRunSteps * static_cast<double>(b));
+  FreshCheck check{cap_, arena_};
+  check.train = [&](int64_t x) {
+    const Fit& f = run(planner, x);
+    MUTWO_ASSERT(f.fits && !f.step.empty(), "{} at batch {}: no fitting step to train in a fresh process", planner, x);
+    progress_.step(fmt::format("{}: batch {} in a fresh process", planner, x), kRunSteps * static_cast<double>(x));
     runtime::release_cached_memory(dev_);  // the device for the child (this process keeps its context)
-    const FreshRun r = run_fresh(f.step, fmt::format("{} at batch {}", planner, b), {c_.device, dev_, arena_});
+    const FreshRun r = run_fresh(f.step, fmt::format("{} at batch {}", planner, x), {c_.device, dev_, arena_});
     spent_.fresh_s += r.seconds;
     ++spent_.fresh;
-    tries.push_back(fresh_try(b, r, cap_, arena_));
-    c = {b, tries.back()["fits"].get<bool>(), json()};
-    if (c.fits) break;
-    const int64_t next = fresh_step_down(b, r, cap_);
-    progress_.warn(fresh_warning(planner, b, r, cap_, next, attempt + 1 < kFreshTries));
-    if (attempt + 1 < kFreshTries)
-      b = next > 0 ? largest_fitting(next, next, [&](int64_t x) { return run(planner, x).fits; }) : 0;
-  }
-  c.row = fresh_summary(tries, cap_);
-  if (b == 0) c.batch = 0;  // no lower batch fits even in this process
-  return c;
+    return r;
+  };
+  check.subject = [&](int64_t x) { return fmt::format("max-batch: {}: batch {}", planner, x); };
+  check.below = [&](int64_t next) { return largest_fitting(next, next, [&](int64_t x) { return run(planner, x).fits; }); };
+  const FreshAnswer a = cli::confirm_fresh(b, check, progress_);
+  return {a.n, a.fits, a.row};
 }
 
 // mutwo's floor: the larger of per-layer's and sqrt-n's answers confirmed so

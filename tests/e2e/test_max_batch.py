@@ -7,13 +7,11 @@ measured and trained from the arena.
 """
 from __future__ import annotations
 
-import json
 import os
 import pathlib
 import re
-import sys
 
-from mutwo_cli import MUTWO, last_json, mutwo
+from mutwo_cli import last_json, mutwo, planted_calls, planted_child
 
 # transformer-lm is small enough for a full search in seconds, and has
 # numbered blocks, so per-layer and sqrt-n differ from none.
@@ -81,62 +79,15 @@ def test_no_fresh_check() -> None:
     assert re.search(r"^\| none \| \d+ \| .* \| skipped \|$", r.stdout, re.M), r.stdout
 
 
-# The child of the fresh-process check, planted: a wrapper (MUTWO_TEST_FRESH_EXE)
-# that logs its arguments and, call by call as FRESH_PLAN says, runs mutwo and
-# passes its output on ("ok"), adds bytes to the peaks it reports
-# ("over:BYTES"), says it ran out of memory ("oom", or "cublas": in cuBLAS's
-# words, as a child on a full card did), exits 3 as run --arena
-# does where its arena passes the cap ("cap") or prints no JSON ("garbage");
-# the last entry holds for every later call.
-WRAPPER = """#!{python}
-import json, os, subprocess, sys
-log = os.path.join(os.environ["FRESH_DIR"], "argv.log")
-n = sum(1 for _ in open(log)) if os.path.exists(log) else 0
-with open(log, "a") as f:
-    f.write(json.dumps(sys.argv[1:]) + "\\n")
-plan = os.environ["FRESH_PLAN"].split(",")
-mode = plan[min(n, len(plan) - 1)]
-if mode == "garbage":
-    print("no JSON here")
-    sys.exit(0)
-if mode == "oom":
-    print("mutwo: out of memory: planted by the test", file=sys.stderr)
-    sys.exit(1)
-if mode == "cublas":
-    print("mutwo: ATen error: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
-          file=sys.stderr)
-    sys.exit(1)
-if mode == "cap":
-    print("--arena: the planned arena passes --device-memory: planted by the test", file=sys.stderr)
-    sys.exit(3)
-r = subprocess.run([{mutwo!r}, *sys.argv[1:]], capture_output=True, text=True)
-sys.stderr.write(r.stderr)
-lines = r.stdout.splitlines()
-if mode.startswith("over:") and r.returncode == 0:
-    j = json.loads(lines[-1])
-    j["peak_bytes"] += int(mode[5:])
-    j["device_peak_bytes"] += int(mode[5:])
-    lines[-1] = json.dumps(j)
-print("\\n".join(lines))
-sys.exit(r.returncode)
-"""
-
-
 def planted(tmp_path: pathlib.Path, plan: str, *args: str, expect: int | None, planners: str = "none",
             children: bool = False) -> tuple[dict, str, list[list[str]]]:
     """max-batch on transformer-lm under 2 MiB (planner none, seed 3, capped
     there too) with the planted child: its JSON line, its stderr and the
     child's argument lists."""
-    exe = tmp_path / "child.py"
-    exe.write_text(WRAPPER.format(python=sys.executable, mutwo=MUTWO))
-    exe.chmod(0o755)
     r = mutwo("max-batch", "--model", "transformer-lm", "--memory", "2MiB", "--device-memory", "2MiB", "--limit", "64",
               "--planners", planners, "--seed", "3", "--json", "--quiet", *args, expect=expect,
-              env={"MUTWO_TEST_FRESH_EXE": str(exe), "FRESH_DIR": str(tmp_path), "FRESH_PLAN": plan,
-                   **({"MUTWO_TEST_SEARCH_IN_CHILDREN": "1"} if children else {})})
-    log = tmp_path / "argv.log"
-    calls = [json.loads(l) for l in log.read_text().splitlines()] if log.exists() else []
-    return last_json(r), r.stderr, calls
+              env={**planted_child(tmp_path, plan), **({"MUTWO_TEST_SEARCH_IN_CHILDREN": "1"} if children else {})})
+    return last_json(r), r.stderr, planted_calls(tmp_path)
 
 
 def test_fresh_child_argv(tmp_path: pathlib.Path) -> None:
