@@ -184,15 +184,21 @@ struct TrainCommand {
 // mutwo many: N copies of one zoo model trained as one graph under one budget (many_cmd.cpp).
 struct ManyCommand {
   StepOptions step;        // the model; --lr is every copy's unless --lrs
-  int64_t copies = 0;      // --copies N, required
+  int64_t copies = 0;      // --copies N, required; with --memory, the most tried
   std::string lrs;         // --lrs a,b,...: one for all copies or one per copy
   BudgetOptions planning;  // no --budget: no plan
   DeviceOptions device;    // --seed S: copy i from S + i
   int64_t steps = 10;
+  std::string order = "auto";  // --order: auto (the scheduler's choice), by-phase, sequential or paired
+  std::string memory;          // --memory CAP: the most copies, up to --copies, that train under CAP (many_memory.cpp)
   OutputOptions output;
 
   void add_to(CLI::App& app);
   int run() const;
+
+ private:
+  int train_copies() const;                    // --copies N copies trained
+  int most_copies(nlohmann::json& result) const;  // --memory's search, then its answer trained
 };
 
 }  // namespace mutwo::cli

@@ -128,9 +128,9 @@ FreshRun run_fresh(const std::string& step_text, const std::string& what, const 
   auto fail = [&](const std::string& why) {
     const std::string said = last_line(stderr_text);
     throw std::runtime_error(fmt::format(
-        "max-batch: the fresh-process check of {} failed: {}{}; re-run it alone to see why: {} (or skip the check "
-        "with --no-fresh-check)",
-        what, why, said.empty() ? "" : fmt::format(" (its stderr: {})", said), shell_line(argv)));
+        "{}: the fresh-process check of {} failed: {}{}; re-run it alone to see why: {}{}", o.command, what, why,
+        said.empty() ? "" : fmt::format(" (its stderr: {})", said), shell_line(argv),
+        o.skip_flag ? fmt::format(" (or skip the check with {})", o.skip_flag) : ""));
   };
   if (code != 0 && ran_out_of_memory(stderr_text)) {
     r.out_of_memory = true;

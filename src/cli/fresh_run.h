@@ -1,4 +1,4 @@
-// A rewritten step trained in a fresh process: max-batch's last word on an
+// A rewritten step trained in a fresh process: max-batch's (and many --memory's) last word on an
 // answer. The step is written as IR text and trained by this same binary as a
 // child, `mutwo run --graph STEP --json`, on the same device, cap and seed;
 // its JSON line is read back. A process that measured a step once is not a
@@ -38,6 +38,10 @@ struct FreshOptions {
   // The --device-memory cap in bytes, where this process has not opened the
   // device (max-batch searching in children): -1, device.memory_cap(opened).
   int64_t device_memory_bytes = -1;
+  // The command whose check it is, for its failure ("max-batch: the
+  // fresh-process check of ... failed"), and its flag that skips the check (none: null).
+  const char* command = "max-batch";
+  const char* skip_flag = "--no-fresh-check";
 };
 
 // The child's command line for `graph_path`: `run --graph`, --device, the cap

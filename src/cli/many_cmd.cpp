@@ -6,7 +6,7 @@
 // phase by phase, one copy after another, or one copy's backward interleaved
 // with the next one's forward), each order planned under the one budget and
 // judged by the simulator; --order asks for one. Unfused (no batched matmuls
-// across copies yet).
+// across copies yet). --memory's search is many_memory.cpp's.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ATen.h>
 #include <fmt/format.h>
@@ -15,11 +15,12 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
-#include <optional>
 #include <sstream>
 
 #include "analysis/liveness.h"
 #include "cli/commands.h"
+#include "cli/ending_in_json.h"
+#include "cli/many.h"
 #include "cli/pipeline.h"
 #include "models/copies.h"
 #include "plan/orders.h"
@@ -55,10 +56,6 @@ const CLI::Validator kLearningRates = CLI::Validator(
       return {};
     },
     "LR[,LR...]");
-
-// --order's value (auto: the scheduler's choice). A ManyCommand member
-// belongs in commands.h; kept here while that file is others' to edit.
-std::string order_flag = "auto";
 
 std::vector<plan::CopyOrder> orders_asked(const std::string& flag) {
   if (flag == "auto") return plan::copy_orders();
@@ -115,10 +112,115 @@ Trained train(const ir::Graph& g, const models::Copies& c, std::map<std::string,
 
 }  // namespace
 
+std::vector<double> copy_rates(const ManyCommand& c) {
+  std::vector<double> rates = c.lrs.empty() ? std::vector<double>{c.step.lr} : parse_numbers(c.lrs);
+  MUTWO_CHECK(rates.size() == 1 || rates.size() == static_cast<size_t>(c.copies),
+              "--lrs has {} learning rates for {} copies: give one for all copies or {}, one per copy "
+              "(comma-separated)", rates.size(), c.copies, c.copies);
+  rates.resize(static_cast<size_t>(c.copies), rates.front());
+  return rates;
+}
+
+ArrangedCopies arrange_copies(const ManyCommand& c, int64_t n, const std::vector<double>& rates,
+                              const c10::Device& dev) {
+  ArrangedCopies a;
+  a.rates.assign(rates.begin(), rates.begin() + n);
+  for (double lr : a.rates) {
+    StepOptions s = c.step;
+    s.lr = lr;
+    a.alone.push_back(s.build());
+  }
+  a.copies = models::compose_copies(a.alone);
+  const plan::PlanOptions options = c.planning.plan_options(!c.output.quiet);
+  // The orders, each planned under the budget from one profile of the
+  // composed step (phase by phase); with no budget, each as it is, from an
+  // estimated profile (nothing runs: paired's interleaving weighs the nodes
+  // by their estimated times).
+  a.planned = !c.planning.budget.empty();
+  const plan::PlannedStep p =
+      a.planned ? profile_for_plan(a.copies.graph,
+                                   ProfilingOptions::of(dev, c.device, !c.output.quiet, c.step.model, c.step.batch),
+                                   options)
+                : plan::prepare(profile::estimate_profile(a.copies.graph, dev.str()), options);
+  a.choice = plan::choose_order(p, options, orders_asked(c.order));
+  plan::OrderCandidate& chosen = a.choice.best();
+  if (!chosen.step.plan.feasible) return a;
+  if (a.planned)
+    chosen.step.rewritten = plan::rewrite_plan(chosen.step.input, chosen.step.plan, c.step.dump_ir_after.rewrite_passes());
+  a.graph = a.planned ? chosen.step.rewritten.graph : plan::reorder(a.copies.graph, chosen.schedule);
+  return a;
+}
+
+void print_orders(const ArrangedCopies& a) {
+  for (size_t i = 0; i < a.choice.candidates.size(); ++i) {
+    const plan::OrderCandidate& k = a.choice.candidates[i];
+    fmt::print("order {:<10} {} peak {}, step {:.2f} ms{}{}\n", plan::to_string(k.order),
+               a.planned ? "predicted" : "estimated", format_bytes(k.step.plan.predicted.peak_bytes),
+               k.step.plan.predicted.step_ms, a.planned ? fmt::format(", {} dropped", k.step.plan.drop.size()) : std::string(),
+               i == a.choice.chosen ? (k.step.plan.feasible ? "  (chosen)" : "  (the lowest; over the budget)")
+                                    : (k.step.plan.feasible ? "" : "  (over the budget)"));
+  }
+}
+
+json train_arranged(const ManyCommand& c, const ArrangedCopies& a, const c10::Device& dev) {
+  const int64_t copies = static_cast<int64_t>(a.rates.size());
+  const ir::Graph& g = a.graph;
+  const plan::PlannedStep* p = a.planned ? &a.chosen().step : nullptr;
+  fmt::print("mutwo many: {} copies of {} on {}, one graph of {} nodes in order {}, {} steps\n", copies, c.step.what(),
+             dev.str(), g.nodes().size(), plan::to_string(a.chosen().order), c.steps);
+  if (p)
+    fmt::print("plan: {} under {}: {} activations dropped, {} recompute nodes, predicted peak {} (unplanned {})\n",
+               c.planning.planner, format_bytes(p->plan.budget_bytes), p->plan.drop.size(), p->rewritten.clones,
+               format_bytes(p->plan.predicted.peak_bytes), format_bytes(p->unplanned_peak));
+  const Trained t = train(g, a.copies, initial_values(a.copies, a.alone, c.device.seed), dev, c.device.seed, c.steps);
+  double seconds = 0;
+  for (double ms : t.ms) seconds += ms / 1000;
+  const double model_steps_per_s = static_cast<double>(copies * c.steps) / seconds;
+  fmt::print("peak memory {}{}, median step {:.2f} ms, {:.1f} model-steps/s\n", format_bytes(t.peak_bytes),
+             p ? fmt::format(" (budget {})", format_bytes(p->plan.budget_bytes)) : std::string(), median(t.ms),
+             model_steps_per_s);
+  json orders = json::array();
+  for (const plan::OrderCandidate& k : a.choice.candidates)
+    orders.push_back({{"order", plan::to_string(k.order)},
+                      {"feasible", k.step.plan.feasible},
+                      {"predicted_peak_bytes", k.step.plan.predicted.peak_bytes},
+                      {"predicted_step_ms", k.step.plan.predicted.step_ms},
+                      {"unplanned_peak_bytes", k.step.unplanned_peak},
+                      {"dropped", k.step.plan.drop.size()},
+                      {"from", p ? "profile" : "estimate"}});
+  std::vector<uint64_t> seeds;
+  for (int64_t i = 0; i < copies; ++i) seeds.push_back(c.device.seed + static_cast<uint64_t>(i));
+  return {{"command", "many"},
+          {"model", c.step.model},
+          {"batch", c.step.batch},
+          {"copies", copies},
+          {"seeds", seeds},
+          {"lrs", a.rates},
+          {"optimizer", c.step.optimizer},
+          {"device", dev.str()},
+          {"steps", c.steps},
+          {"order", plan::to_string(a.chosen().order)},
+          {"orders", orders},
+          {"fused", false},  // no batched kernels across copies yet
+          {"nodes", g.nodes().size()},
+          {"planner", p ? json(c.planning.planner) : json()},
+          {"budget_bytes", p ? json(p->plan.budget_bytes) : json()},
+          {"predicted_peak_bytes", p ? p->plan.predicted.peak_bytes : analysis::analyze_liveness(g).peak_bytes},
+          {"unplanned_peak_bytes", p ? json(p->unplanned_peak) : json()},
+          {"dropped", p ? p->plan.drop.size() : 0},
+          {"recompute_nodes", p ? p->rewritten.clones : 0},
+          {"losses", t.losses},
+          {"step_ms_all", t.ms},
+          {"step_ms", median(t.ms)},
+          {"peak_bytes", t.peak_bytes},
+          {"model_steps_per_s", model_steps_per_s}};
+}
+
 void ManyCommand::add_to(CLI::App& app) {
   planning.swap.add_to(app);
   step.add_to(app, /*with_batch=*/true, /*with_graph=*/false);
-  app.add_option("--copies", copies, "how many copies of the model to train, copy i from seed --seed + i")
+  app.add_option("--copies", copies,
+                 "how many copies of the model to train, copy i from seed --seed + i; with --memory, the most to try")
       ->required()
       ->check(kPositive);
   app.add_option("--lrs", lrs,
@@ -129,115 +231,40 @@ void ManyCommand::add_to(CLI::App& app) {
                        "default: no plan");
   device.add_to(app, "copy i's seed for weights, data and dropout is this + i");
   app.add_option("--steps", steps, "training steps to run")->capture_default_str()->check(kPositive);
-  app.add_option("--order", order_flag,
+  app.add_option("--order", order,
                  "the copies' order: auto (the fastest predicted under --budget, ties to the lower peak), by-phase "
                  "(every forward, then every backward), sequential (one copy after another) or paired (one copy's "
                  "backward interleaved with the next one's forward); docs/many.md")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "by-phase", "sequential", "paired"}));
+  app.add_option("--memory", memory,
+                 "find the most copies, up to --copies, that train under this cap on what the process holds (e.g. "
+                 "2GiB, or `free` on CUDA), each under --budget, the answer confirmed in a fresh process; then train "
+                 "them; docs/many.md")
+      ->check(kSizeOrFree);
   output.add_to(app);
 }
 
 int ManyCommand::run() const {
-  std::vector<double> rates = lrs.empty() ? std::vector<double>{step.lr} : parse_numbers(lrs);
-  MUTWO_CHECK(rates.size() == 1 || rates.size() == static_cast<size_t>(copies),
-              "--lrs has {} learning rates for {} copies: give one for all copies or {}, one per copy "
-              "(comma-separated)", rates.size(), copies, copies);
-  rates.resize(static_cast<size_t>(copies), rates.front());
+  if (memory.empty()) return train_copies();
+  json result{{"command", "many"}, {"copies", 0}, {"copies_bound", copies}, {"memory_bytes", nullptr}};
+  return ending_in_json(output.json, result, [&] { return most_copies(result); });
+}
+
+int ManyCommand::train_copies() const {
+  const std::vector<double> rates = copy_rates(*this);
   c10::Device dev = device.open();
-  std::vector<ir::Graph> steps_of;
-  for (double lr : rates) {
-    StepOptions s = step;
-    s.lr = lr;
-    steps_of.push_back(s.build());
-  }
-  const models::Copies c = models::compose_copies(steps_of);
-  const plan::PlanOptions options = planning.plan_options(!output.quiet);
-  // The orders, each planned under the budget from one profile of the
-  // composed step (phase by phase); with no budget, each as it is, from an
-  // estimated profile (nothing runs: paired's interleaving weighs the nodes
-  // by their estimated times).
-  std::optional<PlannedOnDevice> profiled;
-  plan::PlannedStep estimated;
-  if (!planning.budget.empty())
-    profiled = profile_for_plan(c.graph, ProfilingOptions::of(dev, device, !output.quiet, step.model, step.batch),
-                                options);
-  else
-    estimated = plan::prepare(profile::estimate_profile(c.graph, dev.str()), options);
-  plan::OrderChoice choice = plan::choose_order(profiled ? *profiled : estimated, options, orders_asked(order_flag));
-  plan::OrderCandidate& chosen = choice.best();
-  const bool planned = profiled.has_value();
-  if (!output.quiet || !chosen.step.plan.feasible)
-    for (size_t i = 0; i < choice.candidates.size(); ++i) {
-      const plan::OrderCandidate& k = choice.candidates[i];
-      fmt::print("order {:<10} {} peak {}, step {:.2f} ms{}{}\n", plan::to_string(k.order),
-                 planned ? "predicted" : "estimated", format_bytes(k.step.plan.predicted.peak_bytes),
-                 k.step.plan.predicted.step_ms,
-                 planned ? fmt::format(", {} dropped", k.step.plan.drop.size()) : std::string(),
-                 i == choice.chosen ? (k.step.plan.feasible ? "  (chosen)" : "  (the lowest; over the budget)")
-                                    : (k.step.plan.feasible ? "" : "  (over the budget)"));
-    }
-  if (!chosen.step.plan.feasible) {
-    plan::PlanOptions in_bytes = options;  // the budget as the orders were planned under it
-    in_bytes.budget = Budget::of_bytes(chosen.step.plan.budget_bytes);
-    fmt::print(stderr, "mutwo: in no order of the copies (the lowest: {}): {}\n", plan::to_string(chosen.order),
-               plan::infeasible_text(chosen.step, in_bytes));
+  const ArrangedCopies a = arrange_copies(*this, copies, rates, dev);
+  if (!output.quiet || !a.fits_budget()) print_orders(a);
+  if (!a.fits_budget()) {
+    plan::PlanOptions in_bytes = planning.plan_options(false);  // the budget as the orders were planned under it
+    in_bytes.budget = Budget::of_bytes(a.chosen().step.plan.budget_bytes);
+    fmt::print(stderr, "mutwo: in no order of the copies (the lowest: {}): {}\n", plan::to_string(a.chosen().order),
+               plan::infeasible_text(a.chosen().step, in_bytes));
     return kExitInfeasible;
   }
-  if (planned) chosen.step.rewritten = plan::rewrite_plan(chosen.step.input, chosen.step.plan,
-                                                          step.dump_ir_after.rewrite_passes());
-  const ir::Graph g = planned ? chosen.step.rewritten.graph : plan::reorder(c.graph, chosen.schedule);
-  const plan::PlannedStep* p = planned ? &chosen.step : nullptr;
-  fmt::print("mutwo many: {} copies of {} on {}, one graph of {} nodes in order {}, {} steps\n", copies, step.what(),
-             dev.str(), g.nodes().size(), plan::to_string(chosen.order), steps);
-  if (p)
-    fmt::print("plan: {} under {}: {} activations dropped, {} recompute nodes, predicted peak {} (unplanned {})\n",
-               planning.planner, format_bytes(p->plan.budget_bytes), p->plan.drop.size(), p->rewritten.clones,
-               format_bytes(p->plan.predicted.peak_bytes), format_bytes(p->unplanned_peak));
-  const Trained t = train(g, c, initial_values(c, steps_of, device.seed), dev, device.seed, steps);
-  double seconds = 0;
-  for (double ms : t.ms) seconds += ms / 1000;
-  const double model_steps_per_s = static_cast<double>(copies * steps) / seconds;
-  fmt::print("peak memory {}{}, median step {:.2f} ms, {:.1f} model-steps/s\n", format_bytes(t.peak_bytes),
-             p ? fmt::format(" (budget {})", format_bytes(p->plan.budget_bytes)) : std::string(), median(t.ms),
-             model_steps_per_s);
-  if (!output.json) return 0;
-  json orders = json::array();
-  for (const plan::OrderCandidate& k : choice.candidates)
-    orders.push_back({{"order", plan::to_string(k.order)},
-                      {"feasible", k.step.plan.feasible},
-                      {"predicted_peak_bytes", k.step.plan.predicted.peak_bytes},
-                      {"predicted_step_ms", k.step.plan.predicted.step_ms},
-                      {"unplanned_peak_bytes", k.step.unplanned_peak},
-                      {"dropped", k.step.plan.drop.size()},
-                      {"from", planned ? "profile" : "estimate"}});
-  std::vector<uint64_t> seeds;
-  for (int64_t i = 0; i < copies; ++i) seeds.push_back(device.seed + static_cast<uint64_t>(i));
-  json j{{"command", "many"},
-         {"model", step.model},
-         {"batch", step.batch},
-         {"copies", copies},
-         {"seeds", seeds},
-         {"lrs", rates},
-         {"optimizer", step.optimizer},
-         {"device", dev.str()},
-         {"steps", steps},
-         {"order", plan::to_string(chosen.order)},
-         {"orders", orders},
-         {"fused", false},         // no batched kernels across copies yet
-         {"nodes", g.nodes().size()},
-         {"planner", p ? json(planning.planner) : json()},
-         {"budget_bytes", p ? json(p->plan.budget_bytes) : json()},
-         {"predicted_peak_bytes", p ? p->plan.predicted.peak_bytes : analysis::analyze_liveness(g).peak_bytes},
-         {"unplanned_peak_bytes", p ? json(p->unplanned_peak) : json()},
-         {"dropped", p ? p->plan.drop.size() : 0},
-         {"recompute_nodes", p ? p->rewritten.clones : 0},
-         {"losses", t.losses},
-         {"step_ms_all", t.ms},
-         {"step_ms", median(t.ms)},
-         {"peak_bytes", t.peak_bytes},
-         {"model_steps_per_s", model_steps_per_s}};
-  std::cout << j.dump() << std::endl;
+  const json j = train_arranged(*this, a, dev);
+  if (output.json) std::cout << j.dump() << std::endl;
   return 0;
 }
 

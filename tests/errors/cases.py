@@ -50,6 +50,11 @@ CASES: list[Case] = [
     Case("many --model mlp --copies 2 --lrs 0.1,x --steps 1", 2, "'x' is not a learning rate"),
     Case("many --model mlp --copies 0 --steps 1", 2, "--copies: must be a positive integer"),
     Case("many --model mlp --copies 2 --lr 0.1 --lrs 0.1 --steps 1", 2, "excludes"),
+    # many --memory CAP: a size (free: on CUDA), refused before any count is tried.
+    Case("many --model mlp --copies 2 --memory abc --steps 1", 2, "--memory: 'abc' is not a size", before_work=True),
+    Case("many --model mlp --copies 0 --memory 8MiB --steps 1", 2, "--copies: must be a positive integer"),
+    Case("many --model mlp --copies 2 --memory free --steps 1", 2, "--memory free means what is free on a CUDA card",
+         unless="cuda", before_work=True),
     Case("run --data /nonexistent/file.txt", 2, "--data"),
     # An --out that cannot be a folder is exit 2 naming it (a file stands in the way).
     Case("optimize --model mlp --batch 8 --budget 90% --steps 1 --quiet --out {blocker}/o", 2,

@@ -43,7 +43,7 @@ def test_refused(case: Case, request: pytest.FixtureRequest) -> None:
     assert one_line(err), f"mutwo {shlex.join(args)}: message is not one line: {err}"
     if case.before_work:  # no progress line was printed (none suppressed) and nothing was written
         assert "--quiet" not in args, f"{case.args}: a before-work row must let progress show"
-        assert not re.search(r"^(profile|sweep|max-batch|optimize|train):", err, re.M), err
+        assert not re.search(r"^(profile|sweep|max-batch|optimize|train|many):", err, re.M), err
         written = [str(p) for p in request.getfixturevalue("out").rglob("*")]
         assert not written, f"mutwo {shlex.join(args)} wrote {written} before refusing"
 
