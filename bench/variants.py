@@ -3,7 +3,7 @@
 # model's own per-layer checkpointing for Hugging Face models); sac (selective checkpointing: matmuls
 # and attention saved); offload (every block under save_on_cpu); sac-offload (matmuls offloaded, the
 # rest recomputed); compile, compile:X (activation_memory_budget X); wrap:B, backend:B (mutwo.torch);
-# inductor:B, inductor-peak:P, inductor-unchunked:B (mutwo plans, Inductor compiles; inductor@VARIANT,
+# inductor:B, inductor-peak:P, inductor-unchunked:B, inductor-kept:B (mutwo plans, Inductor compiles; inductor@VARIANT,
 # measure.py's, runs inductor-peak at that variant's measured peak).
 from __future__ import annotations
 
@@ -95,11 +95,13 @@ def inductor_backend(made: Made, variant: str, device: str) -> Any:
     """mutwo plans, Inductor compiles. inductor:B is the backend's own budget (what the step adds);
     inductor-peak:P holds the whole process to a peer's measured peak P: the budget is P less what the
     process holds beside the step (parameters, inputs, the optimizer's momentum, which the first step makes);
-    inductor-unchunked:B is inductor:B with the vocabulary loss left whole (chunk_loss=False)."""
+    inductor-unchunked:B is inductor:B with the vocabulary loss left whole (chunk_loss=False);
+    inductor-kept:B is inductor:B with nothing offloaded to host memory (host_memory=0)."""
     budget = variant.split(":", 1)[1]
     if variant.startswith("inductor-peak:"):
         budget = f"{peak_budget(int(budget), device, made.model)}B"
-    return mutwo_torch().backend(budget, chunk_loss=not variant.startswith("inductor-unchunked:"))
+    return mutwo_torch().backend(budget, chunk_loss=not variant.startswith("inductor-unchunked:"),
+                                 **({"host_memory": 0} if variant.startswith("inductor-kept:") else {}))
 
 
 def allocated_now(device: str) -> int:
@@ -141,12 +143,13 @@ def prepare(made: Made, variant: str, device: str, autocast: Optional[str] = Non
         dynamo.reset()
         reported = mutwo_torch().backend(variant.split(":", 1)[1], compiler="mutwo")
         loss_fn = torch.compile(loss_fn, backend=reported)
-    elif variant.startswith(("inductor:", "inductor-peak:", "inductor-unchunked:")):
+    elif variant.startswith(("inductor:", "inductor-peak:", "inductor-unchunked:", "inductor-kept:")):
         reported = inductor_backend(made, variant, device)
         loss_fn = torch.compile(loss_fn, backend=reported, dynamic=False)
     elif variant != "eager":
         raise ValueError(f"unknown variant {variant!r}: eager, ckpt or checkpoint, sac, offload, sac-offload, "
-                         "compile, compile:X, wrap:B, backend:B, inductor:B, inductor-unchunked:B, inductor@VARIANT")
+                         "compile, compile:X, wrap:B, backend:B, inductor:B, inductor-unchunked:B, inductor-kept:B, "
+                         "inductor@VARIANT")
     return autocast_loss(loss_fn, autocast, device), reported
 
 

@@ -358,8 +358,25 @@ def _same_budget(parsed: Optional[_budget.Budget], made: Any, options: Optional[
                          "mutwo.torch.backend(budget=...), and pass that one object to every torch.compile")
 
 
+HOST_SHARE = 0.5  # of the machine's memory, what offloaded values may hold there by default
+
+
+def _host_memory(value: Any) -> int:
+    """backend's host_memory in bytes."""
+    if value is None:
+        return int(HOST_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    try:
+        parsed = _budget.parse(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if isinstance(value, bool) or not (isinstance(value, int) and value >= 0 or parsed and parsed.kind == "bytes"):
+        raise MutwoError(f"host_memory={value!r}: give bytes or a size such as '32GiB' (0: never offload; "
+                         f"None: {HOST_SHARE:.0%} of this machine's memory)")
+    return value if isinstance(value, int) else parsed.bytes
+
+
 def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "mutwo", profile: str = "measure",
-            report: Optional[str] = None, chunk_loss: bool = True) -> Callable:
+            report: Optional[str] = None, chunk_loss: bool = True, host_memory: Any = None) -> Callable:
     """A torch.compile backend under a memory budget.
 
     compiler="inductor" (the default): mutwo plans, Inductor compiles.
@@ -387,6 +404,9 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
     vocabulary loss (a linear layer read only by a cross-entropy, in one
     graph) runs as mutwo's chunked operator, which never holds the whole
     logits (docs/python.md, "The chunked loss"); False: never.
+    host_memory: on CUDA, what saved values offloaded to host memory may hold
+    there (bytes, or a size such as "32GiB"; docs/python.md, "Offload"):
+    None, half the machine's memory; 0, never offload.
 
     compiler="mutwo": each graph is captured and run by mutwo's own executor,
     as wrap() runs a module (`profile` and `report` apply to it). A
@@ -406,7 +426,8 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
                              if "planner" in str(e) else str(e)) from None
         if not isinstance(chunk_loss, bool):
             raise MutwoError(f"chunk_loss={chunk_loss!r}: True (the default) or False")
-        settings = {"budget": parsed, "planner": planner, "chunk_loss": chunk_loss}
+        settings = {"budget": parsed, "planner": planner, "chunk_loss": chunk_loss,
+                    "host_memory": _host_memory(host_memory)}
     else:
         _options(budget, planner, profile, report, "compiled")  # its errors, before any graph
         parsed = _budget.parse(budget)

@@ -6,7 +6,9 @@
 #include <limits>
 #include <numeric>
 
+#include "plan/copy_streams.h"
 #include "plan/plan.h"
+#include "profile/rates.h"
 #include "support/error.h"
 #include "support/units.h"
 
@@ -120,6 +122,37 @@ PhasePeak phase_peak(const Phase& p) {
   }
   out.retained = live;
   return out;
+}
+
+std::vector<Offloaded> offload_order(const OffloadRequest& r) {
+  const double table = profile::device_rates(r.device).copy_gbps;
+  const double d2h = (r.d2h_gbps > 0 ? r.d2h_gbps : table) * 1e6, h2d = (r.h2d_gbps > 0 ? r.h2d_gbps : table) * 1e6;  // bytes/ms
+  const auto nodes = static_cast<int32_t>(r.node_ms.size());
+  for (const SavedTensor& t : r.saved)
+    MUTWO_CHECK(0 <= t.last_forward_read && t.last_forward_read < t.first_backward_read && t.first_backward_read < nodes,
+                "offload_order: a saved tensor read last at {} and first again at {}, of {} nodes",
+                t.last_forward_read, t.first_backward_read, nodes);
+  std::vector<Offloaded> order;
+  if (d2h <= 0 || h2d <= 0 || r.host_limit <= 0) return order;
+  CopyStreams copies(r.node_ms, d2h, h2d, r.overlap);
+  std::vector<bool> taken(r.saved.size(), false);
+  int64_t host = 0;
+  while (true) {
+    int32_t pick = -1;
+    double best = -1, best_cost = 0;
+    for (size_t i = 0; i < r.saved.size(); ++i) {
+      const SavedTensor& t = r.saved[i];
+      if (taken[i] || t.bytes <= 0 || host + t.bytes > r.host_limit) continue;
+      const double cost = copies.cost(t.bytes, {t.last_forward_read, t.first_backward_read});
+      if (const double ratio = swap_ratio(t.bytes, cost); ratio > best) best = ratio, best_cost = cost, pick = static_cast<int32_t>(i);
+    }
+    if (pick < 0) return order;
+    const SavedTensor& t = r.saved[static_cast<size_t>(pick)];
+    const CopyPlaced at = copies.take(t.bytes, {t.last_forward_read, t.first_backward_read});
+    taken[static_cast<size_t>(pick)] = true;
+    host += t.bytes;
+    order.push_back({pick, at.out_done, at.in_start, best_cost});
+  }
 }
 
 int32_t fastest_within(const std::vector<Priced>& candidates, int64_t budget) {

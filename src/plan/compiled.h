@@ -70,6 +70,36 @@ struct PhasePeak {
 // taken with its workspace, then what it read last freed.
 PhasePeak phase_peak(const Phase& p);
 
+// A saved tensor the forward hands the backward, as offloading it to host
+// memory sees it, at positions in the step's run order (the forward's nodes,
+// then the backward's): its last forward read (or its making) and its first
+// backward read.
+struct SavedTensor {
+  int64_t bytes = 0;
+  int32_t last_forward_read = 0;
+  int32_t first_backward_read = 0;
+};
+struct OffloadRequest {
+  std::vector<double> node_ms;  // per node of the step's run order: its modelled compute
+  std::vector<SavedTensor> saved;
+  std::string device;           // the rate table's row (profile/rates.h), for a rate not measured
+  double d2h_gbps = 0, h2d_gbps = 0;  // measured pinned copy rates; 0: the table's copy_gbps
+  bool overlap = true;          // copies on their own stream (CUDA); false: they serialise with compute
+  int64_t host_limit = 0;       // host bytes the offloaded tensors may hold
+};
+struct Offloaded {
+  int32_t saved = 0;       // the index in OffloadRequest::saved
+  int32_t gone_after = 0;  // the node under which its copy out ends: its device bytes free after it
+  int32_t back_at = 0;     // the node under which its copy back starts: its device bytes live from it
+  double exposed_ms = 0;   // what the compute does not hide of its copies, given those taken before it
+};
+// Which saved tensors to offload, in the order worth taking: the CLI route's
+// swap rule (plan/copy_streams.h), repeatedly the tensor freeing the most bytes
+// per exposed millisecond, each taken filling the copy streams, until the host
+// limit. A plan offloads a prefix of this order: the adapter prices each
+// prefix's memory with phase_peak and its time with the exposed ms.
+std::vector<Offloaded> offload_order(const OffloadRequest& r);
+
 // How far a predicted floor may stand above the measured one: the model's
 // misses reach +3.2% per phase on an H200 and 8.6% on the CPU's backward
 // (docs/compiled.md), so a budget under the predicted floor by more than this

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "plan/copy_streams.h"
 #include "plan/plan.h"
 #include "profile/rates.h"
 #include "analysis/liveness.h"
@@ -78,54 +79,6 @@ class Closures {
   std::vector<uint32_t> mark_;
 };
 
-// Copy time each stream still has free under the nodes, for the greedy's
-// estimate of what a swap costs: a copy out fills the stream from the start
-// of its gap forward, a copy back from the end of its gap backward, each
-// under the nodes' compute times. The simulator then times the real schedule.
-class CopyStreams {
- public:
-  explicit CopyStreams(const PlanInput& in) : in_(in), out_free_(in.node_ms), in_free_(in.node_ms) {
-    sum(out_free_, out_sum_);
-    sum(in_free_, in_sum_);
-  }
-
-  // Milliseconds of the swap's copies that the gap [before+1, after) cannot hide.
-  double cost(int64_t bytes, const rewrite::Gap& gap) const {
-    const double out_ms = static_cast<double>(bytes) / in_.d2h_bytes_per_ms;
-    const double in_ms = static_cast<double>(bytes) / in_.h2d_bytes_per_ms;
-    if (!in_.copies_overlap) return out_ms + in_ms;
-    const auto a = static_cast<size_t>(gap.before + 1), b = static_cast<size_t>(gap.after);
-    // Optimizer state (gap from the step's start) is written back after its
-    // update, at the step's end: nothing hides that copy.
-    const double out_hidden = gap.before < 0 ? 0 : out_sum_[b] - out_sum_[a];
-    return std::max(0.0, out_ms - out_hidden) + std::max(0.0, in_ms - (in_sum_[b] - in_sum_[a]));
-  }
-  void take(int64_t bytes, const rewrite::Gap& gap) {
-    double out_ms = static_cast<double>(bytes) / in_.d2h_bytes_per_ms;
-    double in_ms = static_cast<double>(bytes) / in_.h2d_bytes_per_ms;
-    for (int32_t n = gap.before + 1; gap.before >= 0 && n < gap.after && out_ms > 0; ++n) {
-      const double used = std::min(out_ms, out_free_[static_cast<size_t>(n)]);
-      out_free_[static_cast<size_t>(n)] -= used;
-      out_ms -= used;
-    }
-    for (int32_t n = gap.after - 1; n > gap.before && in_ms > 0; --n) {
-      const double used = std::min(in_ms, in_free_[static_cast<size_t>(n)]);
-      in_free_[static_cast<size_t>(n)] -= used;
-      in_ms -= used;
-    }
-    sum(out_free_, out_sum_);
-    sum(in_free_, in_sum_);
-  }
-
- private:
-  static void sum(const std::vector<double>& free, std::vector<double>& prefix) {
-    prefix.assign(free.size() + 1, 0);
-    for (size_t n = 0; n < free.size(); ++n) prefix[n + 1] = prefix[n] + free[n];
-  }
-  const PlanInput& in_;
-  std::vector<double> out_free_, in_free_, out_sum_, in_sum_;
-};
-
 // One choice the greedy made: recompute cands[index], or swap swaps[index].
 struct Taken {
   bool swap;
@@ -148,7 +101,7 @@ class Greedy {
   Greedy(const PlanInput& in, int64_t budget)
       : in(in), budget(budget), cands(candidates(in)),
         swaps(in.can_swap() ? swap_candidates(in) : std::vector<ir::ValueId>{}), taken(cands.size(), false),
-        swap_taken(swaps.size(), false), recomputed(in.graph.nodes().size(), false), closures(in), copies(in) {
+        swap_taken(swaps.size(), false), recomputed(in.graph.nodes().size(), false), closures(in), copies(in.node_ms, in.d2h_bytes_per_ms, in.h2d_bytes_per_ms, in.copies_overlap) {
     for (size_t i = 0; i < cands.size(); ++i) cand_of.emplace(cands[i].owner, i);
     if (!swaps.empty()) gaps = rewrite::swap_gaps(in.graph, analysis::analyze_liveness(in.graph));
   }
@@ -181,6 +134,10 @@ class Greedy {
   Closures closures;
   CopyStreams copies;
   std::vector<rewrite::Gap> gaps;
+  CopyGap gap(ir::ValueId v) const {
+    const rewrite::Gap& g = gaps[static_cast<size_t>(v)];
+    return {g.before, g.after};
+  }
   int64_t host_bytes = 0;  // swapped so far: what the host holds at most
   uint32_t stamp = 0;
   Plan best;
@@ -226,8 +183,7 @@ Taken Greedy::next_pick(double& best_ratio) {
     const int64_t bytes = in.graph.type(o).bytes();
     if (swap_taken[i] || settled(o) || !swap_at_peak[static_cast<size_t>(o)] || host_bytes + bytes > in.host_limit_bytes)
       continue;
-    // A copy the compute hides entirely still occupies the bus: 1 us floor.
-    double ratio = static_cast<double>(bytes) / std::max(copies.cost(bytes, gaps[static_cast<size_t>(o)]), 1e-3);
+    double ratio = swap_ratio(bytes, copies.cost(bytes, gap(o)));
     if (ratio > best_ratio) {
       best_ratio = ratio;
       pick = {true, i};
@@ -277,7 +233,7 @@ bool Greedy::try_pick(const Taken& pick) {
   if (pick.swap) {
     swapped.insert(v);
     host_bytes += in.graph.type(v).bytes();
-    copies.take(in.graph.type(v).bytes(), gaps[static_cast<size_t>(v)]);
+    copies.take(in.graph.type(v).bytes(), gap(v));
   } else {
     recount_recomputed();
   }

@@ -102,6 +102,29 @@ std::tuple<int64_t, int64_t, int64_t> phase_peak(std::vector<int64_t> bytes, std
   });
 }
 
+// The offload order (plan::compiled::offload_order) as four lists: the saved
+// tensor's index, where its copy out ends, where its copy back starts, its exposed ms.
+std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, std::vector<double>> offload_order(
+    std::vector<double> node_ms, std::vector<int64_t> bytes, std::vector<int64_t> last_forward_read,
+    std::vector<int64_t> first_backward_read, const std::string& device, double d2h_gbps, double h2d_gbps,
+    bool overlap, int64_t host_limit) {
+  return translated([&] {
+    MUTWO_CHECK(last_forward_read.size() == bytes.size() && first_backward_read.size() == bytes.size(),
+                "offload_order: lists of {} saved tensors differ in length", bytes.size());
+    plan::compiled::OffloadRequest r{std::move(node_ms), {}, device, d2h_gbps, h2d_gbps, overlap, host_limit};
+    for (size_t i = 0; i < bytes.size(); ++i)
+      r.saved.push_back({bytes[i], static_cast<int32_t>(last_forward_read[i]), static_cast<int32_t>(first_backward_read[i])});
+    std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, std::vector<double>> out;
+    for (const plan::compiled::Offloaded& o : plan::compiled::offload_order(r)) {
+      std::get<0>(out).push_back(o.saved);
+      std::get<1>(out).push_back(o.gone_after);
+      std::get<2>(out).push_back(o.back_at);
+      std::get<3>(out).push_back(o.exposed_ms);
+    }
+    return out;
+  });
+}
+
 // The repeated layer of each module path (plan::block_of), "" for none.
 std::vector<std::string> blocks_of(std::vector<std::string> scopes) {
   for (std::string& s : scopes) s = plan::block_of(s);
@@ -129,6 +152,9 @@ TORCH_LIBRARY_FRAGMENT(mutwo, m) {
   m.def("fastest_within(int[] peaks, float[] ms, int budget) -> int", &fastest_within);
   m.def("lowest(int[] peaks, float[] ms) -> int", &lowest);
   m.def("phase_peak(int[] bytes, int[] made, int[] freed, int[] saved, int[] workspace) -> (int, int, int)", &phase_peak);
+  m.def("offload_order(float[] node_ms, int[] bytes, int[] last_forward_read, int[] first_backward_read, str device, "
+        "float d2h_gbps, float h2d_gbps, bool overlap, int host_limit) -> (int[], int[], int[], float[])",
+        &offload_order);
   m.def("blocks_of(str[] scopes) -> str[]", &blocks_of);
   m.def("surely_below(int budget, int lowest) -> bool", &surely_below);
   m.def("refusal_text(int budget, int lowest, int unplanned, str what, int fixed, int activation, int compiles) -> str",

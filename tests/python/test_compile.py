@@ -457,3 +457,36 @@ def test_report_names_what_the_compiled_step_recomputes(bounds, monkeypatch) -> 
     for part in ("torch.compile step", "graph 0: peak", "recompilation", "recomputed ", ": model.layers."):
         assert part in text, (part, text)
     assert r["chosen"] == mt.report(backend)["chosen"]  # the fields, as before
+
+
+def test_offloaded_values_come_back_bit_for_bit(monkeypatch, tmp_path) -> None:
+    """Offload, the third choice beside keeping and recomputing (docs/compiled.md,
+    "Offload"): on the CPU an offload is a copy to another buffer, so the test
+    lets the CPU offload as CUDA would. The lowest plan then keeps saved values
+    in "host" buffers between the phases (PyTorch's offload pass, its
+    cpu_offload_ inputs of the backward), and its losses and gradients are the
+    same plan's without offloading, bit for bit, dropout replayed."""
+    from mutwo.compiled import _frontier, _inductor
+    model, inputs, loss_fn = _mlp()
+    kept = mt.backend(budget="lowest", host_memory=0)
+    plain = _run(model, inputs, loss_fn, kept, 1)
+    monkeypatch.setattr(_inductor, "offloading", lambda host, device: _frontier.Offloading(host, overlap=False))
+    # Its own residual cache: the run above measured its plan exactly, and the
+    # offloaded one, not measured, would take the largest miss seen.
+    monkeypatch.setenv("MUTWO_CACHE_DIR", str(tmp_path / "offloaded"))
+    moved = mt.backend(budget="lowest", host_memory="1GiB")
+    offloaded = _run(model, inputs, loss_fn, moved, 1)
+    info = mt.report(moved)
+    chosen = next(c for c in info["candidates"] if c["name"] == info["chosen"])
+    assert "+offload:" in info["chosen"] and chosen["offloaded"] > 0 and chosen["host_bytes"] > 0, info["chosen"]
+    assert info["chosen"].split("+")[0] == mt.report(kept)["chosen"]  # the same partition, its values offloaded
+    assert sum(s.startswith("cpu_offload_") for s in info["saved"]) == chosen["offloaded"], info["saved"]
+    assert torch.equal(offloaded["loss"], plain["loss"])
+    assert all(torch.equal(a, b) for a, b in zip(offloaded["grads"], plain["grads"]))
+
+
+def test_host_memory_is_bytes_or_a_size() -> None:
+    with pytest.raises(mt.MutwoError, match="host_memory='lots'"):
+        mt.backend(budget="lowest", host_memory="lots")
+    with pytest.raises(mt.MutwoError, match="host_memory=-1"):
+        mt.backend(budget="lowest", host_memory=-1)

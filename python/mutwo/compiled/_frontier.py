@@ -46,6 +46,7 @@ from mutwo.compiled._mincut import Query, Schedule
 
 LADDER = (0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)  # activation_memory_budget values, besides 1
 SPREAD = 8  # mutwo:K candidates priced for choosing across graphs (Frontier.spread)
+MIN_OFFLOAD = 64 << 10  # bytes: a smaller copy costs its launch and sync more than it frees (random seeds)
 LAYER_OPTIONS = 6  # prefixes of a layer's anchors the layer planner prices (Frontier.layered)
 
 @dataclass
@@ -60,11 +61,15 @@ class Candidate:
     saved_at_peak: int = 0  # of those, live at the peak: what planning can take off it
     extra_ms: float = 0.0  # modelled time of the forward ops the backward recomputes
     recomputed: list[str] = field(default_factory=list)  # their node names
+    offloaded: list[str] = field(default_factory=list)  # saved values kept in host memory between the phases
+    host_bytes: int = 0  # what those hold there
 
     @property
     def key(self) -> str:
-        """The plan, by what it saves: the same saved set is the same partition."""
-        return hashlib.sha256(",".join(sorted(n.name for n in self.saved)).encode()).hexdigest()[:16]
+        """The plan, by what it saves and offloads: the same sets are the same partition."""
+        text = ",".join(sorted(n.name for n in self.saved))
+        text += "|" + ",".join(sorted(self.offloaded)) if self.offloaded else ""
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def peak(self, corrections: "Corrections") -> int:
         """The added peak, corrected by what measurement showed the model misses."""
@@ -81,6 +86,7 @@ class Candidate:
         return {"name": self.name, "predicted_peak_bytes": self.peak(corrections), "saved_bytes": self.saved_bytes,
                 "fwd_peak_bytes": fwd, "bwd_peak_bytes": bwd, "retained_bytes": retained,
                 "extra_ms": round(self.extra_ms, 4), "recomputed": len(self.recomputed),
+                "offloaded": len(self.offloaded), "host_bytes": self.host_bytes,
                 "measured": self.key in corrections.by_plan}
 
 
@@ -181,8 +187,8 @@ def _storage(t: torch.Tensor) -> tuple[int, int]:
     return s._cdata, s.nbytes()
 
 
-def _events(module: Schedule, carried: dict[int, int], fused: bool,
-            relaid: frozenset = frozenset()) -> tuple[list[list[int]], dict[int, int]]:
+def _events(module: Schedule, carried: dict[int, int], fused: bool, relaid: frozenset = frozenset(),
+            gone: Optional[dict] = None, back: Optional[dict] = None) -> tuple[list[list[int]], dict[int, int]]:
     """One module's memory events, the core's plain data (plan::compiled::Phase):
     per storage its bytes, the node that makes it (-1: carried, live before
     the module: the backward's saved set), the node after which it is freed
@@ -196,7 +202,12 @@ def _events(module: Schedule, carried: dict[int, int], fused: bool,
     temporaries as free missed the backward's peak by up to 50% once values
     were recomputed; on an H100 counting them over-predicted the added peak
     about twofold. `relaid`: inputs Inductor copies before a convolution reads
-    them (Query.relaid), made where the first of them reads it."""
+    them (Query.relaid), made where the first of them reads it. Offloaded
+    saved values: `gone` (forward) frees a storage after the node its copy out
+    ends under, instead of returning it; `back` (backward) makes a storage of
+    the given bytes where its copy back starts, instead of carrying it.
+    """
+    gone, back = gone or {}, back or {}
     nodes, outputs = module.nodes, set(module.outputs)
     never = len(nodes)
     kept = {k for n in outputs for k, _ in map(_storage, _tensors(n.meta.get("val")))}
@@ -210,6 +221,8 @@ def _events(module: Schedule, carried: dict[int, int], fused: bool,
 
     for k, nbytes in carried.items():
         add(k, nbytes, -1)
+    for k, (nbytes, at) in back.items():
+        add(k, nbytes, at)
     workspace = []
     for i, n in enumerate(nodes):
         for a in n.all_input_nodes:
@@ -226,22 +239,30 @@ def _events(module: Schedule, carried: dict[int, int], fused: bool,
     for k, r in index.items():  # returned, or carried and never read (a user's output, held through the step)
         if k in kept or last[r] < 0:
             last[r] = never
-    saved = [int(made[r] < 0 if carried else k in kept) for k, r in index.items()]
+        if k in gone:
+            last[r] = gone[k]
+    saved = [int(made[r] < 0 or k in back if carried else k in kept) for k, r in index.items()]
     left = {k: size[r] for k, r in index.items() if last[r] == never}
     return [size, made, last, saved, workspace], left
 
 
-def memory(fw: Schedule, bw: Schedule, fused: bool, relaid: frozenset = frozenset()) -> tuple[int, int, int, int]:
+def memory(fw: Schedule, bw: Schedule, fused: bool, relaid: frozenset = frozenset(),
+           offload: Sequence[tuple[fx.Node, int, int]] = ()) -> tuple[int, int, int, int]:
     """(forward's added peak, backward's added peak, saved bytes live at the
     higher of the two, bytes the forward leaves allocated) of one partition,
     walked by the core (plan::compiled::phase_peak): the forward from nothing
     but its inputs, less the inputs it copies (`relaid`, Query.relaid); the
     backward from what the forward returned (the saved set, such copies among
     it, and the outputs), each saved value freed after its last reader, the
-    gradients kept."""
-    events, after = _events(fw, {}, fused, relaid)
+    gradients kept. `offload`: saved values kept in host memory between the
+    phases, each with the forward node its copy out ends under and the
+    backward node its copy back starts under."""
+    storage = {n: _storage(n.meta["val"]) for n, _, _ in offload}
+    gone = {storage[n][0]: out for n, out, _ in offload}
+    back = {storage[n][0]: (storage[n][1], at) for n, _, at in offload}
+    events, after = _events(fw, {}, fused, relaid, gone=gone)
     fwd_peak, fwd_saved, retained = call(ops().phase_peak, *events)
-    events, _ = _events(bw, after, fused)
+    events, _ = _events(bw, after, fused, back=back)
     bwd_peak, bwd_saved, _ = call(ops().phase_peak, *events)
     return fwd_peak, bwd_peak, bwd_saved if bwd_peak >= fwd_peak else fwd_saved, retained
 
@@ -297,6 +318,83 @@ def predict(q: Query, name: str, saved: list[fx.Node], device: str) -> Candidate
                      extra_ms=sum(times(q, device)[forward[r]] for r in recomputed), recomputed=recomputed)
 
 
+# -- offloading saved values to host memory
+@dataclass
+class Offloading:
+    """What a graph may offload (docs/compiled.md, "Offload"): the host
+    bytes its offloaded values may hold, and the copy rates each way in GB/s
+    (0: the rate table's)."""
+    host_limit: int = 0  # 0: offload nothing
+    d2h_gbps: float = 0.0
+    h2d_gbps: float = 0.0
+    overlap: bool = True  # copies on their own stream, hidden behind compute where it can
+
+
+def _effective_reads(n: fx.Node, module: Schedule) -> list[fx.Node]:
+    """The module's nodes that read `n`, through views of it (a view keeps its base alive)."""
+    out, todo = [], list(module.users.get(n, ()))
+    while todo:
+        u = todo.pop()
+        out.append(u)
+        if _view(u):
+            todo.extend(module.users.get(u, ()))
+    return out
+
+
+def offloadable(q: Query, fw: Schedule, bw: Schedule) -> list[fx.Node]:
+    """The saved values PyTorch's offload pass may move (its can_offload):
+    made by the forward, read by the backward, contiguous tensors that are not
+    views, getitems or the forward's own outputs; one per storage, and none
+    under MIN_OFFLOAD bytes."""
+    model_outputs, read = set(fw.outputs[:q.num_fwd_outputs]), {n for n in bw.inputs if bw.users.get(n)}
+    out, storages = [], set()
+    for n in fw.outputs[q.num_fwd_outputs:]:
+        val = n.meta.get("val")
+        if n.op != "call_function" or n in model_outputs or n not in read or _view(n) or \
+                n.target is operator.getitem or not isinstance(val, torch.Tensor) or not val.is_contiguous() or \
+                _storage(val) in storages or _storage(val)[1] < MIN_OFFLOAD:
+            continue
+        storages.add(_storage(val))
+        out.append(n)
+    return out
+
+
+def offload_order(q: Query, fw: Schedule, bw: Schedule, device: str,
+                  how: Offloading) -> list[tuple[fx.Node, int, int, float]]:
+    """The core's offload order over offloadable(): per value, the forward node
+    its copy out ends under, the backward node its copy back starts under, and
+    the copy time the compute does not hide (plan::compiled::offload_order)."""
+    values = offloadable(q, fw, bw) if how.host_limit > 0 else []
+    if not values:
+        return []
+    ms = times(q, device)
+    node_ms = [ms.get(n, 0.0) for n in fw.nodes] + [ms.get(n, 0.0) for n in bw.nodes]
+    # A node the backward recomputes is in both phases: each phase's positions apart.
+    fw_at, bw_at = {n: i for i, n in enumerate(fw.nodes)}, {n: len(fw.nodes) + i for i, n in enumerate(bw.nodes)}
+    last = [max((fw_at[u] for u in _effective_reads(n, fw) if u in fw_at), default=fw_at[n]) for n in values]
+    first = [min(bw_at[u] for u in bw.users[n]) for n in values]
+    picked, out_done, in_start, exposed = call(
+        ops().offload_order, node_ms, [_storage(n.meta["val"])[1] for n in values], last, first, device,
+        how.d2h_gbps, how.h2d_gbps, how.overlap, how.host_limit)
+    forward = len(fw.nodes)
+    return [(values[i], min(o, forward - 1), max(b - forward, 0), e)
+            for i, o, b, e in zip(picked, out_done, in_start, exposed)]
+
+
+def offloaded(q: Query, base: Candidate, k: int, device: str, how: Offloading) -> Candidate:
+    """`base` with the first `k` values of its offload order kept in host
+    memory between the phases: the same partition, its memory walked again
+    with the copies' positions, its time plus what the copies leave exposed."""
+    fw, bw = q.schedules(base.saved)
+    order = offload_order(q, fw, bw, device, how)[:k]
+    assert len(order) == k, f"{base.name} has {len(order)} values to offload, not {k}"
+    fwd_peak, bwd_peak, at_peak, retained = memory(
+        fw, bw, fused=device == "cuda", relaid=frozenset(q.relaid(fw)), offload=[(n, o, b) for n, o, b, _ in order])
+    return Candidate(f"{base.name}+offload:{k}", list(base.saved), fwd_peak, bwd_peak, retained,
+                     base.saved_bytes, at_peak, base.extra_ms + sum(e for *_, e in order), list(base.recomputed),
+                     [n.name for n, *_ in order], sum(_storage(n.meta["val"])[1] for n, *_ in order))
+
+
 def saving(q: Query, saved: list[fx.Node], device: str) -> tuple[int, float]:
     """(bytes saved, modelled recompute ms) of a saved set, without building
     its modules (what pricing a layer option needs, at a fraction of
@@ -335,19 +433,20 @@ class Frontier:
     chosen one is made again on this trace (fresh)."""
 
     def __init__(self, q: Query, device: str, remembered: Sequence[Candidate] = (),
-                 priced: Optional[Callable[[str], None]] = None) -> None:
-        self.q, self.device = q, device
+                 priced: Optional[Callable[[str], None]] = None, offloading: Offloading = Offloading()) -> None:
+        self.q, self.device, self.how = q, device, offloading
         self.priced = priced or (lambda name: None)  # told each candidate's name as it is priced (progress)
         self.seen: dict[frozenset, Candidate] = {}
         self.by_name = {c.name: c for c in remembered}
         for c in remembered:
-            self.seen[frozenset(n.name for n in c.saved)] = c
+            self.seen[_seen_key(c.saved, c.offloaded)] = c
         self.stale = {id(c) for c in remembered}  # priced on an earlier trace: their nodes are not this graph's
         self._layer_groups: Optional[list[list[fx.Node]]] = None
+        self._counts: dict[str, int] = {}  # how many values each base candidate may offload
         self.default = self.by_name.get("compile:1") or self._add("compile:1", q.pytorch(1.0))
 
     def _add(self, name: str, saved: list[fx.Node]) -> Candidate:
-        key = frozenset(n.name for n in saved)
+        key = _seen_key(saved)
         if key not in self.seen:
             self.priced(name)
             self.seen[key] = predict(self.q, name, saved, self.device)
@@ -357,10 +456,12 @@ class Frontier:
         """`c` on this trace of the graph: remade from its name where it was remembered."""
         if id(c) not in self.stale:
             return c
-        name, _, arg = c.name.partition(":")
+        base, _, k = c.name.partition("+offload:")
+        name, _, arg = base.partition(":")
         saved = self.q.pytorch(float(arg)) if name == "compile" else \
             self.q.with_recomputed(self._layer_anchors(arg) if name == "layers" else self.order()[:int(arg)])
-        made = predict(self.q, c.name, saved, self.device)
+        made = predict(self.q, base, saved, self.device)
+        made = offloaded(self.q, made, int(k), self.device, self.how) if k else made
         assert made.key == c.key, f"{c.name} saves other values on this trace of the same graph"
         return made
 
@@ -377,17 +478,7 @@ class Frontier:
         """The shortest prefix of order() that fits, by bisection (more
         recomputed, less saved)."""
         order = self.order()
-        if not order:
-            return
-        lo, hi = 0, len(order)  # prefix lengths: hi fits if anything does
-        if self._prefix(order, hi).peak(corrections) > budget:
-            return
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if self._prefix(order, mid).peak(corrections) <= budget:
-                hi = mid
-            else:
-                lo = mid
+        _shortest(len(order), lambda k: self._prefix(order, k).peak(corrections) <= budget)
 
     def layered(self, budget: int, corrections: Corrections) -> None:
         """The layer planner's plan under `budget` (_layers.py), where the
@@ -464,6 +555,9 @@ class Frontier:
         """The candidate `name` (as Candidate.name spells it) of this joint graph."""
         if name in self.by_name:
             return self.by_name[name]
+        if "+offload:" in name:
+            base, _, k = name.partition("+offload:")
+            return self._offloaded(self.fresh(self.named(base)), int(k))
         kind, _, value = name.partition(":")
         if kind == "compile":
             return self.default if float(value) == 1 else self._add(name, self.q.pytorch(float(value)))
@@ -473,6 +567,56 @@ class Frontier:
 
     def lowest(self, corrections: Corrections) -> Candidate:
         return lowest(list(self.seen.values()), corrections)
+
+    def _offloaded(self, base: Candidate, k: int) -> Candidate:
+        name = f"{base.name}+offload:{k}"
+        if name in self.by_name:
+            return self.by_name[name]
+        made = offloaded(self.q, base, k, self.device, self.how)
+        self.priced(name)
+        return self.seen.setdefault(_seen_key(made.saved, made.offloaded), made)
+
+    def _offload_count(self, base: Candidate) -> int:
+        if base.name not in self._counts:
+            self._counts[base.name] = len(offload_order(self.q, *self.q.schedules(base.saved), self.device, self.how))
+        return self._counts[base.name]
+
+    def offloading(self, budget: Optional[int], corrections: Corrections) -> None:
+        """Offload where recomputing alone does not fit, or costs more: from the
+        lowest candidate that recomputes and the two fastest that miss
+        `budget`, the shortest prefix of each one's offload order that fits, by
+        bisection; with no budget ("lowest"), the lowest's whole order."""
+        if self.how.host_limit <= 0:
+            return
+        plain = [c for c in self.seen.values() if not c.offloaded]
+        bases = [lowest(plain, corrections)]
+        if budget is not None:
+            bases += sorted((c for c in plain if c.peak(corrections) > budget), key=lambda c: c.extra_ms)[:2]
+        for base in {c.name: c for c in bases}.values():
+            base = self.fresh(base)
+            n = self._offload_count(base)
+            if n and budget is None:
+                self._offloaded(base, n)
+            elif n:
+                _shortest(n, lambda k: self._offloaded(base, k).peak(corrections) <= budget)
+
+
+def _shortest(most: int, fits: Callable[[int], bool]) -> None:
+    """Bisects for the least k in 1..`most` that fits, where more fits better
+    (a longer prefix recomputes or offloads more); each k tried is priced."""
+    if most == 0 or not fits(most):
+        return
+    lo, hi = 0, most
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid
+
+
+def _seen_key(saved: Sequence[fx.Node], offloaded: Sequence[str] = ()) -> frozenset:
+    return frozenset(n.name for n in saved) | {"offload:" + name for name in offloaded}
 
 
 def _priced(candidates: Sequence[Candidate], corrections: Corrections) -> tuple[list[int], list[float]]:
@@ -492,7 +636,8 @@ def fastest_within(candidates: Sequence[Candidate], budget: int, corrections: Co
 
 def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner: str,
            remembered: Sequence[Candidate] = (), menu: bool = False, prefer: Optional[str] = None,
-           priced: Optional[Callable[[str], None]] = None, split: Optional[tuple[int, int]] = None) -> Choice:
+           priced: Optional[Callable[[str], None]] = None, split: Optional[tuple[int, int]] = None,
+           offloading: Offloading = Offloading()) -> Choice:
     """The fastest candidate whose corrected peak fits `budget` (a
     _budget.Budget: bytes, a fraction of the activations, "lowest"; None: plain
     compile's). Raises FloorError when none fits, unless `menu` (a graph of a
@@ -502,8 +647,9 @@ def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner
     process's step chose, which runs instead. `remembered`: an earlier
     compile's candidates of the same joint graph (Frontier); `priced` is told
     each candidate as it is priced. `split`: the (F, A) this graph's first plan
-    resolved a percentage on, so that a measurement never moves its bytes."""
-    f = Frontier(q, device, remembered, priced)
+    resolved a percentage on, so that a measurement never moves its bytes.
+    `offloading`: what the graph may offload to host memory (none by default)."""
+    f = Frontier(q, device, remembered, priced, offloading)
     choice = _choose(f, budget, corrections, planner, menu, split)
     if menu and prefer is not None and choice.chosen.name != prefer:
         choice.chosen = next((c for c in choice.candidates if c.name == prefer), choice.chosen)
@@ -512,9 +658,9 @@ def choose(q: Query, device: str, budget: Any, corrections: Corrections, planner
 
 
 def named(q: Query, device: str, name: str, remembered: Sequence[Candidate] = (),
-          priced: Optional[Callable[[str], None]] = None) -> Choice:
+          priced: Optional[Callable[[str], None]] = None, offloading: Offloading = Offloading()) -> Choice:
     """The candidate `name` of this joint graph (the step's choice), and plain compile's."""
-    f = Frontier(q, device, remembered, priced)
+    f = Frontier(q, device, remembered, priced, offloading)
     chosen = f.fresh(f.named(name))
     return Choice(chosen, f.default, list(f.seen.values()), None)
 
@@ -530,11 +676,13 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, me
         f.spread()
         f.greedy(limit, corrections)
         f.layered(limit, corrections)
+        f.offloading(limit, corrections)
+        f.offloading(None, corrections)  # the offload floor, for the step's choice across graphs
         best = fastest_within(list(f.seen.values()), limit, corrections) or f.lowest(corrections)
         return Choice(best, f.default, list(f.seen.values()), limit, split if budget.kind == "fraction" else None)
     if planner.startswith("candidate:"):  # one named candidate, whatever the budget (the model's own checks)
         f.pytorch_ladder()
-        named = next(c for c in f.seen.values() if c.name == planner.split(":", 1)[1])
+        named = f.named(planner.split(":", 1)[1])
         return Choice(named, f.default, list(f.seen.values()), None)
     if budget is None or planner == "none":
         return Choice(f.default, f.default, [f.default], None)
@@ -549,12 +697,15 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, me
     if lowest_wanted:
         low = f.lowest(corrections)
         f.greedy(low.peak(corrections), corrections)
+        f.offloading(None, corrections)
         best = f.lowest(corrections)
         return Choice(best, f.default, list(f.seen.values()), best.peak(corrections))
     f.greedy(limit, corrections)
     f.layered(limit, corrections)
+    f.offloading(limit, corrections)
     best = fastest_within(list(f.seen.values()), limit, corrections)
     if best is None:
+        f.offloading(None, corrections)  # the offload floor, for the refusal
         low = f.lowest(corrections).peak(corrections)
         # Nothing measured yet, and the budget within the model's tolerance of
         # the floor: run the lowest candidate, and its measurement decides.

@@ -19,6 +19,7 @@
 # an earlier attempt compiled already.
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -182,7 +183,8 @@ class _Partitioner(CustomPartitionerFn):
             peak = (f"the step's predicted added peak {_mib(step.joint.peak)}" if self.graph.target and step.joint
                     else f"predicted added peak {_mib(self.attempt.predicted())}")
             ticker.close(f"planned {chosen.name}: {peak}, +{chosen.extra_ms:.2f} ms modelled; candidates priced")
-            return self.attempt.choice.chosen.saved
+            _mincut.offload(chosen.saved, chosen.offloaded, stream=self.graph.device == "cuda")
+            return chosen.saved
         with _mincut.choosing(gm, kwargs["num_fwd_outputs"], chooser):
             fw, bw = _mincut.partition(gm, joint_inputs, kwargs)
         self.attempt.saved = [n.name for n in bw.graph.nodes if n.op == "placeholder" and not is_tangent(n)]
@@ -218,6 +220,7 @@ class CompiledGraph:
         self.origin = origin(gm)  # "at model.py:31 (layers.0)", for refusals
         self.step, self.budget_error = step, step.budget_error
         self.device = device_of(example_inputs)
+        self.offloading = offloading(options.get("host_memory", 0), self.device)
         self.index = step.add(self)
         self.attempts: list[Attempt] = []
         self.key: Optional[str] = None
@@ -308,7 +311,7 @@ class CompiledGraph:
         planning alone, the fastest that fits the graph's own budget."""
         o, remembered = self.options, self.remembered(key)
         if self.joint and self.target:
-            choice = _frontier.named(q, self.device, self.target, remembered, priced)
+            choice = _frontier.named(q, self.device, self.target, remembered, priced, self.offloading)
             self.menu = [c for c in self.menu if c.name != choice.chosen.name] + [choice.chosen]
             return choice
         if self.joint:
@@ -318,10 +321,10 @@ class CompiledGraph:
                 left = Budget("lowest")
             else:
                 left = Budget("bytes", bytes=self.step.budget - self.step.allocated_in_step(self.device))
-            earlier = load_choice(key, self.step.label) if len(self.attempts) == 1 else None
+            earlier = load_choice(key, self.choice_label) if len(self.attempts) == 1 else None
             earlier = _joint.parse(earlier)[0] if earlier else None  # a Split's first candidate
             choice = _frontier.choose(q, self.device, left, corrections, o["planner"], remembered, menu=True,
-                                      prefer=earlier, priced=priced)
+                                      prefer=earlier, priced=priced, offloading=self.offloading)
             low = choice.chosen.peak(corrections)  # where none fits, the lowest
             if self.chunkable and left.kind != "lowest" and low > choice.budget_bytes:
                 raise _ChunkFirst()
@@ -335,7 +338,7 @@ class CompiledGraph:
             return choice
         try:
             choice = _frontier.choose(q, self.device, o["budget"], corrections, o["planner"], remembered,
-                                      priced=priced, split=self.resolved_on)
+                                      priced=priced, split=self.resolved_on, offloading=self.offloading)
             self.resolved_on = self.resolved_on or choice.split
         except FloorError as e:
             if self.chunkable:
@@ -344,6 +347,12 @@ class CompiledGraph:
         if self.chunkable and choice.budget_bytes is not None and choice.chosen.peak(corrections) > choice.budget_bytes:
             raise _ChunkFirst()  # before any measurement the lowest runs where none fits: chunked, it may
         return choice
+
+    @property
+    def choice_label(self) -> str:
+        """What an earlier process's choice is cached under: the step's budget, and the host memory it could offload to."""
+        limit = self.offloading.host_limit
+        return f"{self.step.label}, host {limit}" if limit else self.step.label
 
     def activation_bytes(self) -> int:
         """What plain torch.compile's plan of this graph saves, per call (a step fraction's share)."""
@@ -403,7 +412,7 @@ class CompiledGraph:
     def remember(self) -> None:
         """The step's choice for this graph, for a later process's first compile."""
         if self.key and self.joint:
-            save_choice(self.key, self.step.label, self.want or self.running_name())
+            save_choice(self.key, self.choice_label, self.want or self.running_name())
 
     def retarget(self, name: str) -> None:
         """Run `name` (a candidate, or a Split of two) from the next call,
@@ -591,6 +600,34 @@ def unplanned(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callab
     """The graph as plain torch.compile compiles it (Inductor, its own partition)."""
     from torch._inductor.compile_fx import compile_fx
     return compile_fx(gm, example_inputs)
+
+
+def offloading(host_memory: int, device: str) -> _frontier.Offloading:
+    """What a graph on `device` may offload: up to `host_memory` bytes, at
+    the card's pinned copy rates, measured once per process. CUDA only: on
+    the CPU host memory is the device's, and an offload frees nothing."""
+    if host_memory <= 0 or device != "cuda":
+        return _frontier.Offloading()
+    return _frontier.Offloading(host_memory, *_copy_rates(), overlap=True)
+
+
+@functools.lru_cache(maxsize=None)
+def _copy_rates(nbytes: int = 64 << 20) -> tuple[float, float]:
+    """(device to host, host to device) GB/s of one pinned non-blocking copy of `nbytes`, the faster of three."""
+    device = torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+    host = torch.empty(nbytes, dtype=torch.uint8, pin_memory=True)
+    rates = []
+    for dst, src in ((host, device), (device, host)):
+        best = float("inf")
+        for _ in range(3):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            dst.copy_(src, non_blocking=True)
+            end.record()
+            end.synchronize()
+            best = min(best, start.elapsed_time(end))
+        rates.append(nbytes / best / 1e6)  # bytes per ms / 1e6 = GB/s
+    return rates[0], rates[1]
 
 
 def device_of(example_inputs: Sequence[Any]) -> str:

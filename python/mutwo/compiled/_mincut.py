@@ -176,8 +176,31 @@ def choosing(joint_module: fx.GraphModule, num_fwd_outputs: int,
     knapsack would."""
     def choose(joint_graph: fx.Graph, node_info: Any, memory_budget: float = 1) -> list[Node]:
         return chooser(Query(joint_module, joint_graph, node_info, num_fwd_outputs))
-    with _patched(_pt, choose_saved_values_set=choose):
+    with _patched(_pt, choose_saved_values_set=choose), _patched(_config, **{k: getattr(_config, k) for k in _OFFLOAD}):
         yield
+
+
+# torch/_functorch/config.py's switches for its offload pass
+# (torch/_functorch/_activation_offloading), which the partitioner runs on
+# the forward and backward modules after the saved set is chosen.
+_OFFLOAD = ("enable_activation_offloading", "activation_offload_separate_stream", "activation_offload_sink_wait",
+            "activation_reload_prefetch")
+
+
+def offload(saved: Sequence[Node], names: Sequence[str], stream: bool) -> None:
+    """Called by a chooser within `choosing`: PyTorch's offload pass moves the
+    saved values `names` to host memory after their last forward read and back
+    before their first backward read (pinned host buffers, from its caching
+    host allocator; non-blocking copies). With `stream` (CUDA), on a stream of
+    their own: each copy out waits for its last read, the forward's end waits
+    for the copies, and each copy back starts early enough to hide behind the
+    backward's compute (its prefetch)."""
+    wanted = set(names)
+    for n in saved:
+        n.meta["should_offload"] = n.name in wanted
+    if wanted:
+        for k in _OFFLOAD:
+            setattr(_config, k, k == _OFFLOAD[0] or stream)
 
 
 def pin_random(joint_module: fx.GraphModule) -> int:
