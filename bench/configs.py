@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -13,8 +14,9 @@ CAPTURED = ("vit_b_16", "llama", "llama1b", "decoder12", "bert", "gpt2", "t5")  
 
 
 def is_captured(name: str) -> bool:
-    """True for the user models of captured steps, False for the zoo's (`mutwo --model` names)."""
-    return name in CAPTURED
+    """True for the user models of captured steps, False for the zoo's (`mutwo --model` names);
+    llama1b-Nk is llama1b at a sequence of N*1024 tokens (the long-context runs)."""
+    return name in CAPTURED or re.fullmatch(r"llama1b-\d+k", name) is not None
 
 
 @dataclass

@@ -127,12 +127,14 @@ def _captured(name: str, batch: int, small: bool) -> Made:
         # torchvision names its layers encoder_layer_N: no all-digit component, so no block by
         # mutwo's definition (bench/blocks.py); its layers are listed by hand.
         return Made(model, inputs, _classify_loss, list(model.encoder.layers))
-    if name in ("llama", "llama1b", "decoder12"):
+    if name in ("llama", "llama1b", "decoder12") or name.startswith("llama1b-"):
         from workloads.llama_decoder import Llama  # python/ (on PYTHONPATH): the decoder tests/ train too
         # vocab, dim, layers, heads, seq; llama1b: 953,223,168 parameters; decoder12: small at any size
         sizes = {"llama": (32000, 768, 12, 12, 1024), "llama1b": (32000, 2048, 16, 16, 2048),
-                 "decoder12": (512, 64, 12, 4, 64)}[name]
+                 "decoder12": (512, 64, 12, 4, 64)}[name.split("-")[0]]
         vocab, dim, layers, heads, seq = (256, 64, 2, 2, 32) if small and name != "decoder12" else sizes
+        if name.startswith("llama1b-") and not small:  # llama1b-16k: 16384 tokens
+            seq = int(name.split("-")[1][:-1]) * 1024
         hidden = 256 * math.ceil(2 * 4 * dim / 3 / 256)  # LLaMA's SwiGLU width: 2048 for dim 768
         hidden = 176 if name == "decoder12" else hidden
         model = Llama(vocab, dim, layers, heads, hidden, max_seq=seq, sdpa=True, tied=False)
