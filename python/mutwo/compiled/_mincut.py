@@ -198,9 +198,21 @@ def offload(saved: Sequence[Node], names: Sequence[str], stream: bool) -> None:
     wanted = set(names)
     for n in saved:
         n.meta["should_offload"] = n.name in wanted
+    if wanted and stream:
+        _mend_record_stream()
     if wanted:
         for k in _OFFLOAD:
             setattr(_config, k, k == _OFFLOAD[0] or stream)
+
+
+@functools.lru_cache(maxsize=None)
+def _mend_record_stream() -> None:
+    """torch 2.11's streams::record_stream (torch/_dynamo/variables/streams.py)
+    carries sync_dealloc's fake, of three arguments, so the offload pass's
+    copies on their own stream fail to trace ("missing 1 required positional
+    argument: 'to_dealloc'"). Its own fake, of its own two arguments."""
+    from torch._dynamo.variables import streams
+    streams.record_stream.register_fake(lambda tensor, stream_index: None)
 
 
 def pin_random(joint_module: fx.GraphModule) -> int:
