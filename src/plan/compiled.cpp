@@ -186,6 +186,7 @@ std::string refusal_text(const Refusal& r) {
   const auto [asked, floor] = format_bytes_apart(r.budget, r.lowest);
   std::string text = fmt::format("budget {} of added peak cannot be met by {}: its lowest {} added peak is {}", asked,
                                  r.what, r.compiles > 0 ? "measured" : "predicted", floor);
+  if (r.host > 0) text += fmt::format(", offloading {} to host memory", format_bytes(r.host));
   if (r.compiles > 0) text += fmt::format(" after {} compiles of each graph", r.compiles);
   if (r.unplanned > 0) text += fmt::format(" (plain torch.compile's: {})", format_bytes_apart(r.unplanned, r.lowest).first);
   const std::string instead = r.activation > 0 ? percent_at_least(r.lowest, r.fixed, r.activation)

@@ -117,6 +117,7 @@ struct Refusal {
   int64_t fixed = 0;             // with `activation`, what a percentage is of (support/units.h, Budget)
   int64_t activation = 0;        // 0: suggest bytes, not a percentage
   int32_t compiles = 0;          // > 0: every graph compiled this often, the floor measured
+  int64_t host = 0;              // host memory the lowest plan offloads to, 0 if none
 };
 // One line: what was asked, the floor, and the budget to ask for instead (a
 // percentage where the budget was one, else a size), sizes in the unit that

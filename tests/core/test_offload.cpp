@@ -74,6 +74,15 @@ TEST(Offload, RecomputeWinsWhereItIsCheaperPerByte) {
   EXPECT_EQ(plan::compiled::fastest_within({{100, 0.5}, {100, 0.1}}, 100), 1);
 }
 
+TEST(Offload, ARefusalNamesTheOffloadFloorAndItsHostMemory) {
+  const std::string t = plan::compiled::refusal_text(
+      {int64_t{1} << 30, int64_t{6} << 30, int64_t{12} << 30, "the compiled graph at model.py:40", 0, 0, 0, int64_t{2} << 30});
+  EXPECT_NE(t.find("lowest predicted added peak is 6.0 GiB, offloading 2.0 GiB to host memory"), std::string::npos) << t;
+  EXPECT_NE(t.find("try budget=\"6.0GiB\""), std::string::npos) << t;
+  const std::string kept = plan::compiled::refusal_text({1024, 4096, 0, "the graph", 0, 0, 0});
+  EXPECT_EQ(kept.find("host memory"), std::string::npos) << "nothing offloaded, nothing said: " << kept;
+}
+
 TEST(Offload, ReadsOutOfOrderAreRefused) {
   EXPECT_THROW(plan::compiled::offload_order(request({{1'000'000, 12, 11}})), UserError);
   EXPECT_THROW(plan::compiled::offload_order(request({{1'000'000, 1, 20}})), UserError);

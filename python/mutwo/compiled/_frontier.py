@@ -713,7 +713,7 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, me
         if not corrections.by_plan and not call(ops().surely_below, limit, low):
             return Choice(f.lowest(corrections), f.default, list(f.seen.values()), limit, split)
         fixed, activation = split if budget.kind == "fraction" else (0, 0)
-        raise FloorError(limit, low, f.default.peak(corrections), fixed, activation)
+        raise FloorError(limit, low, f.default.peak(corrections), fixed, activation, f.lowest(corrections).host_bytes)
     return Choice(best, f.default, list(f.seen.values()), limit, split)
 
 
@@ -727,13 +727,16 @@ def _split(default: Candidate, corrections: Corrections) -> tuple[int, int]:
 
 class FloorError(Exception):
     """No candidate fits: the budget, the lowest predicted peak, plain
-    compile's, and (for a percentage) what a percentage is of."""
+    compile's, (for a percentage) what a percentage is of, and the host
+    memory the lowest offloads to."""
 
-    def __init__(self, budget: int, lowest: int, unplanned: int, fixed: int = 0, activation: int = 0) -> None:
+    def __init__(self, budget: int, lowest: int, unplanned: int, fixed: int = 0, activation: int = 0,
+                 host: int = 0) -> None:
         super().__init__(budget, lowest, unplanned)
         self.budget, self.lowest, self.unplanned = budget, lowest, unplanned
-        self.fixed, self.activation = fixed, activation
+        self.fixed, self.activation, self.host = fixed, activation, host
 
     def text(self, what: str) -> str:
         """The core's refusal (plan::compiled::refusal_text), naming `what` was planned."""
-        return call(ops().refusal_text, self.budget, self.lowest, self.unplanned, what, self.fixed, self.activation, 0)
+        return call(ops().refusal_text, self.budget, self.lowest, self.unplanned, what, self.fixed, self.activation, 0,
+                    self.host)

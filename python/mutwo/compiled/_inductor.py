@@ -333,7 +333,8 @@ class CompiledGraph:
                 what = f"the compiled graph {self.origin}" if held <= 0 else \
                     f"the step up to the compiled graph {self.origin} ({held} B held by the graphs before it)"
                 raise self.budget_error(call(ops().refusal_text, self.step.budget, held + low,
-                                             held + choice.default.peak(corrections), what, 0, 0, 0))
+                                             held + choice.default.peak(corrections), what, 0, 0, 0,
+                                             choice.chosen.host_bytes))
             self.menu = list(choice.candidates)
             return choice
         try:
