@@ -485,6 +485,28 @@ def test_offloaded_values_come_back_bit_for_bit(monkeypatch, tmp_path) -> None:
     assert all(torch.equal(a, b) for a, b in zip(offloaded["grads"], plain["grads"]))
 
 
+def test_a_budget_between_the_floors_is_planned_with_offload(monkeypatch, tmp_path) -> None:
+    """A byte budget below what recomputing alone reaches, but above the
+    offload floor, is planned with offload, not refused (the CPU made to offload
+    as CUDA would; its measurement is not the point: on the CPU the host copy
+    shares the memory)."""
+    from mutwo.compiled import _frontier, _inductor
+    model, inputs, loss_fn = _mlp()
+    monkeypatch.setattr(_inductor, "offloading", lambda host, device: _frontier.Offloading(host, overlap=False))
+    monkeypatch.setenv("MUTWO_CACHE_DIR", str(tmp_path / "lowest"))
+    lowest = mt.backend(budget="lowest", host_memory="1GiB")
+    _run(model, inputs, loss_fn, lowest, 1)
+    priced = {c["name"]: c["predicted_peak_bytes"] for c in mt.report(lowest)["candidates"]}
+    kept = min(p for name, p in priced.items() if "+offload:" not in name)
+    floor = min(priced.values())
+    assert floor < kept, priced
+    monkeypatch.setenv("MUTWO_CACHE_DIR", str(tmp_path / "between"))
+    between = mt.backend(budget=f"{(floor + kept) // 2}B", host_memory="1GiB")
+    _run(model, inputs, loss_fn, between, 1)
+    first = mt.report(between)["attempts"][0]
+    assert "+offload:" in first["chosen"] and first["predicted_peak_bytes"] <= (floor + kept) // 2, first
+
+
 def test_host_memory_is_bytes_or_a_size() -> None:
     with pytest.raises(mt.MutwoError, match="host_memory='lots'"):
         mt.backend(budget="lowest", host_memory="lots")

@@ -381,12 +381,14 @@ def offload_order(q: Query, fw: Schedule, bw: Schedule, device: str,
             for i, o, b, e in zip(picked, out_done, in_start, exposed)]
 
 
-def offloaded(q: Query, base: Candidate, k: int, device: str, how: Offloading) -> Candidate:
+def offloaded(q: Query, base: Candidate, k: int, device: str, how: Offloading,
+              plan: Optional[tuple[Schedule, Schedule, list]] = None) -> Candidate:
     """`base` with the first `k` values of its offload order kept in host
     memory between the phases: the same partition, its memory walked again
-    with the copies' positions, its time plus what the copies leave exposed."""
-    fw, bw = q.schedules(base.saved)
-    order = offload_order(q, fw, bw, device, how)[:k]
+    with the copies' positions, its time plus what the copies leave exposed.
+    `plan`: base's (forward, backward, offload order), where already made."""
+    fw, bw, order = plan or (*q.schedules(base.saved), None)
+    order = (offload_order(q, fw, bw, device, how) if order is None else order)[:k]
     assert len(order) == k, f"{base.name} has {len(order)} values to offload, not {k}"
     fwd_peak, bwd_peak, at_peak, retained = memory(
         fw, bw, fused=device == "cuda", relaid=frozenset(q.relaid(fw)), offload=[(n, o, b) for n, o, b, _ in order])
@@ -442,7 +444,7 @@ class Frontier:
             self.seen[_seen_key(c.saved, c.offloaded)] = c
         self.stale = {id(c) for c in remembered}  # priced on an earlier trace: their nodes are not this graph's
         self._layer_groups: Optional[list[list[fx.Node]]] = None
-        self._counts: dict[str, int] = {}  # how many values each base candidate may offload
+        self._plans: dict[str, tuple] = {}  # per base candidate: its phases and its offload order (_offload_plan)
         self.default = self.by_name.get("compile:1") or self._add("compile:1", q.pytorch(1.0))
 
     def _add(self, name: str, saved: list[fx.Node]) -> Candidate:
@@ -570,16 +572,21 @@ class Frontier:
 
     def _offloaded(self, base: Candidate, k: int) -> Candidate:
         name = f"{base.name}+offload:{k}"
-        if name in self.by_name:
-            return self.by_name[name]
-        made = offloaded(self.q, base, k, self.device, self.how)
-        self.priced(name)
-        return self.seen.setdefault(_seen_key(made.saved, made.offloaded), made)
+        if name not in self.by_name:
+            self.priced(name)
+            made = offloaded(self.q, base, k, self.device, self.how, self._offload_plan(base))
+            self.by_name[name] = self.seen.setdefault(_seen_key(made.saved, made.offloaded), made)
+        return self.by_name[name]
+
+    def _offload_plan(self, base: Candidate) -> tuple[Schedule, Schedule, list]:
+        """base's forward and backward, and its offload order, made once."""
+        if base.name not in self._plans:
+            fw, bw = self.q.schedules(base.saved)
+            self._plans[base.name] = (fw, bw, offload_order(self.q, fw, bw, self.device, self.how))
+        return self._plans[base.name]
 
     def _offload_count(self, base: Candidate) -> int:
-        if base.name not in self._counts:
-            self._counts[base.name] = len(offload_order(self.q, *self.q.schedules(base.saved), self.device, self.how))
-        return self._counts[base.name]
+        return len(self._offload_plan(base)[2])
 
     def offloading(self, budget: Optional[int], corrections: Corrections) -> None:
         """Offload where recomputing alone does not fit, or costs more: from the
