@@ -191,6 +191,10 @@ std::string refusal_text(const Refusal& r) {
   if (r.unplanned > 0) text += fmt::format(" (plain torch.compile's: {})", format_bytes_apart(r.unplanned, r.lowest).first);
   const std::string instead = r.activation > 0 ? percent_at_least(r.lowest, r.fixed, r.activation)
                                                : bytes_at_least(r.lowest);
+  if (r.roomier_lowest > 0)
+    text += fmt::format("; host_memory={} bounds it: with {} of host memory the lowest is {}",
+                        format_bytes(r.host_limit), format_bytes(r.roomier_host),
+                        format_bytes_apart(r.roomier_lowest, r.budget).first);
   text += fmt::format("; try budget=\"{}\"", instead);
   if (r.activation > 0)
     text += fmt::format(" (a percentage is of the {} of activations plain torch.compile saves)", format_bytes(r.activation));

@@ -118,6 +118,9 @@ struct Refusal {
   int64_t activation = 0;        // 0: suggest bytes, not a percentage
   int32_t compiles = 0;          // > 0: every graph compiled this often, the floor measured
   int64_t host = 0;              // host memory the lowest plan offloads to, 0 if none
+  int64_t host_limit = 0;        // what the plans may offload to (backend's host_memory), 0 if not said
+  int64_t roomier_lowest = 0;    // > 0: the lowest added peak with `roomier_host` of host memory instead
+  int64_t roomier_host = 0;
 };
 // One line: what was asked, the floor, and the budget to ask for instead (a
 // percentage where the budget was one, else a size), sizes in the unit that

@@ -134,10 +134,11 @@ std::vector<std::string> blocks_of(std::vector<std::string> scopes) {
 bool surely_below(int64_t budget, int64_t lowest) { return plan::compiled::surely_below(budget, lowest); }
 
 std::string refusal_text(int64_t budget, int64_t lowest, int64_t unplanned, const std::string& what, int64_t fixed,
-                         int64_t activation, int64_t compiles, int64_t host) {
+                         int64_t activation, int64_t compiles, int64_t host, int64_t host_limit,
+                         int64_t roomier_lowest, int64_t roomier_host) {
   return translated([&] {
-    return plan::compiled::refusal_text(
-        {budget, lowest, unplanned, what, fixed, activation, static_cast<int32_t>(compiles), host});
+    return plan::compiled::refusal_text({budget, lowest, unplanned, what, fixed, activation,
+                                         static_cast<int32_t>(compiles), host, host_limit, roomier_lowest, roomier_host});
   });
 }
 
@@ -159,7 +160,7 @@ TORCH_LIBRARY_FRAGMENT(mutwo, m) {
   m.def("blocks_of(str[] scopes) -> str[]", &blocks_of);
   m.def("surely_below(int budget, int lowest) -> bool", &surely_below);
   m.def("refusal_text(int budget, int lowest, int unplanned, str what, int fixed, int activation, int compiles, "
-        "int host=0) -> str",
+        "int host=0, int host_limit=0, int roomier_lowest=0, int roomier_host=0) -> str",
         &refusal_text);
 }
 

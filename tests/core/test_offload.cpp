@@ -79,6 +79,11 @@ TEST(Offload, ARefusalNamesTheOffloadFloorAndItsHostMemory) {
       {int64_t{1} << 30, int64_t{6} << 30, int64_t{12} << 30, "the compiled graph at model.py:40", 0, 0, 0, int64_t{2} << 30});
   EXPECT_NE(t.find("lowest predicted added peak is 6.0 GiB, offloading 2.0 GiB to host memory"), std::string::npos) << t;
   EXPECT_NE(t.find("try budget=\"6.0GiB\""), std::string::npos) << t;
+  const std::string bounded = plan::compiled::refusal_text({int64_t{1} << 30, int64_t{6} << 30, 0, "the graph", 0, 0, 0,
+                                                            int64_t{1} << 30, int64_t{1} << 30, int64_t{4} << 30,
+                                                            int64_t{3} << 30});
+  EXPECT_NE(bounded.find("host_memory=1.0 GiB bounds it: with 3.0 GiB of host memory the lowest is 4.0 GiB"),
+            std::string::npos) << bounded;
   const std::string kept = plan::compiled::refusal_text({1024, 4096, 0, "the graph", 0, 0, 0});
   EXPECT_EQ(kept.find("host memory"), std::string::npos) << "nothing offloaded, nothing said: " << kept;
 }

@@ -507,6 +507,18 @@ def test_a_budget_between_the_floors_is_planned_with_offload(monkeypatch, tmp_pa
     assert "+offload:" in first["chosen"] and first["predicted_peak_bytes"] <= (floor + kept) // 2, first
 
 
+def test_a_host_limit_too_small_is_named_in_the_refusal(monkeypatch) -> None:
+    """An impossible budget under a host limit that cuts the offload short:
+    the refusal, before any step, names the limit and what more host memory
+    would reach."""
+    from mutwo.compiled import _frontier, _inductor
+    model, inputs, loss_fn = _mlp()
+    monkeypatch.setattr(_inductor, "offloading", lambda host, device: _frontier.Offloading(host, overlap=False))
+    with pytest.raises(mt.BudgetError, match=r"host_memory=1 B bounds it: with 2\.0 MiB of host memory "
+                                             r"the lowest is [0-9.]+ MiB"):
+        _run(model, inputs, loss_fn, mt.backend(budget="1KiB", host_memory=1), 1)
+
+
 def test_host_memory_is_bytes_or_a_size() -> None:
     with pytest.raises(mt.MutwoError, match="host_memory='lots'"):
         mt.backend(budget="lowest", host_memory="lots")

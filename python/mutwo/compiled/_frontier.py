@@ -426,6 +426,7 @@ class Choice:
     candidates: list[Candidate]
     budget_bytes: Optional[int]  # the byte budget the candidates were held to (None: no budget)
     split: Optional[tuple[int, int]] = None  # (F, A) a percentage was resolved on: kept for the graph's later plans
+    roomier: Optional[Candidate] = None  # where none fits: the lowest with offload unbounded by the host limit
 
 
 class Frontier:
@@ -585,6 +586,21 @@ class Frontier:
             self._plans[base.name] = (fw, bw, offload_order(self.q, fw, bw, self.device, self.how))
         return self._plans[base.name]
 
+    def roomier(self, corrections: Corrections) -> Optional[Candidate]:
+        """The lowest plan's offload floor with no host limit, where the limit
+        cut its offload order short: what more host memory would reach (for
+        a refusal); None where the limit cut nothing."""
+        if self.how.host_limit <= 0:
+            return None
+        base = self.fresh(lowest([c for c in self.seen.values() if not c.offloaded], corrections))
+        fw, bw, order = self._offload_plan(base)
+        free = Offloading(1 << 62, self.how.d2h_gbps, self.how.h2d_gbps, self.how.overlap)
+        full = offload_order(self.q, fw, bw, self.device, free)
+        if len(full) <= len(order):
+            return None
+        made = offloaded(self.q, base, len(full), self.device, free, (fw, bw, full))
+        return made if made.peak(corrections) < self.lowest(corrections).peak(corrections) else None
+
     def _offload_count(self, base: Candidate) -> int:
         return len(self._offload_plan(base)[2])
 
@@ -620,6 +636,11 @@ def _shortest(most: int, fits: Callable[[int], bool]) -> None:
             hi = mid
         else:
             lo = mid
+
+
+def roomier_args(host_limit: int, roomier: Optional[Candidate], corrections: Corrections) -> tuple[int, int, int]:
+    """refusal_text's (host_limit, roomier_lowest, roomier_host): what more host memory would reach."""
+    return (host_limit, roomier.peak(corrections), roomier.host_bytes) if roomier else (0, 0, 0)
 
 
 def _seen_key(saved: Sequence[fx.Node], offloaded: Sequence[str] = ()) -> frozenset:
@@ -685,8 +706,9 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, me
         f.layered(limit, corrections)
         f.offloading(limit, corrections)
         f.offloading(None, corrections)  # the offload floor, for the step's choice across graphs
-        best = fastest_within(list(f.seen.values()), limit, corrections) or f.lowest(corrections)
-        return Choice(best, f.default, list(f.seen.values()), limit, split if budget.kind == "fraction" else None)
+        best = fastest_within(list(f.seen.values()), limit, corrections)
+        return Choice(best or f.lowest(corrections), f.default, list(f.seen.values()), limit,
+                      split if budget.kind == "fraction" else None, None if best else f.roomier(corrections))
     if planner.startswith("candidate:"):  # one named candidate, whatever the budget (the model's own checks)
         f.pytorch_ladder()
         named = f.named(planner.split(":", 1)[1])
@@ -720,7 +742,8 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, me
         if not corrections.by_plan and not call(ops().surely_below, limit, low):
             return Choice(f.lowest(corrections), f.default, list(f.seen.values()), limit, split)
         fixed, activation = split if budget.kind == "fraction" else (0, 0)
-        raise FloorError(limit, low, f.default.peak(corrections), fixed, activation, f.lowest(corrections).host_bytes)
+        raise FloorError(limit, low, f.default.peak(corrections), fixed, activation, f.lowest(corrections).host_bytes,
+                         roomier_args(f.how.host_limit, f.roomier(corrections), corrections))
     return Choice(best, f.default, list(f.seen.values()), limit, split)
 
 
@@ -738,12 +761,13 @@ class FloorError(Exception):
     memory the lowest offloads to."""
 
     def __init__(self, budget: int, lowest: int, unplanned: int, fixed: int = 0, activation: int = 0,
-                 host: int = 0) -> None:
+                 host: int = 0, roomier: tuple[int, int, int] = (0, 0, 0)) -> None:
         super().__init__(budget, lowest, unplanned)
         self.budget, self.lowest, self.unplanned = budget, lowest, unplanned
         self.fixed, self.activation, self.host = fixed, activation, host
+        self.roomier = roomier  # roomier_args: what more host memory would reach
 
     def text(self, what: str) -> str:
         """The core's refusal (plan::compiled::refusal_text), naming `what` was planned."""
         return call(ops().refusal_text, self.budget, self.lowest, self.unplanned, what, self.fixed, self.activation, 0,
-                    self.host)
+                    self.host, *self.roomier)

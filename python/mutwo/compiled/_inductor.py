@@ -332,9 +332,11 @@ class CompiledGraph:
                 held = self.step.budget - left.bytes  # what the step's graphs before this one hold now
                 what = f"the compiled graph {self.origin}" if held <= 0 else \
                     f"the step up to the compiled graph {self.origin} ({held} B held by the graphs before it)"
+                roomier = _frontier.roomier_args(self.offloading.host_limit, choice.roomier, corrections)
                 raise self.budget_error(call(ops().refusal_text, self.step.budget, held + low,
                                              held + choice.default.peak(corrections), what, 0, 0, 0,
-                                             choice.chosen.host_bytes))
+                                             choice.chosen.host_bytes, roomier[0], held + roomier[1] if roomier[1] else 0,
+                                             roomier[2]))
             self.menu = list(choice.candidates)
             return choice
         try:
