@@ -381,14 +381,14 @@ def offload_order(q: Query, fw: Schedule, bw: Schedule, device: str,
             for i, o, b, e in zip(picked, out_done, in_start, exposed)]
 
 
-def offloaded(q: Query, base: Candidate, k: int, device: str, how: Offloading,
-              plan: Optional[tuple[Schedule, Schedule, list]] = None) -> Candidate:
+def offloaded(q: Query, base: Candidate, k: int, device: str,
+              plan: tuple[Schedule, Schedule, list]) -> Candidate:
     """`base` with the first `k` values of its offload order kept in host
     memory between the phases: the same partition, its memory walked again
     with the copies' positions, its time plus what the copies leave exposed.
-    `plan`: base's (forward, backward, offload order), where already made."""
-    fw, bw, order = plan or (*q.schedules(base.saved), None)
-    order = (offload_order(q, fw, bw, device, how) if order is None else order)[:k]
+    `plan`: base's forward, backward and offload order (Frontier._offload_plan)."""
+    fw, bw, order = plan
+    order = order[:k]
     assert len(order) == k, f"{base.name} has {len(order)} values to offload, not {k}"
     fwd_peak, bwd_peak, at_peak, retained = memory(
         fw, bw, fused=device == "cuda", relaid=frozenset(q.relaid(fw)), offload=[(n, o, b) for n, o, b, _ in order])
@@ -464,7 +464,7 @@ class Frontier:
         saved = self.q.pytorch(float(arg)) if name == "compile" else \
             self.q.with_recomputed(self._layer_anchors(arg) if name == "layers" else self.order()[:int(arg)])
         made = predict(self.q, base, saved, self.device)
-        made = offloaded(self.q, made, int(k), self.device, self.how) if k else made
+        made = offloaded(self.q, made, int(k), self.device, self._offload_plan(made)) if k else made
         assert made.key == c.key, f"{c.name} saves other values on this trace of the same graph"
         return made
 
@@ -575,7 +575,7 @@ class Frontier:
         name = f"{base.name}+offload:{k}"
         if name not in self.by_name:
             self.priced(name)
-            made = offloaded(self.q, base, k, self.device, self.how, self._offload_plan(base))
+            made = offloaded(self.q, base, k, self.device, self._offload_plan(base))
             self.by_name[name] = self.seen.setdefault(_seen_key(made.saved, made.offloaded), made)
         return self.by_name[name]
 
@@ -598,11 +598,8 @@ class Frontier:
         full = offload_order(self.q, fw, bw, self.device, free)
         if len(full) <= len(order):
             return None
-        made = offloaded(self.q, base, len(full), self.device, free, (fw, bw, full))
+        made = offloaded(self.q, base, len(full), self.device, (fw, bw, full))
         return made if made.peak(corrections) < self.lowest(corrections).peak(corrections) else None
-
-    def _offload_count(self, base: Candidate) -> int:
-        return len(self._offload_plan(base)[2])
 
     def offloading(self, budget: Optional[int], corrections: Corrections) -> None:
         """Offload where recomputing alone does not fit, or costs more: from the
@@ -617,7 +614,7 @@ class Frontier:
             bases += sorted((c for c in plain if c.peak(corrections) > budget), key=lambda c: c.extra_ms)[:2]
         for base in {c.name: c for c in bases}.values():
             base = self.fresh(base)
-            n = self._offload_count(base)
+            n = len(self._offload_plan(base)[2])
             if n and budget is None:
                 self._offloaded(base, n)
             elif n:
