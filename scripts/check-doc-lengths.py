@@ -27,7 +27,7 @@ _spec.loader.exec_module(check_doc_paths)
 PROSE_WIDTH = 200
 WIDE_WIDTH = 1000
 PAGE_LINES = 600
-TOTAL_LINES = 4850  # the budget now (the docs were 4780 lines when it was set); lower it as they shrink
+TOTAL_LINES = 4500  # the budget now (the docs were 4491 lines when it was set); lower it as they shrink
 TARGET_LINES = 4500  # where it is to go (issue 49), printed beside the total
 
 
