@@ -173,11 +173,15 @@ OrderChoice choose_order(const PlannedStep& p, const PlanOptions& o, const std::
     each.exempt_bytes = 0;
     each.at_least_bytes = 0;
   }
+  // Paired interleaves by node count, not by the measured times: the order,
+  // and so what a budget drops in it, is a property of the step, the same in
+  // every run (measured times judge the planned orders below, never move one).
+  const std::vector<double> by_count;
   OrderChoice c;
   for (CopyOrder order : orders) {
     OrderCandidate& k = c.candidates.emplace_back();
     k.order = order;
-    k.schedule = copy_schedule(p.input.graph, order, p.input.node_ms);
+    k.schedule = copy_schedule(p.input.graph, order, by_count);
     k.step = prepare(reorder(p.input, k.schedule));
     choose_plan(k.step, each);
   }

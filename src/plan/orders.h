@@ -24,10 +24,11 @@ namespace mutwo::plan {
 // - sequential: S_0 whole, then S_1, ...: one copy's activations at a time;
 // - paired: μ-TWO's multiplexed order F_0, [B_0, F_1], [B_1, F_2], ...,
 //   B_{N-1}, where [B_i, F_{i+1}] interleaves the two op by op, each at its
-//   share of the pair's measured time (the next node is the one whose part
-//   has done the smaller fraction of its time; B_i's first on a tie), as if
-//   the two ran side by side: B_i frees its activations while F_{i+1} makes
-//   its own.
+//   share of the pair's time (the next node is the one whose part has done
+//   the smaller fraction of its time; B_i's first on a tie), as if the two
+//   ran side by side: B_i frees its activations while F_{i+1} makes its own.
+//   choose_order weighs every node alike (one per node), so the order does
+//   not move with timing noise.
 // On one stream with independent copies, sequential's unplanned peak is never
 // above another order's (each node's live bytes are its own copy's plus the
 // persistent ones); paired and by_phase give each activation a longer gap
