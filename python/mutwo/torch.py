@@ -28,8 +28,9 @@ from mutwo._report import Report, StepClock, by_use
 from mutwo._ext import BudgetError, MutwoError, call, memory, ops
 from mutwo.capture import (CaptureError, DataDependentError, OutputSpec, data_key, document, named_state,
                            rng_preserved, trace)
+from mutwo.many import ModelArray, many
 
-__all__ = ["wrap", "backend", "report", "MutwoError", "BudgetError", "CaptureError", "memory"]
+__all__ = ["wrap", "backend", "report", "many", "ModelArray", "MutwoError", "BudgetError", "CaptureError", "memory"]
 
 _registry.register()  # backend="mutwo" in a source tree too, where no entry point names it
 
