@@ -1,11 +1,13 @@
 # bench/peers.py's measure and capture: one row per variant, each variant trained in its own process (an
 # OOM or a compile failure loses only its own row): peak = torch.cuda.max_memory_allocated over the
 # measured steps, step_ms = their median (wall clock, synchronized), after the warm-up steps (steps.py);
+# vmap:N and many:N[:B], N copies as one fused array (measure_array), add copies and model_steps_per_s;
 # inductor@VARIANT at VARIANT's measured peak, from this call or an earlier one ($BENCH_PEAKS). capture
 # writes the model's step for mutwo (python/mutwo/capture.py).
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import os
 import signal
@@ -21,7 +23,7 @@ import torch
 import runner
 from models import make
 from runner import system_of
-from steps import FIRST_STEP_S, error_text, sgd_step, timed_steps, trace
+from steps import FIRST_STEP_S, error_text, mutwo_torch, sgd_step, timed_steps, trace
 from variants import prepare, report_fields, sdpa_backend
 
 PEERS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "peers.py")  # the child's command line
@@ -47,8 +49,40 @@ def row(spec: Spec, variant: str, system: str = "", **fields: Any) -> dict:
                 **sdpa, round=spec.round)
 
 
+def measure_array(spec: Spec, variant: str) -> dict:
+    """vmap:N or many:N[:BUDGET]: N copies of the model (copy i at SGD's rate times 1 + i/N, momentum 0.9)
+    trained as one fused array (python/mutwo/many.py) on one shared batch; vmap compiled by plain Inductor,
+    many under mutwo's backend at BUDGET (none: plain compile's plan). model_steps_per_s: N per step."""
+    kind, n, budget = (variant.split(":", 2) + [None])[:3]
+    copies = int(n)
+    made = make(spec.model, spec.batch, spec.device, spec.small)
+    models = [made.model] + [copy.deepcopy(made.model) for _ in range(copies - 1)]
+    optimizers = [torch.optim.SGD(m.parameters(), lr=made.lr * (1 + i / copies), momentum=0.9)
+                  for i, m in enumerate(models)]
+    mt = mutwo_torch()
+    array = torch.compile(mt.many(models, made.loss_fn, compile=False), dynamic=False) if kind == "vmap" \
+        else mt.many(models, made.loss_fn, budget=budget)
+
+    def step() -> torch.Tensor:
+        losses = array(*made.inputs)
+        losses.sum().backward()
+        for o in optimizers:
+            o.step()
+            o.zero_grad(set_to_none=True)
+        return losses.detach()
+    times, peak, losses = timed_steps(step, spec.steps, spec.device)
+    ms = statistics.median(times)
+    plan = mt.report(array._backend).get("step", {}) if kind == "many" else {}
+    return row(spec, variant, system="mutwo" if kind == "many" else "pytorch", copies=copies, peak_bytes=peak,
+               step_ms=round(ms, 3), model_steps_per_s=round(1000 * copies / ms, 3), loss=float(losses.mean()),
+               steps=spec.steps, first_step_s=round(FIRST_STEP_S[0], 2), budget=budget,
+               budget_bytes=plan.get("budget_bytes"), predicted_peak_bytes=plan.get("predicted_peak_bytes"))
+
+
 def measure_variant(spec: Spec, variant: str) -> dict:
     """Trains a fresh model (SGD, momentum 0.9) in this process: one row."""
+    if variant.startswith(("vmap:", "many:")):
+        return measure_array(spec, variant)
     made = make(spec.model, spec.batch, spec.device, spec.small)
     loss_fn, reported = prepare(made, variant, spec.device, spec.autocast)
     opt = torch.optim.SGD(made.model.parameters(), lr=made.lr, momentum=0.9)

@@ -4,7 +4,8 @@
 # and attention saved); offload (every block under save_on_cpu); sac-offload (matmuls offloaded, the
 # rest recomputed); compile, compile:X (activation_memory_budget X); wrap:B, backend:B (mutwo.torch);
 # inductor:B, inductor-peak:P, inductor-unchunked:B, inductor-kept:B (mutwo plans, Inductor compiles; inductor@VARIANT,
-# measure.py's, runs inductor-peak at that variant's measured peak).
+# measure.py's, runs inductor-peak at that variant's measured peak); vmap:N, many:N[:B] (N copies as one
+# fused array: measure.py's measure_array).
 from __future__ import annotations
 
 import contextlib
@@ -149,7 +150,7 @@ def prepare(made: Made, variant: str, device: str, autocast: Optional[str] = Non
     elif variant != "eager":
         raise ValueError(f"unknown variant {variant!r}: eager, ckpt or checkpoint, sac, offload, sac-offload, "
                          "compile, compile:X, wrap:B, backend:B, inductor:B, inductor-unchunked:B, inductor-kept:B, "
-                         "inductor@VARIANT")
+                         "inductor@VARIANT, vmap:N, many:N, many:N:B")
     return autocast_loss(loss_fn, autocast, device), reported
 
 
