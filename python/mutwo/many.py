@@ -28,11 +28,6 @@ from mutwo._ext import MutwoError
 
 __all__ = ["ModelArray", "many"]
 
-# Modules whose training step writes a buffer in place (running statistics),
-# which a stacked copy cannot hand back to each model.
-_WRITES_BUFFERS = (nn.modules.batchnorm._BatchNorm,)
-
-
 def _shape_key(m: nn.Module) -> tuple:
     """What a sub-array shares: every parameter's and buffer's name, shape and dtype."""
     return (tuple((n, tuple(p.shape), p.dtype, p.requires_grad) for n, p in m.named_parameters()),
@@ -53,13 +48,6 @@ def _check(models: Sequence[nn.Module]) -> None:
                          f"({', '.join(sorted(k.__name__ for k in kinds))}); an array holds models of one "
                          "architecture that differ in initialisation, hyperparameters or width; make one array "
                          "per architecture")
-    for i, m in enumerate(models):
-        for name, sub in m.named_modules():
-            if isinstance(sub, _WRITES_BUFFERS) and sub.track_running_stats:
-                raise MutwoError(f"many(models, loss): models[{i}].{name or '(root)'} is a {type(sub).__name__} "
-                                 "that updates its running statistics in place, which a fused array cannot hand "
-                                 "back to each model; use GroupNorm or LayerNorm, or construct it with "
-                                 "track_running_stats=False")
     seen = set()
     for i, m in enumerate(models):
         for p in m.parameters():
@@ -125,6 +113,10 @@ class ModelArray(nn.Module):
                 return self.loss(lambda *a, **k: torch.func.functional_call(base, (p, b), a, k), *args)
             dims = (0, 0, *([None] * len(xs) if shared else [0] * len(xs)))
             parts.append(torch.vmap(one, in_dims=dims, randomness=self.randomness)(params, buffers, *xs))
+            # What the step wrote to the stacked buffers (BatchNorm's running statistics), back to each model.
+            for n, stacked in buffers.items():
+                for j, m in enumerate(members):
+                    m.get_buffer(n).copy_(stacked[j])
         losses = torch.cat(parts) if len(parts) > 1 else parts[0]
         return losses[self._inverse.to(losses.device)] if len(parts) > 1 else losses
 
@@ -159,7 +151,9 @@ def many(models: Sequence[nn.Module], loss: Callable[..., torch.Tensor], *, budg
     ("different": each model draws its own dropout masks; "same": one mask
     for all). compile=False runs the fused step eagerly, unplanned. Models of
     one class whose shapes differ (another width) train as separate fused
-    sub-arrays in the one step; BatchNorm with running statistics is refused."""
+    sub-arrays in the one step. Buffers are stacked too, and what the step
+    writes to them (BatchNorm's running statistics) is copied back to each
+    model's own."""
     _check(models)
     if not callable(loss):
         raise MutwoError(f"many(models, loss): loss is a {type(loss).__name__}; give a function "
