@@ -29,9 +29,12 @@ from mutwo._ext import MutwoError
 __all__ = ["ModelArray", "many"]
 
 def _shape_key(m: nn.Module) -> tuple:
-    """What a sub-array shares: every parameter's and buffer's name, shape and dtype."""
+    """What a sub-array shares, since its step calls its first model's modules:
+    every parameter's and buffer's name, shape and dtype, and every module's
+    type, mode and settings as it prints them (a Dropout's p, a norm's eps)."""
     return (tuple((n, tuple(p.shape), p.dtype, p.requires_grad) for n, p in m.named_parameters()),
-            tuple((n, tuple(b.shape), b.dtype) for n, b in m.named_buffers()))
+            tuple((n, tuple(b.shape), b.dtype) for n, b in m.named_buffers()),
+            tuple((n, type(s), s.training, s.extra_repr()) for n, s in m.named_modules()))
 
 
 def _check(models: Sequence[nn.Module]) -> None:
@@ -151,7 +154,8 @@ def many(models: Sequence[nn.Module], loss: Callable[..., torch.Tensor], *, budg
     ("different": each model draws its own dropout masks; "same": one mask
     for all). compile=False runs the fused step eagerly, unplanned. Models of
     one class whose shapes differ (another width) train as separate fused
-    sub-arrays in the one step. Buffers are stacked too, and what the step
+    sub-arrays in the one step, and so do models whose modules are set apart
+    (another Dropout p, eval mode). Buffers are stacked too, and what the step
     writes to them (BatchNorm's running statistics) is copied back to each
     model's own."""
     _check(models)

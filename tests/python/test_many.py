@@ -7,6 +7,7 @@
 #   losses and gradients equal the same array's under plain compile bit for
 #   bit, dropout (each model its own masks) replayed;
 # - BatchNorm's running statistics come back to each model as if it trained alone;
+# - models set apart (another dropout p, eval mode) train in sub-arrays of their own;
 # - per-model batches (shared=False) give model i its slice i;
 # - bad input is refused with one line that says what to do.
 from __future__ import annotations
@@ -121,6 +122,20 @@ def test_batchnorm_running_statistics_come_back_to_each_model() -> None:
         for a, b in zip((*models[i].parameters(), *models[i].buffers()), (*m.parameters(), *m.buffers())):
             assert torch.allclose(a.float(), b.float(), rtol=TOLERANCE, atol=1e-6), i
         assert int(models[i].norm.num_batches_tracked) == 2
+
+
+def test_models_set_apart_train_apart() -> None:
+    """Another dropout probability, or eval mode, is another sub-array: its step
+    calls its own first model's modules (with p=0 the fused result is the model's
+    own, which a shared p=0.5 would not give)."""
+    models = _models([32, 32, 32, 32], p=0.5)
+    models[1].drop.p = 0.0
+    models[3].eval()
+    array = mt.many(models, _loss, compile=False)
+    (x, y), = _batches(1)
+    losses = array(x, y)
+    assert array.groups == [[0, 2], [1], [3]], array.groups
+    assert torch.equal(losses[1], _loss(models[1], x, y)) and torch.equal(losses[3], _loss(models[3], x, y))
 
 
 def test_per_model_batches_give_each_model_its_slice() -> None:
