@@ -72,7 +72,7 @@ def measure_array(spec: Spec, variant: str) -> dict:
         return losses.detach()
     times, peak, losses = timed_steps(step, spec.steps, spec.device)
     ms = statistics.median(times)
-    plan = mt.report(array._backend).get("step", {}) if kind == "many" else {}
+    plan = mt.report(array.backend).get("step", {}) if kind == "many" else {}
     return row(spec, variant, system="mutwo" if kind == "many" else "pytorch", copies=copies, peak_bytes=peak,
                step_ms=round(ms, 3), model_steps_per_s=round(1000 * copies / ms, 3), loss=float(losses.mean()),
                steps=spec.steps, first_step_s=round(FIRST_STEP_S[0], 2), budget=budget,

@@ -1,5 +1,5 @@
 # Many models of one architecture trained at once, in the user's own loop
-# (docs/many.md, "From Python"):
+# (docs/many.md, "From Python"; mutwo.torch.many makes the array):
 #
 #   models = [make_model(seed=s) for s in range(8)]
 #   optimizers = [torch.optim.SGD(m.parameters(), lr=lr) for m, lr in zip(models, lrs)]
@@ -26,7 +26,7 @@ from torch import nn
 
 from mutwo._ext import MutwoError
 
-__all__ = ["ModelArray", "many"]
+__all__ = ["ModelArray", "check"]
 
 def _shape_key(m: nn.Module) -> tuple:
     """What a sub-array shares, since its step calls its first model's modules:
@@ -65,8 +65,9 @@ class ModelArray(nn.Module):
     (made by many(); see its docstring)."""
 
     def __init__(self, models: Sequence[nn.Module], loss: Callable[..., torch.Tensor], backend: Optional[Callable],
-                 randomness: str) -> None:
+                 randomness: str, plan: Optional[Callable[[], dict]] = None) -> None:
         super().__init__()
+        self.backend, self._plan = backend, plan  # the torch.compile backend (None: eager), and its report
         self.models = nn.ModuleList(models)
         self.loss = loss
         self.randomness = randomness
@@ -76,7 +77,6 @@ class ModelArray(nn.Module):
         self.groups: list[list[int]] = list(groups.values())  # the sub-arrays, in the order of their first model
         order = [i for g in self.groups for i in g]
         self._inverse = torch.tensor(sorted(range(len(order)), key=order.__getitem__))
-        self._backend = backend
         self._step = torch.compile(self._losses, backend=backend, dynamic=False) if backend is not None \
             else self._losses
         self._history: list[torch.Tensor] = []
@@ -128,36 +128,17 @@ class ModelArray(nn.Module):
         sub-arrays (`groups`: the models' indices), and, where the step was
         compiled under mutwo's backend, its plan (`plan`: mutwo.torch.report's
         dict; its "step" holds the array's measured and predicted peaks)."""
-        from mutwo import torch as mt
         history = torch.stack(self._history).cpu().t().tolist() if self._history else [[] for _ in self.models]
         out: dict = {"models": len(self.models), "groups": self.groups, "steps": len(self._history),
                      "losses": history}
-        if self._backend is not None and self._history:
-            out["plan"] = dict(mt.report(self._backend))
+        if self._plan is not None and self._history:
+            out["plan"] = self._plan()
         return out
 
 
-def many(models: Sequence[nn.Module], loss: Callable[..., torch.Tensor], *, budget: Any = None,
-         host_memory: Any = None, randomness: str = "different", compile: bool = True) -> ModelArray:
-    """N models of one architecture as one array, trained in one fused step.
-
-    `loss(model, *batch)` returns one model's scalar loss, where `model` is
-    called like the nn.Module (`loss = lambda model, x, y: F.cross_entropy(model(x), y)`).
-    Calling the array returns the N losses as one tensor; `.sum().backward()`
-    gives each model the gradients it would get alone (the models share
-    nothing), so each model's own optimizer, at its own learning rate, steps
-    its own nn.Parameters unchanged.
-
-    The step is compiled by torch.compile under mutwo.torch.backend(budget,
-    host_memory=...): one budget (bytes, a percentage, "lowest"; None: plain
-    compile's plan) for the whole array. randomness: torch.vmap's
-    ("different": each model draws its own dropout masks; "same": one mask
-    for all). compile=False runs the fused step eagerly, unplanned. Models of
-    one class whose shapes differ (another width) train as separate fused
-    sub-arrays in the one step, and so do models whose modules are set apart
-    (another Dropout p, eval mode). Buffers are stacked too, and what the step
-    writes to them (BatchNorm's running statistics) is copied back to each
-    model's own."""
+def check(models: Sequence[nn.Module], loss: Any, budget: Any, host_memory: Any, randomness: str,
+          compile: bool) -> None:
+    """mutwo.torch.many's arguments, each refused with what to do instead."""
     _check(models)
     if not callable(loss):
         raise MutwoError(f"many(models, loss): loss is a {type(loss).__name__}; give a function "
@@ -168,6 +149,3 @@ def many(models: Sequence[nn.Module], loss: Callable[..., torch.Tensor], *, budg
     if not compile and (budget is not None or host_memory is not None):
         raise MutwoError("many(..., compile=False): a budget or host_memory needs the compiled step; drop "
                          "compile=False")
-    from mutwo import torch as mt
-    return ModelArray(list(models), loss, mt.backend(budget, host_memory=host_memory) if compile else None,
-                      randomness)

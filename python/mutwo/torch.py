@@ -28,7 +28,7 @@ from mutwo._report import Report, StepClock, by_use
 from mutwo._ext import BudgetError, MutwoError, call, memory, ops
 from mutwo.capture import (CaptureError, DataDependentError, OutputSpec, data_key, document, named_state,
                            rng_preserved, trace)
-from mutwo.many import ModelArray, many
+from mutwo.many import ModelArray, check as _check_many
 
 __all__ = ["wrap", "backend", "report", "many", "ModelArray", "MutwoError", "BudgetError", "CaptureError", "memory"]
 
@@ -486,3 +486,29 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
     compile_graph.step = step  # type: ignore[attr-defined]
     compile_graph.graphs = graphs  # type: ignore[attr-defined]
     return compile_graph
+
+
+def many(models: Sequence[torch.nn.Module], loss: Callable[..., torch.Tensor], *, budget: Any = None,
+         host_memory: Any = None, randomness: str = "different", compile: bool = True) -> ModelArray:
+    """N models of one architecture as one array, trained in one fused step.
+
+    `loss(model, *batch)` returns one model's scalar loss, where `model` is
+    called like the nn.Module (`loss = lambda model, x, y: F.cross_entropy(model(x), y)`).
+    Calling the array returns the N losses as one tensor; `.sum().backward()`
+    gives each model the gradients it would get alone (the models share
+    nothing), so each model's own optimizer, at its own learning rate, steps
+    its own nn.Parameters unchanged.
+
+    The step is compiled by torch.compile under mutwo.torch.backend(budget,
+    host_memory=...): one budget (bytes, a percentage, "lowest"; None: plain
+    compile's plan) for the whole array. randomness: torch.vmap's
+    ("different": each model draws its own dropout masks; "same": one mask
+    for all). compile=False runs the fused step eagerly, unplanned. Models of
+    one class whose shapes differ (another width) train as separate fused
+    sub-arrays in the one step, and so do models whose modules are set apart
+    (another Dropout p, eval mode). Buffers are stacked too, and what the step
+    writes to them (BatchNorm's running statistics) is copied back to each
+    model's own."""
+    _check_many(models, loss, budget, host_memory, randomness, compile)
+    chosen = backend(budget, host_memory=host_memory) if compile else None
+    return ModelArray(list(models), loss, chosen, randomness, (lambda: dict(report(chosen))) if compile else None)
