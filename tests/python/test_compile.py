@@ -357,6 +357,18 @@ def test_a_warm_second_run_compiles_once(tmp_path) -> None:
     assert second["measured_peak_bytes"] <= second["budget_bytes"], second
 
 
+def test_a_hundred_percent_is_plain_compiles_plan_where_the_model_misses() -> None:
+    """budget="100%" asks for no less memory than plain compile's plan, and
+    gets it: on a ResNet-18, whose backward the CPU model predicts at under
+    half what it measures, three steps train plain compile's plan, with no
+    bytes resolved on the prediction for the measurement to exceed."""
+    model, inputs, loss_fn = models.resnet18()
+    b = mt.backend(budget="100%")
+    _run(model, inputs, loss_fn, b, 3)
+    info = mt.report(b)
+    assert info["chosen"] == "compile:1" and info["recompilations"] == 0 and not info["error"], info["chosen"]
+
+
 def test_a_budget_below_the_floor_names_it() -> None:
     """Before a measurement the model is not trusted to refuse: the lowest
     candidate runs, and its measured peak is the floor named."""
