@@ -347,6 +347,11 @@ def test_the_wrap_table_takes_a_lowest_row() -> None:
     row = {"system": "mutwo", "model": "llama", "batch": 8, "variant": "inductor:lowest", "peak_bytes": 2353769984,
            "step_ms": 32.1, "budget_bytes": None, "predicted_peak_bytes": 1313428480, "recomputed": 874}
     assert "budget lowest" in captured.table([row])
+    # 100% (plain compile's plan) and an unplanned array predict no step peak: written as "-".
+    plain = dict(row, variant="inductor:100%", predicted_peak_bytes=None)
+    array = dict(row, variant="vmap:8", system="pytorch", predicted_peak_bytes=None, copies=8)
+    text = captured.table([plain, array])
+    assert text.count("predicted - MiB") == 2 and "budget 100%" in text and "budget none" in text, text
 
 
 def test_spreads_and_ratios_say_within_noise_where_they_overlap() -> None:

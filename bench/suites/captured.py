@@ -126,8 +126,10 @@ def note(r: dict) -> str:
         fits = "fits" if r.get("fits") else "EXCEEDS"
         return f"check {r['check']}, {fits} budget {r['budget_bytes'] / 2**20:.0f} MiB"
     if "budget_bytes" in r:
-        budget = "lowest" if r["budget_bytes"] is None else f"{r['budget_bytes'] / 2**20:.0f} MiB"
-        return (f"predicted {r['predicted_peak_bytes'] / 2**20:.0f} MiB, budget {budget}, "
+        budget = f"{r['budget_bytes'] / 2**20:.0f} MiB" if r["budget_bytes"] is not None else \
+            (r.get("budget") or "none") if "copies" in r else r["variant"].rsplit(":", 1)[-1]  # lowest, 100%
+        predicted = r.get("predicted_peak_bytes")  # none for plain compile's plan (100%, an unplanned array)
+        return (f"predicted {'-' if predicted is None else f'{predicted / 2**20:.0f}'} MiB, budget {budget}, "
                 f"{r.get('dropped', r.get('recomputed'))} dropped, {r.get('recompilations', 0)} recompilations")
     return ""
 
