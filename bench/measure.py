@@ -1,7 +1,8 @@
 # bench/peers.py's measure and capture: one row per variant, each variant trained in its own process (an
 # OOM or a compile failure loses only its own row): peak = torch.cuda.max_memory_allocated over the
 # measured steps, step_ms = their median (wall clock, synchronized), after the warm-up steps (steps.py);
-# vmap:N and many:N[:B], N copies as one fused array (measure_array), add copies and model_steps_per_s;
+# vmap:N and many:N[:B], N copies as one fused array (measure_array), and processes:N[:V], N processes at
+# once (at_once), add copies and model_steps_per_s;
 # inductor@VARIANT at VARIANT's measured peak, from this call or an earlier one ($BENCH_PEAKS). capture
 # writes the model's step for mutwo (python/mutwo/capture.py).
 from __future__ import annotations
@@ -14,7 +15,9 @@ import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
 
@@ -116,14 +119,14 @@ def on_term(signum: int, frame: Any) -> None:
     sys.exit(128 + signum)
 
 
-def in_child(spec: Spec, variant: str, timeout: float) -> dict:
+def in_child(spec: Spec, variant: str, timeout: float, env: Optional[dict[str, str]] = None) -> dict:
     """`measure --one VARIANT` in its own process group, killed with its workers after `timeout` seconds;
     what it wrote besides its row goes to our stderr."""
     args = [sys.executable, PEERS, "measure", "--one", variant, "--spec", json.dumps(asdict(spec))]
-    env = {**os.environ, **runner.cold_env()}  # each variant compiles cold and plans as a first run
+    env = {**os.environ, **runner.cold_env(), **(env or {})}  # each variant compiles cold and plans as a first run
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          env=env)
-    RUNNING[:] = [p]
+    RUNNING.append(p)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -131,12 +134,33 @@ def in_child(spec: Spec, variant: str, timeout: float) -> dict:
             os.killpg(p.pid, signal.SIGKILL)
         p.communicate()
         return row(spec, variant, error=f"timed out after {timeout:g} s")
+    finally:
+        RUNNING.remove(p)
     lines = [line for line in out.splitlines() if line.startswith("{")]
     sys.stderr.write("".join(line + "\n" for line in out.splitlines() if not line.startswith("{")) + err[-20000:])
     if lines:
         return json.loads(lines[-1])
     tail = (err.strip().splitlines() or [f"exit status {p.returncode}"])[-1]
     return row(spec, variant, error=f"exit status {p.returncode}: {tail[:300]}")
+
+
+def at_once(spec: Spec, variant: str, timeout: float) -> dict:
+    """processes:N[:V]: N processes at once, each training its own model under variant V (compile when not
+    given), their timed steps started together (steps.wait_for_the_others): how PyTorch users share one card
+    between N models. One row: the sum of their model-steps per second and of their peaks."""
+    _, n, *inner = variant.split(":", 2)
+    copies, each = int(n), inner[0] if inner else "compile"
+    with tempfile.TemporaryDirectory() as folder, ThreadPoolExecutor(copies) as pool:
+        env = {"BENCH_BARRIER": f"{folder}:{copies}"}
+        rows = list(pool.map(lambda _: in_child(spec, each, timeout, env), range(copies)))
+    failed = [r for r in rows if "error" in r]
+    if failed:
+        return row(spec, variant, copies=copies, error=f"{len(failed)} of {copies} processes: {failed[0]['error']}")
+    peaks = [r.get("peak_bytes") for r in rows]
+    return row(spec, variant, system=rows[0]["system"], copies=copies,
+               peak_bytes=sum(peaks) if None not in peaks else None, step_ms=max(r["step_ms"] for r in rows),
+               model_steps_per_s=round(sum(1000 / r["step_ms"] for r in rows), 3), steps=spec.steps,
+               processes=[{"step_ms": r["step_ms"], "peak_bytes": r.get("peak_bytes")} for r in rows])
 
 
 def measure_all(spec: Spec, variants: list[str], timeout: float) -> None:
@@ -151,6 +175,8 @@ def measure_all(spec: Spec, variants: list[str], timeout: float) -> None:
                 continue
             r = in_child(spec, f"inductor-peak:{peaks[at]}", timeout)
             r["variant"] = variant
+        elif variant.startswith("processes:"):
+            r = at_once(spec, variant, timeout)
         else:
             r = in_child(spec, variant, timeout)
         if r.get("peak_bytes"):

@@ -3,6 +3,7 @@
 # the one-line text of an error for a row.
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, Callable, Optional
@@ -44,6 +45,7 @@ def timed_steps(step: Callable, steps: int, device: str,
         sync()
         if i == 0:
             FIRST_STEP_S[:] = [time.perf_counter() - t0]  # compiles included
+    wait_for_the_others()
     if cuda:
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
@@ -57,6 +59,18 @@ def timed_steps(step: Callable, steps: int, device: str,
         times.append(1000 * (time.perf_counter() - t0))
     peak = torch.cuda.max_memory_allocated() if cuda else mutwo_torch().memory("cpu")[1] if counted else None
     return times, peak, loss
+
+
+def wait_for_the_others() -> None:
+    """Under $BENCH_BARRIER (DIR:N: measure.py's processes:N), this process says it is warm and waits until
+    all N are, so that their timed steps run at the same time whatever their compiles took."""
+    barrier = os.environ.get("BENCH_BARRIER")
+    if not barrier:
+        return
+    folder, n = barrier.rsplit(":", 1)
+    open(os.path.join(folder, str(os.getpid())), "w").close()
+    while len(os.listdir(folder)) < int(n):
+        time.sleep(0.05)
 
 
 def trace(step: Callable, label: str, device: str) -> None:

@@ -287,18 +287,21 @@ def test_peers_trains_the_first_step_decoder_and_refuses_a_variant_it_does_not_k
     assert "unknown variant 'plain'" in rows["plain"]["error"] and "compile:X" in rows["plain"]["error"]
 
 
-def test_peers_trains_copies_as_one_fused_array() -> None:
-    """vmap:N and many:N (bench/configs.py's many): two copies of the MLP as one array, each variant in its
-    own process, with the array's throughput in model-steps per second."""
+def test_peers_trains_copies_as_one_fused_array_and_as_processes_at_once() -> None:
+    """vmap:N, many:N and processes:N (bench/configs.py's many): two copies of the MLP as one array, each
+    variant in its own process, and as two processes at once, with throughput in model-steps per second."""
+    variants = ["vmap:2", "many:2:lowest", "processes:2:eager"]
     done = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "peers.py"), "measure", "--model", "mlp",
-                           "--batch", "8", "--device", "cpu", "--steps", "1", "--variants", "vmap:2,many:2:lowest"],
+                           "--batch", "8", "--device", "cpu", "--steps", "1", "--variants", ",".join(variants)],
                           capture_output=True, text=True, timeout=240, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": python_path()})
     rows = {r["variant"]: r for r in map(json.loads, done.stdout.splitlines())}
-    assert done.returncode == 0 and set(rows) == {"vmap:2", "many:2:lowest"}, done.stderr[-2000:]
+    assert done.returncode == 0 and set(rows) == set(variants), done.stderr[-2000:]
     for r in rows.values():
         assert "error" not in r and r["copies"] == 2 and r["model_steps_per_s"] > 0, r
     assert rows["many:2:lowest"]["system"] == "mutwo" and rows["many:2:lowest"]["predicted_peak_bytes"] > 0
+    at_once = rows["processes:2:eager"]
+    assert len(at_once["processes"]) == 2 and at_once["step_ms"] == max(p["step_ms"] for p in at_once["processes"])
 
 
 def test_first_step_measures_its_decoder_compiled_three_ways(tmp_path, capsys) -> None:

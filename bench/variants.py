@@ -5,7 +5,7 @@
 # rest recomputed); compile, compile:X (activation_memory_budget X); wrap:B, backend:B (mutwo.torch);
 # inductor:B, inductor-peak:P, inductor-unchunked:B, inductor-kept:B (mutwo plans, Inductor compiles; inductor@VARIANT,
 # measure.py's, runs inductor-peak at that variant's measured peak); vmap:N, many:N[:B] (N copies as one
-# fused array: measure.py's measure_array).
+# fused array: measure.py's measure_array); processes:N[:V] (N processes at once: measure.py's at_once).
 from __future__ import annotations
 
 import contextlib
