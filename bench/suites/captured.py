@@ -126,8 +126,12 @@ def note(r: dict) -> str:
         fits = "fits" if r.get("fits") else "EXCEEDS"
         return f"check {r['check']}, {fits} budget {r['budget_bytes'] / 2**20:.0f} MiB"
     if "budget_bytes" in r:
-        budget = f"{r['budget_bytes'] / 2**20:.0f} MiB" if r["budget_bytes"] is not None else \
-            (r.get("budget") or "none") if "copies" in r else r["variant"].rsplit(":", 1)[-1]  # lowest, 100%
+        if r["budget_bytes"] is not None:
+            budget = f"{r['budget_bytes'] / 2**20:.0f} MiB"
+        elif "copies" in r:  # an array (measure.py's measure_array): its own budget, or none
+            budget = r.get("budget") or "none"
+        else:  # lowest, or 100% (plain compile's plan)
+            budget = r["variant"].rsplit(":", 1)[-1]
         predicted = r.get("predicted_peak_bytes")  # none for plain compile's plan (100%, an unplanned array)
         return (f"predicted {'-' if predicted is None else f'{predicted / 2**20:.0f}'} MiB, budget {budget}, "
                 f"{r.get('dropped', r.get('recomputed'))} dropped, {r.get('recompilations', 0)} recompilations")

@@ -25,6 +25,12 @@ class Budget:
     bytes: int = 0  # kind "bytes"
     fraction: float = 0.0  # kind "fraction": 0.6 for "60%"
 
+    @property
+    def whole(self) -> bool:
+        """A fraction of 100% (or more): no less memory than the unplanned step's,
+        which the compiled route meets with plain compile's own plan."""
+        return self.kind == "fraction" and self.fraction >= 1
+
     def text(self) -> str:
         """The form the extension reads (parse_budget): "6GiB", "60%", "lowest"."""
         if self.kind == "fraction":

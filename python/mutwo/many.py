@@ -28,6 +28,7 @@ from mutwo._ext import MutwoError
 
 __all__ = ["ModelArray", "check"]
 
+
 def _shape_key(m: nn.Module) -> tuple:
     """What a sub-array shares, since its step calls its first model's modules:
     every parameter's and buffer's name, shape and dtype, and every module's
@@ -105,12 +106,9 @@ class ModelArray(nn.Module):
         for g in self.groups:
             members = [self.models[i] for i in g]
             base = members[0]
-            params = {n: torch.stack([dict(m.named_parameters())[n] for m in members])
-                      for n, _ in base.named_parameters()}
-            buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in members])
-                       for n, _ in base.named_buffers()}
-            xs = batch if shared else tuple(x[g[0]:g[-1] + 1] if g == list(range(g[0], g[-1] + 1)) else x[g]
-                                           for x in batch)
+            params = {n: torch.stack([m.get_parameter(n) for m in members]) for n, _ in base.named_parameters()}
+            buffers = {n: torch.stack([m.get_buffer(n) for m in members]) for n, _ in base.named_buffers()}
+            xs = batch if shared else tuple(x[g] for x in batch)
 
             def one(p: dict, b: dict, *args: Any, base: nn.Module = base) -> torch.Tensor:
                 return self.loss(lambda *a, **k: torch.func.functional_call(base, (p, b), a, k), *args)

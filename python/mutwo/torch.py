@@ -437,7 +437,7 @@ def backend(budget: Any = None, *, compiler: str = "inductor", planner: str = "m
         from mutwo.compiled._step import Step
         kind = parsed.kind if parsed is not None and planner == "mutwo" else None
         step = Step(parsed.bytes if kind == "bytes" else "lowest" if kind == "lowest" else None, memory, BudgetError,
-                    fraction=parsed.fraction if kind == "fraction" and parsed.fraction < 1 else None)
+                    fraction=parsed.fraction if kind == "fraction" and not parsed.whole else None)
     graphs: list[Any] = []
     warned = False  # the dynamic-shapes warning, once per backend
 

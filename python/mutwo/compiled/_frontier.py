@@ -710,10 +710,9 @@ def _choose(f: Frontier, budget: Any, corrections: Corrections, planner: str, me
         f.pytorch_ladder()
         named = f.named(planner.split(":", 1)[1])
         return Choice(named, f.default, list(f.seen.values()), None)
-    if budget is None or planner == "none" or (budget.kind == "fraction" and budget.fraction >= 1):
-        # 100% asks for no less memory than plain compile's plan: that plan,
-        # never bytes resolved on its predicted peak (which a measurement may
-        # then exceed, and a frozen resolution refuse).
+    if budget is None or planner == "none" or budget.whole:
+        # 100%: plain compile's plan, never bytes resolved on its predicted
+        # peak (which a measurement may exceed, and a frozen resolution refuse).
         return Choice(f.default, f.default, [f.default], None)
     lowest_wanted = budget.kind == "lowest"
     split = split or _split(f.default, corrections)

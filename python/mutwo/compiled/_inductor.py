@@ -251,8 +251,7 @@ class CompiledGraph:
         whole loss fits the budget (_compile)."""
         o = self.options
         budget = o["budget"]
-        if not o.get("chunk_loss", True) or budget is None or o["planner"] != "mutwo" or \
-                (budget.kind == "fraction" and budget.fraction >= 1):  # no less memory asked for
+        if not o.get("chunk_loss", True) or budget is None or o["planner"] != "mutwo" or budget.whole:
             return False
         site = _loss.find(self.gm, _loss.ambient_autocast(self.device))
         weight = site.linear.args[1].meta.get("example_value") if site else None
