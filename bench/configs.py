@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 
-CAPTURED = ("vit_b_16", "llama", "llama1b", "decoder12", "bert", "gpt2", "t5")  # bench/models.py's user models; the rest are the zoo's
+CAPTURED = ("vit_b_16", "llama", "llama1b", "decoder12", "bert", "bert-mini", "gpt2", "t5", "resnet18-32")  # bench/models.py's user models; the rest are the zoo's
 
 
 def is_captured(name: str) -> bool:
@@ -114,10 +114,11 @@ CONFIGS: dict[str, Config] = {
                variants="eager,checkpoint,sac,compile:0.5,compile:0.2,wrap:80%,wrap:60%,backend:60%".split(","),
                steps=TIMED_STEPS, rounds=ROUNDS),
     "many": _c("wrap", "many models as one array in the user's loop (issue 51): one model compiled (the "
-               "throughput of N run one after another), N compiled processes at once, a torch.func vmap "
-               "ensemble compiled by Inductor, and mutwo.torch.many unplanned and at its lowest, at N = 2, 4, 8; "
-               "rows give model_steps_per_s", models=["mlp:128", "decoder12:8"],
-               variants=["compile"] + [f"{v}:{n}" for n in (2, 4, 8) for v in ("processes", "vmap", "many")] +
+               "throughput of N run one after another), 8 compiled processes at once, a torch.func vmap "
+               "ensemble compiled by Inductor, and mutwo.torch.many unplanned and at its lowest, at N = 2, 8, 16; "
+               "rows give model_steps_per_s. The issue's models; one device call each (--models)",
+               models=["resnet18-32:128", "bert-mini:32", "decoder12:8"],
+               variants=["compile", "processes:8"] + [f"{v}:{n}" for n in (2, 8, 16) for v in ("vmap", "many")] +
                ["many:8:lowest"],
                steps=TIMED_STEPS, rounds=ROUNDS),
     "wrap-check": _c("wrap-check", "mutwo.torch.wrap on the small LLaMA decoder: 3 steps at 80% against the "

@@ -1,10 +1,12 @@
 # The models the PyTorch peers train and mutwo captures (bench/peers.py), in one place:
 # - the zoo's, as `mutwo --model` builds them: mlp, resnet-N, bert-base, bert-large,
 #   gpt2-small, gpt2-medium (the zoo and sweep benchmarks set them beside mutwo's own);
-# - user models whose steps mutwo captures (CAPTURED: vit_b_16, llama, llama1b, decoder12, bert, gpt2,
-#   t5), the LLaMA-style decoder the one tests/ train (python/workloads/llama_decoder.py), at LLaMA's
+# - user models whose steps mutwo captures (CAPTURED: vit_b_16, llama, llama1b, decoder12, bert, bert-mini,
+#   gpt2, t5, resnet18-32), the LLaMA-style decoder the one tests/ train (python/workloads/llama_decoder.py), at LLaMA's
 #   sizes (llama: 12 layers, d=768, seq 1024; llama1b: 16 layers, d=2048, seq 2048, about 1 B
-#   parameters) and small enough for a CPU (decoder12: 12 layers, d=64, seq 64, vocab 512).
+#   parameters) and small enough for a CPU (decoder12: 12 layers, d=64, seq 64, vocab 512);
+#   bert-mini (4 layers, d=256, seq 128) and resnet18-32 (torchvision's ResNet-18 on 32x32 images,
+#   10 classes) are the many-models benchmark's (issue 51).
 # make(name, batch) -> Made: the model on its device in training mode, its inputs, the loss,
 # its blocks (bench/blocks.py, mutwo's definition) and how it checkpoints them. fp32, seeded;
 # small=True gives tiny captured models for CPU tests.
@@ -140,10 +142,16 @@ def _captured(name: str, batch: int, small: bool) -> Made:
         model = Llama(vocab, dim, layers, heads, hidden, max_seq=seq, sdpa=True, tied=False)
         inputs = (torch.randint(0, vocab, (batch, seq)), torch.randint(0, vocab, (batch, seq)))
         return Made(model, inputs, _llm_loss, _blocks(model))
-    if name == "bert":
+    if name == "resnet18-32":
+        import torchvision
+        model = torchvision.models.resnet18(num_classes=10)
+        inputs = (torch.randn(batch, 3, 32, 32), torch.randint(0, 10, (batch,)))
+        return Made(model, inputs, _classify_loss, _blocks(model))
+    if name in ("bert", "bert-mini"):
         from transformers import BertConfig, BertForMaskedLM
+        mini = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
         config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=128) if small else BertConfig()
+                            intermediate_size=128) if small else BertConfig(**(mini if name == "bert-mini" else {}))
         seq = 32 if small else 128
         model = _hf_model(BertForMaskedLM, config)
         inputs = (torch.randint(0, config.vocab_size, (batch, seq)), torch.randint(0, config.vocab_size, (batch, seq)))
