@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any, Optional
@@ -63,7 +64,10 @@ def measure_array(spec: Spec, variant: str) -> dict:
     optimizers = [torch.optim.SGD(m.parameters(), lr=made.lr * (1 + i / copies), momentum=0.9)
                   for i, m in enumerate(models)]
     mt = mutwo_torch()
-    array = torch.compile(mt.many(models, made.loss_fn, compile=False), dynamic=False) if kind == "vmap" \
+    from mutwo.many import ModelArray
+    # vmap: the same fused step (one ModelArray) under plain Inductor; only its loss step is compiled, as
+    # many's is, never the array's bookkeeping around it (which recompiled every step when it was).
+    array = ModelArray(models, made.loss_fn, "inductor", "different") if kind == "vmap" \
         else mt.many(models, made.loss_fn, budget=budget)
 
     def step() -> torch.Tensor:
@@ -104,7 +108,8 @@ def measure_here(spec: Spec, variant: str) -> None:
     try:
         with sdpa_backend(spec.sdpa):
             r = measure_variant(spec, variant)
-    except Exception as e:  # OOM, compile failure, missing feature: the row says so
+    except Exception as e:  # OOM, compile failure, missing feature: the row says so, the log its trace
+        traceback.print_exc(limit=-8)
         r = row(spec, variant, error=error_text(e))
     print(json.dumps(r), flush=True)
 

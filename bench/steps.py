@@ -90,4 +90,6 @@ def error_text(e: Exception) -> str:
     """A row's error: "out of memory", else the exception's type and first line."""
     if "out of memory" in str(e).lower():
         return "out of memory"
-    return f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:300]}"
+    lines = [line for line in str(e).strip().splitlines() if line.strip()] or [""]
+    # A wrapper's first line ("backend='compile_graph' raised:") names no cause: the next line does.
+    return f"{type(e).__name__}: {' '.join(lines[:2]) if lines[0].endswith(':') else lines[0]}"[:400]
