@@ -116,8 +116,9 @@ CONFIGS: dict[str, Config] = {
     "many": _c("wrap", "many models as one array in the user's loop (issue 51): one model compiled (the "
                "throughput of N run one after another), 8 compiled processes at once, a torch.func vmap "
                "ensemble compiled by Inductor, and mutwo.torch.many unplanned and at its lowest, at N = 2, 8, 16; "
-               "rows give model_steps_per_s. The issue's models; a round of six variants of resnet18-32 took 500 s on an H200, so one call per model and round (--models, --rounds 1). SDPA math: "
-               "the decoder's vmap fails in CUDA's efficient-attention backward ('LSE is not correctly aligned')",
+               "rows give model_steps_per_s. The issue's models; six variants of resnet18-32 take 500 s a round "
+               "on an H200: one call per model and round (--models, --rounds 1). SDPA math: the decoder's vmap "
+               "fails in CUDA's efficient-attention backward ('LSE is not correctly aligned')",
                models=["resnet18-32:128", "bert-mini:32", "decoder12:8"], sdpa="math",
                variants=["compile", "processes:8"] + [f"{v}:{n}" for n in (2, 8, 16) for v in ("vmap", "many")] +
                ["many:8:lowest"],

@@ -65,8 +65,8 @@ def measure_array(spec: Spec, variant: str) -> dict:
                   for i, m in enumerate(models)]
     mt = mutwo_torch()
     from mutwo.many import ModelArray
-    # vmap: the same fused step (one ModelArray) under plain Inductor; only its loss step is compiled, as
-    # many's is, never the array's bookkeeping around it (which recompiled every step when it was).
+    # vmap: the same fused step (one ModelArray) under plain Inductor. Only its loss step is compiled, as
+    # many's is: the array's loss history around it is a Dynamo guard that would recompile every step.
     array = ModelArray(models, made.loss_fn, "inductor", "different") if kind == "vmap" \
         else mt.many(models, made.loss_fn, budget=budget)
 

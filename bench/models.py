@@ -149,9 +149,9 @@ def _captured(name: str, batch: int, small: bool) -> Made:
         return Made(model, inputs, _classify_loss, _blocks(model))
     if name in ("bert", "bert-mini"):
         from transformers import BertConfig, BertForMaskedLM
+        tiny = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
         mini = dict(hidden_size=256, num_hidden_layers=4, num_attention_heads=4, intermediate_size=1024)
-        config = BertConfig(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=128) if small else BertConfig(**(mini if name == "bert-mini" else {}))
+        config = BertConfig(**(tiny if small else mini if name == "bert-mini" else {}))
         seq = 32 if small else 128
         model = _hf_model(BertForMaskedLM, config)
         inputs = (torch.randint(0, config.vocab_size, (batch, seq)), torch.randint(0, config.vocab_size, (batch, seq)))

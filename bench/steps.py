@@ -87,9 +87,9 @@ def trace(step: Callable, label: str, device: str) -> None:
 
 
 def error_text(e: Exception) -> str:
-    """A row's error: "out of memory", else the exception's type and first line."""
+    """A row's error: "out of memory", else the exception's type and first line (with the next line
+    where the first ends in ':', as a wrapper's "backend='compile_graph' raised:" does)."""
     if "out of memory" in str(e).lower():
         return "out of memory"
     lines = [line for line in str(e).strip().splitlines() if line.strip()] or [""]
-    # A wrapper's first line ("backend='compile_graph' raised:") names no cause: the next line does.
     return f"{type(e).__name__}: {' '.join(lines[:2]) if lines[0].endswith(':') else lines[0]}"[:400]
