@@ -5,10 +5,12 @@
 # compiled. Per scenario it trains the same steps three times from the same
 # weights: with plain torch.compile, with mutwo's backend and no budget (plain
 # compile's plan, measured: the unplanned step peak), and with mutwo's backend
-# at BUDGET_SHARE of that peak; it writes each run's losses and report to
+# at BUDGET_SHARE of that peak (each run goes on, up to SETTLE steps more,
+# while its plan is not settled); it writes each run's losses and report to
 # OUT/rank<k>.json. Scenario "differ": rank 1's sequences are shorter, so its
 # graphs differ from rank 0's; each rank writes the MutwoError it got.
-#   python -m torch.distributed.run --nproc-per-node 2 compiled_ranks.py {ddp|fsdp|differ} OUT
+# Scenario "overrun": a fake step over budget on rank 1 alone (_overrun).
+#   python -m torch.distributed.run --nproc-per-node 2 compiled_ranks.py {ddp|fsdp|differ|overrun} OUT
 from __future__ import annotations
 
 import copy
@@ -23,7 +25,8 @@ import torch.distributed as dist
 import models  # this folder, the script's own (python/ comes from the launcher's PYTHONPATH)
 import mutwo.torch as mt
 
-STEPS = 3
+STEPS = 3  # compared with plain torch.compile's
+SETTLE = 3  # more steps, at most, for a plan to settle (the step's MAX_COMPILES)
 # Of the unplanned step peak (the lowest rank's): between the floor and 1 for
 # this decoder (measured floors: 0.58 of it under DDP, 0.80 under FSDP2, where
 # FSDP2's unsharded parameters and gradient buffers are more of the step).
@@ -51,25 +54,55 @@ def _parallel(scenario: str, model: torch.nn.Module, backend: Any) -> torch.nn.M
     return torch.compile(DistributedDataParallel(model, bucket_cap_mb=BUCKET_MB), backend=backend, dynamic=False)
 
 
+def _unsettled(backend: Any) -> bool:
+    """Whether any rank's backend will measure its next step (a plan not yet
+    measured, or one to compile again: after a step over budget, say)."""
+    if isinstance(backend, str):
+        return False
+    flag = torch.tensor([int(backend.step.unsettled())])
+    dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+    return bool(flag)
+
+
 def train(scenario: str, start: torch.nn.Module, backend: Any, inputs: tuple) -> list[float]:
+    """STEPS steps' losses; then, up to SETTLE more steps while a plan is not
+    settled, so the last measured step is of the plan the backend keeps."""
     torch._dynamo.reset()
     model = copy.deepcopy(start)
     run = _parallel(scenario, model, backend)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     losses = []
-    for _ in range(STEPS):
+    for k in range(STEPS + SETTLE):
+        if k >= STEPS and not _unsettled(backend):
+            break
         loss = models.lm_loss(run, *inputs)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
-        losses.append(loss.item())
+        if k < STEPS:
+            losses.append(loss.item())
     return losses
 
 
 def _report(backend: Any) -> dict:
     info = mt.report(backend)
     return {"step": info["step"], "compiles": [g["compiles"] for g in info["graphs"]],
-            "chosen": [g["chosen"] for g in info["graphs"]], "graphs": len(info["graphs"])}
+            "chosen": [g["chosen"] for g in info["graphs"]], "graphs": len(info["graphs"]),
+            "settled": not backend.step.unsettled()}
+
+
+def _overrun(rank: int, start: torch.nn.Module) -> dict:
+    """A step over budget on rank 1 alone (a fake measurement, one byte over,
+    given to rank 1's backend while rank 0 gets its own last step): every rank
+    plans again, or every rank has the BudgetError."""
+    backend = mt.backend(budget="80%")
+    train("ddp", start, backend, _data(rank, 32))
+    step = backend.step
+    record = copy.deepcopy(step.last)
+    if rank == 1:
+        record.at_peak().peak = step.budget + 1
+    step.done(record)
+    return {"replans": any(g._replan for g in step.graphs), "error": step.error}
 
 
 def main() -> None:
@@ -84,6 +117,8 @@ def main() -> None:
             train("ddp", start, mt.backend(budget="lowest"), _data(rank, 32 if rank == 0 else 16))
         except mt.MutwoError as e:
             result["error"] = str(e)
+    elif scenario == "overrun":
+        result.update(_overrun(rank, start))
     else:
         inputs = _data(rank, 32)
         result["plain"] = train(scenario, start, "inductor", inputs)

@@ -7,8 +7,9 @@
 # each rank's losses equal plain torch.compile's within 1e-5 relative, and
 # each rank's measured step peak is within the budget. A rank whose graphs
 # differ from rank 0's gets a MutwoError naming it, on every rank, without a
-# hang. In one process: collectives in a compiled graph are never recomputed,
-# whatever the budget.
+# hang; a step over budget on one rank alone replans every rank. In one
+# process: collectives in a compiled graph are never recomputed, whatever the
+# budget.
 from __future__ import annotations
 
 import json
@@ -60,6 +61,7 @@ def test_every_rank_trains_as_plain_compile_within_its_budget(scenario: str, tmp
         planned, unplanned = r["planned_report"], r["unplanned_report"]
         step = planned["step"]
         assert step["error"] is None, step
+        assert planned["settled"], planned  # the last measured step is of the plan kept
         assert step["measured_peak_bytes"] <= step["budget_bytes"], (r["rank"], step)
         assert step["measured_peak_bytes"] < unplanned["step"]["measured_peak_bytes"], (r["rank"], step)
         assert _close(r["planned"], r["plain"]) and _close(r["unplanned"], r["plain"]), r
@@ -78,6 +80,15 @@ def test_a_rank_whose_graphs_differ_is_named_without_a_hang(tmp_path) -> None:
     ranks = _ranks("differ", tmp_path, MUTWO_RANK_TIMEOUT="60")
     for r in ranks:
         assert "rank 1 compiled other graphs than rank 0" in r.get("error", ""), r
+
+
+def test_a_step_over_budget_on_one_rank_replans_every_rank(tmp_path) -> None:
+    """Only the rank that is over knows it: every measured step is exchanged,
+    so both ranks plan again (or both raise), without a hang."""
+    ranks = _ranks("overrun", tmp_path, MUTWO_RANK_TIMEOUT="60")
+    for r in ranks:
+        assert r["replans"] or r["error"], r
+    assert ranks[0] == {**ranks[1], "rank": 0}, ranks  # the same decision
 
 
 def test_collectives_in_a_compiled_graph_are_never_recomputed(tmp_path, monkeypatch) -> None:

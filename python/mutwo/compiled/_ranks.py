@@ -1,13 +1,13 @@
 # Ranks agree on the compiled route's plan (docs/python.md, "Under torchrun").
 #
 # Under torchrun every rank measures its own step and plans its own graphs.
-# Where a plan changes, the ranks exchange what they measured through the
+# After each measured step the ranks exchange what they measured through the
 # process group's key-value store (not a collective, so nothing is queued
 # between DDP's or FSDP2's own collectives, and a rank that never arrives
 # times out instead of hanging the others): every rank must have compiled the
 # same graphs in the same order, and every rank adopts the decision of the
 # rank with the highest measured peak, so they compile the same plans at the
-# same step and each stays within its budget.
+# same step and each stays within its budget (one rank over replans all).
 from __future__ import annotations
 
 import itertools

@@ -250,13 +250,17 @@ class Step:
             if self.budget is None:
                 return
             new = True
-        # Over the budget is never silent alone: plan again, or raise. Under several
-        # ranks a step over on one rank only waits for a step every rank learns from
-        # (the ranks agree on each proposal together).
-        over = isinstance(self.budget, int) and record.peak > self.budget and _ranks.single()
-        if not (new or firsts or over):
-            return  # nothing learnt and within budget: the plan stands (and every rank knows it without asking)
-        proposal = self._propose(record)
+        # Over the budget is never silent: plan again, or raise. Under several ranks
+        # every measured step is exchanged, since only the rank that is over knows it;
+        # the ranks measure the same steps (unsettled() is the same on each), so each
+        # arrives, and they all take the proposal of the rank with the highest peak.
+        over = isinstance(self.budget, int) and record.peak > self.budget
+        if new or firsts or over:
+            proposal = self._propose(record)
+        elif _ranks.single():
+            return  # nothing learnt and within budget: the plan stands
+        else:  # within budget here: keep the plans, unless the rank with the highest peak is over
+            proposal = {"choice": running, "error": None}
         signature = [(k, g, self.graphs[g].key) for k, g in record.signature()]
         if self.fraction is not None:
             proposal["budget"], proposal["split"] = self.budget, self.split  # every rank holds one resolution
