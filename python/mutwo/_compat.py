@@ -28,6 +28,13 @@ if TORCH_RELEASE < MIN_TORCH:
     raise ImportError(f"mutwo needs torch {MIN_TORCH[0]}.{MIN_TORCH[1]} or later; this Python has torch "
                       f"{torch.__version__}: pip install -r requirements.txt (or scripts/install-deps.sh)")
 
+
+def outside_dispatch_modes() -> Any:
+    """A guard under which an op call skips every Python dispatch mode, such as
+    the fake tensor mode torch.compile plans under (which would hash each list
+    argument of an op before running it)."""
+    return torch._C._DisableTorchDispatch()
+
 import torch.fx  # noqa: E402
 
 from torch._functorch.aot_autograd import aot_function, make_boxed_func

@@ -50,10 +50,17 @@ def ops() -> Any:
     return torch.ops.mutwo
 
 
-def call(op: Callable, *args: Any) -> Any:
-    """Calls an extension op, turning its one-line errors into MutwoError and BudgetError."""
+def call(op: Callable, *args: Any, tensors: bool = False) -> Any:
+    """Calls an extension op, turning its one-line errors into MutwoError and
+    BudgetError. An op on plain data (ints, lists, text: every op but the
+    executor's, `tensors`) runs outside any dispatch mode: under torch.compile's
+    fake tensor mode one phase_peak of 3,000 storages took 55 ms, against 0.8 ms."""
+    from mutwo._compat import outside_dispatch_modes
     try:
-        return op(*args)
+        if tensors:
+            return op(*args)
+        with outside_dispatch_modes():
+            return op(*args)
     except RuntimeError as e:
         text = str(e).strip().splitlines()[0] if str(e).strip() else ""
         for prefix, cls in (("mutwo budget: ", BudgetError), ("mutwo: ", MutwoError)):

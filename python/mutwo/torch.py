@@ -93,7 +93,7 @@ class _Session:
         extension = ops()
         progress.stage(2)
         with rng_preserved():  # profiling steps draw random numbers too
-            self.handle = call(extension.create, text, names, given, json.dumps(options))
+            self.handle = call(extension.create, text, names, given, json.dumps(options), tensors=True)
         self.report_dir: Optional[str] = options.get("report")
         self.reported = False
 
@@ -124,7 +124,7 @@ class _Step(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, session: _Session, *primals: torch.Tensor) -> Any:
         session.clock.start(session.device)
-        outs = call(ops().forward, session.handle, list(primals))
+        outs = call(ops().forward, session.handle, list(primals), tensors=True)
         ctx.session = session
         ctx.n = len(primals)
         with_grad = set(session.tangent_of)
@@ -135,7 +135,7 @@ class _Step(torch.autograd.Function):
     def backward(ctx: Any, *grads: torch.Tensor) -> Any:
         s: _Session = ctx.session
         tangents = [grads[i].contiguous() for i in s.tangent_of]
-        result = call(ops().backward, s.handle, tangents)
+        result = call(ops().backward, s.handle, tangents, tensors=True)
         out: list[Optional[torch.Tensor]] = [None] * ctx.n
         for pos, g in zip(s.gradient_of, result):
             out[pos] = g

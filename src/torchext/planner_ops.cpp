@@ -1,7 +1,8 @@
 // The one planner's decisions as operators, for mutwo.torch's compiled route
 // (python/mutwo/compiled/): the budget grammar (support/units.h), the device
 // rate table's roofline (profile/rates.h) and the compiled route's choices
-// (plan/compiled.h), with the block rule (plan/blocks.h). Plain lists in, indices and numbers out; errors as
+// (plan/compiled.h), with the block rule (plan/blocks.h) and PyTorch's min-cut
+// (plan/min_cut.h). Plain lists in, indices and numbers out; errors as
 // library.cpp's ("mutwo: ", one line).
 #include <torch/library.h>
 
@@ -10,6 +11,7 @@
 
 #include "plan/blocks.h"
 #include "plan/compiled.h"
+#include "plan/min_cut.h"
 #include "profile/rates.h"
 #include "support/error.h"
 #include "torchext/translated.h"
@@ -102,6 +104,20 @@ std::tuple<int64_t, int64_t, int64_t> phase_peak(std::vector<int64_t> bytes, std
   });
 }
 
+// PyTorch's min-cut on edge lists (plan::min_cut): (unbounded, the cut's
+// capacity, the sink side's nodes); capacity -1 is unbounded.
+std::tuple<bool, int64_t, std::vector<int64_t>> min_cut(int64_t nodes, std::vector<int64_t> tail,
+                                                        std::vector<int64_t> head, std::vector<int64_t> capacity,
+                                                        int64_t source, int64_t sink) {
+  return translated([&] {
+    const plan::MinCut cut = plan::min_cut(nodes, tail, head, capacity, source, sink);
+    std::vector<int64_t> sink_side;
+    for (size_t v = 0; v < cut.sink.size(); ++v)
+      if (cut.sink[v]) sink_side.push_back(static_cast<int64_t>(v));
+    return std::tuple<bool, int64_t, std::vector<int64_t>>{cut.unbounded, cut.value, std::move(sink_side)};
+  });
+}
+
 // The offload order (plan::compiled::offload_order) as four lists: the saved
 // tensor's index, where its copy out ends, where its copy back starts, its exposed ms.
 std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, std::vector<double>> offload_order(
@@ -157,6 +173,8 @@ TORCH_LIBRARY_FRAGMENT(mutwo, m) {
   m.def("offload_order(float[] node_ms, int[] bytes, int[] last_forward_read, int[] first_backward_read, str device, "
         "float d2h_gbps, float h2d_gbps, bool overlap, int host_limit) -> (int[], int[], int[], float[])",
         &offload_order);
+  m.def("min_cut(int nodes, int[] tail, int[] head, int[] capacity, int source, int sink) -> (bool, int, int[])",
+        &min_cut);
   m.def("blocks_of(str[] scopes) -> str[]", &blocks_of);
   m.def("surely_below(int budget, int lowest) -> bool", &surely_below);
   m.def("refusal_text(int budget, int lowest, int unplanned, str what, int fixed, int activation, int compiles, "

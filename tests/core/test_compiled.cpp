@@ -2,8 +2,8 @@
 // solve across layers against every assignment of options, μ-TWO's order,
 // the choice among priced candidates on a decoder's recorded candidate table
 // (data/decoder_candidates.json, from the Python frontier on the CPU), the
-// refusal text; and the floor, a property of the graph: the same step's
-// lowest peak whatever its measured times.
+// refusal text; the floor, a property of the graph: the same step's lowest
+// peak whatever its measured times; and PyTorch's min-cut on edge lists.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +13,7 @@
 #include "autodiff/autodiff.h"
 #include "models/model.h"
 #include "plan/compiled.h"
+#include "plan/min_cut.h"
 #include "profile/rates.h"
 #include "plan/pipeline.h"
 #include "plan/plan.h"
@@ -202,6 +203,51 @@ TEST(PhasePeak, ForwardAndBackwardByHand) {
 TEST(PhasePeak, RefusesEventsOutOfOrder) {
   plan::compiled::Phase bad{{8}, {2}, {1}, {0}, {0, 0, 0}};
   EXPECT_THROW(plan::compiled::phase_peak(bad), InternalError);
+}
+
+// A node split in two (in -> out, its size) between an unbounded source edge
+// and an unbounded sink edge, as min-cut draws a saved value: the cut is the
+// cheaper of the two splits on the way.
+TEST(MinCut, ByHand) {
+  // 0 source, 1 a_in, 2 a_out, 3 b_in, 4 b_out, 5 sink.
+  const int64_t inf = plan::kUnboundedCapacity;
+  const plan::MinCut cut = plan::min_cut(6, {0, 1, 2, 3, 4}, {1, 2, 3, 4, 5}, {inf, 100, inf, 40, inf}, 0, 5);
+  EXPECT_FALSE(cut.unbounded);
+  EXPECT_EQ(cut.value, 40);
+  EXPECT_EQ(cut.sink, (std::vector<uint8_t>{0, 0, 0, 0, 1, 1}));
+  EXPECT_TRUE(plan::min_cut(3, {0, 1}, {1, 2}, {inf, inf}, 0, 2).unbounded);
+}
+
+// On random small graphs, against every cut: the least capacity, and the sink
+// side networkx gives (the nodes reaching the sink in the residual network:
+// the complement of the union of every minimum cut's source side).
+TEST(MinCut, MatchesEveryCutOnRandomGraphs) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 2 + static_cast<int>(rng() % 7);
+    std::vector<int64_t> tail, head, capacity;
+    for (int e = 0, m = static_cast<int>(rng() % 16); e < m; ++e) {
+      tail.push_back(rng() % n), head.push_back(rng() % n);
+      capacity.push_back(rng() % 5 == 0 ? plan::kUnboundedCapacity : static_cast<int64_t>(rng() % 4));
+    }
+    int64_t best = std::numeric_limits<int64_t>::max();
+    uint32_t joined = 0;  // the union of the minimum cuts' source sides
+    for (uint32_t side = 1; side < (1u << n); side += 2) {  // node 0 (the source) on the source side
+      if (side >> (n - 1) & 1) continue;                    // node n-1 (the sink) on the sink side
+      int64_t value = 0;
+      for (size_t e = 0; e < tail.size(); ++e)
+        if ((side >> tail[e] & 1) && !(side >> head[e] & 1) && tail[e] != head[e])
+          value = capacity[e] < 0 || value < 0 ? -1 : value + capacity[e];
+      if (value < 0) continue;
+      if (value < best) best = value, joined = 0;
+      if (value == best) joined |= side;
+    }
+    const plan::MinCut cut = plan::min_cut(n, tail, head, capacity, 0, n - 1);
+    ASSERT_EQ(cut.unbounded, best == std::numeric_limits<int64_t>::max()) << "trial " << trial;
+    if (cut.unbounded) continue;
+    EXPECT_EQ(cut.value, best) << "trial " << trial;
+    for (int v = 0; v < n; ++v) EXPECT_EQ(cut.sink[v], !(joined >> v & 1)) << "trial " << trial << " node " << v;
+  }
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import functools
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -27,6 +28,7 @@ from torch._functorch import config as _config
 from torch._functorch import partitioners as _pt
 
 from mutwo import _compat
+from mutwo._ext import call, ops
 
 Node = fx.Node
 
@@ -135,14 +137,34 @@ class Query:
         return self._runtimes[node]
 
 
-# PyTorch's min-cut with networkx's Boykov-Kolmogorov max-flow instead of its
-# default (preflow-push): 2.7 times faster on the bench's decoder. The cut is
-# the same: networkx returns as the sink side the nodes that reach the sink
-# in the residual network, which is one set for every maximum flow, and
+# PyTorch's min-cut with the core's maximum flow (plan::min_cut, Dinic's on
+# the graph's edge lists) instead of networkx's (preflow-push by default). The
+# cut is the same: networkx returns as the sink side the nodes that reach the
+# sink in the residual network, which is one set for every maximum flow, and
 # min-cut's capacities are integers or infinite, so every exact algorithm
-# finds it (tests/python/test_mincut.py checks it against the default).
+# finds it (tests/python/test_mincut.py checks it against networkx). A
+# capacity that is not an integer goes to networkx's Boykov-Kolmogorov.
 _ORIGINAL_MINIMUM_CUT = nx.minimum_cut
-_minimum_cut = functools.partial(_ORIGINAL_MINIMUM_CUT, flow_func=nx.algorithms.flow.boykov_kolmogorov)
+
+
+def _minimum_cut(graph: nx.DiGraph, source: Any, sink: Any, capacity: str = "capacity") -> tuple[Any, tuple[set, set]]:
+    """nx.minimum_cut(graph, source, sink): (the cut's value, (source side, sink side))."""
+    names = list(graph)
+    index = {n: i for i, n in enumerate(names)}
+    tail, head, caps = [], [], []
+    for u, v, data in graph.edges(data=True):
+        c = data.get(capacity, math.inf)
+        if c != math.inf and not float(c).is_integer():
+            return _ORIGINAL_MINIMUM_CUT(graph, source, sink, capacity=capacity,
+                                         flow_func=nx.algorithms.flow.boykov_kolmogorov)
+        tail.append(index[u]), head.append(index[v]), caps.append(-1 if c == math.inf else int(c))
+    unbounded, value, sink_side = call(ops().min_cut, len(names), tail, head, caps, index[source], index[sink])
+    if unbounded:
+        raise nx.NetworkXUnbounded("Infinite capacity path, flow unbounded above.")
+    far = {names[i] for i in sink_side}
+    return value, (set(names) - far, far)
+
+
 _ORIGINAL_CHOOSE = _pt.choose_saved_values_set
 _ORIGINAL_SOLVE = _pt.solve_min_cut
 _ORIGINAL_ESTIMATE = _pt.estimate_runtime
