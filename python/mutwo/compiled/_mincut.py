@@ -45,12 +45,15 @@ class Query:
         self._cuts: dict[tuple, tuple[list[Node], Any]] = {}
         self._runtimes: dict[Node, float] = {}
         self._anchors: list[Node] | None = None
+        self._excluded: dict[str, set[Node]] = {}
+        self._sizes: dict[Node, int] = {}
+        self._graphs: dict[str, Optional[_CutGraph]] = {}  # by options: the graph with nothing allowed
 
     # -- the sets
     def pytorch(self, budget: float) -> list[Node]:
         """What torch.compile saves under activation_memory_budget=`budget`
         (its own choose_saved_values_set, with its configured solver)."""
-        with _patched(_pt, solve_min_cut=self._solve, estimate_runtime=self._estimate):
+        with _patched(_pt, solve_min_cut=self._solve, estimate_runtime=self._estimate, _size_of=self._size_of):
             return list(_ORIGINAL_CHOOSE(self.joint_graph, self.node_info, budget))
 
     def with_recomputed(self, anchors: Sequence[Node]) -> list[Node]:
@@ -93,6 +96,14 @@ class Query:
             return Schedule.of(fw), Schedule.of(bw)
         return made
 
+    def excluded(self, subgraph: str) -> set[Node]:
+        """The joint graph's nodes that must be in the other module than
+        `subgraph` ("forward" or "backward"), as the extraction excludes them."""
+        if subgraph not in self._excluded:
+            other = _pt._must_be_in_forward if subgraph == "backward" else _pt._must_be_in_backward
+            self._excluded[subgraph] = {n for n in self.joint_graph.nodes if other(n)}
+        return self._excluded[subgraph]
+
     def is_forward(self, node: Node) -> bool:
         return bool(self.node_info.is_required_fw(node))
 
@@ -124,12 +135,48 @@ class Query:
 
     # -- memoised internals
     def _solve(self, joint_graph: fx.Graph, node_info: Any, options: Any, dont_ban: Any = None) -> Any:
+        """PyTorch's solve_min_cut, memoised. With ops allowed to be recomputed
+        (`dont_ban`), under options whose bans do not depend on one another,
+        its graph is the one with nothing allowed less those ops' bans: that
+        graph is built once (by PyTorch) and cut again in the core."""
         key = (repr(options), frozenset(dont_ban or ()))
         if key not in self._cuts:
-            with _patched(nx, minimum_cut=_minimum_cut):
-                self._cuts[key] = _ORIGINAL_SOLVE(joint_graph, node_info, options, dont_ban)
+            made = self._unbanned(joint_graph, node_info, options, dont_ban) if dont_ban and _reusable(options) \
+                else None
+            if made is None:
+                graphs: list[nx.DiGraph] = []
+
+                def recorded(graph: nx.DiGraph, source: Any, sink: Any, **kw: Any) -> Any:
+                    graphs.append(graph)
+                    return _minimum_cut(graph, source, sink, **kw)
+                with _patched(nx, minimum_cut=recorded), _patched(_pt, _size_of=self._size_of):
+                    made = _ORIGINAL_SOLVE(joint_graph, node_info, options, dont_ban)
+                if not dont_ban and graphs:
+                    self._graphs[repr(options)] = _CutGraph.of(graphs[0], joint_graph)
+            self._cuts[key] = made
         saved, banned = self._cuts[key]
         return list(saved), banned
+
+    def _unbanned(self, joint_graph: fx.Graph, node_info: Any, options: Any, dont_ban: Any) -> Optional[tuple]:
+        """solve_min_cut's answer with `dont_ban` allowed, from its graph with
+        nothing allowed; None where that graph cannot be cut in the core."""
+        self._solve(joint_graph, node_info, options)
+        graph = self._graphs.get(repr(options))
+        if graph is None:
+            return None
+        _, banned = self._cuts[(repr(options), frozenset())]
+        unsafe = _config.unsafe_allow_optimization_of_collectives
+        allowed = {n for n in banned if n in dont_ban and
+                   (unsafe or getattr(n.target, "namespace", None) != "_c10d_functional")}  # collectives stay banned
+        saved = graph.saved({graph.ban[n.name] for n in allowed})
+        if saved is None:
+            return None  # unbounded: PyTorch's own solve raises its error
+        return saved, _pt.OrderedSet(n for n in banned if n not in allowed)
+
+    def _size_of(self, node: Node) -> int:
+        if node not in self._sizes:
+            self._sizes[node] = _ORIGINAL_SIZE_OF(node)
+        return self._sizes[node]
 
     def _estimate(self, node: Node) -> float:
         if node not in self._runtimes:
@@ -147,17 +194,27 @@ class Query:
 _ORIGINAL_MINIMUM_CUT = nx.minimum_cut
 
 
-def _minimum_cut(graph: nx.DiGraph, source: Any, sink: Any, capacity: str = "capacity") -> tuple[Any, tuple[set, set]]:
-    """nx.minimum_cut(graph, source, sink): (the cut's value, (source side, sink side))."""
+def _edges(graph: nx.DiGraph, capacity: str = "capacity") -> Optional[tuple[list, dict, list[int], list[int], list[int]]]:
+    """The graph as the core takes it: its node names, their indices, and per
+    edge tail, head and capacity (-1: infinite). None where a capacity is not an integer."""
     names = list(graph)
     index = {n: i for i, n in enumerate(names)}
     tail, head, caps = [], [], []
     for u, v, data in graph.edges(data=True):
         c = data.get(capacity, math.inf)
         if c != math.inf and not float(c).is_integer():
-            return _ORIGINAL_MINIMUM_CUT(graph, source, sink, capacity=capacity,
-                                         flow_func=nx.algorithms.flow.boykov_kolmogorov)
+            return None
         tail.append(index[u]), head.append(index[v]), caps.append(-1 if c == math.inf else int(c))
+    return names, index, tail, head, caps
+
+
+def _minimum_cut(graph: nx.DiGraph, source: Any, sink: Any, capacity: str = "capacity") -> tuple[Any, tuple[set, set]]:
+    """nx.minimum_cut(graph, source, sink): (the cut's value, (source side, sink side))."""
+    edges = _edges(graph, capacity)
+    if edges is None:
+        return _ORIGINAL_MINIMUM_CUT(graph, source, sink, capacity=capacity,
+                                     flow_func=nx.algorithms.flow.boykov_kolmogorov)
+    names, index, tail, head, caps = edges
     unbounded, value, sink_side = call(ops().min_cut, len(names), tail, head, caps, index[source], index[sink])
     if unbounded:
         raise nx.NetworkXUnbounded("Infinite capacity path, flow unbounded above.")
@@ -165,9 +222,53 @@ def _minimum_cut(graph: nx.DiGraph, source: Any, sink: Any, capacity: str = "cap
     return value, (set(names) - far, far)
 
 
+def _reusable(options: Any) -> bool:
+    """Whether solve_min_cut's bans under `options` are each a node's own (the
+    two heuristics that read earlier bans off)."""
+    return not options.ban_if_used_far_apart and not options.ban_if_long_fusible_chains
+
+
+@dataclass
+class _CutGraph:
+    """solve_min_cut's graph as the core takes it, with per banned node the
+    edge from the source that bans it, and per joint node its in -> out edge
+    (the one a cut through saves it), in the joint graph's order."""
+    nodes: int
+    tail: list[int]
+    head: list[int]
+    capacity: list[int]
+    source: int
+    sink: int
+    ban: dict[str, int]
+    through: list[tuple[Node, int, int]]
+
+    @staticmethod
+    def of(graph: nx.DiGraph, joint_graph: fx.Graph) -> Optional["_CutGraph"]:
+        edges = _edges(graph)
+        if edges is None:
+            return None
+        names, index, tail, head, caps = edges
+        source = index["source"]
+        ban = {names[v][:-3]: e for e, (u, v) in enumerate(zip(tail, head)) if u == source}
+        through = [(n, index[n.name + "_in"], index[n.name + "_out"]) for n in joint_graph.nodes
+                   if graph.has_edge(n.name + "_in", n.name + "_out")]
+        return _CutGraph(len(names), tail, head, caps, source, index["sink"], ban, through)
+
+    def saved(self, unbanned: set[int]) -> Optional[list[Node]]:
+        """What a cut saves with the edges `unbanned` gone: the nodes whose in
+        -> out edge crosses it, in the joint graph's order; None where no cut is finite."""
+        caps = [0 if e in unbanned else c for e, c in enumerate(self.capacity)]
+        unbounded, _, sink_side = call(ops().min_cut, self.nodes, self.tail, self.head, caps, self.source, self.sink)
+        if unbounded:
+            return None
+        far = set(sink_side)
+        return [n for n, a, b in self.through if a not in far and b in far]
+
+
 _ORIGINAL_CHOOSE = _pt.choose_saved_values_set
 _ORIGINAL_SOLVE = _pt.solve_min_cut
 _ORIGINAL_ESTIMATE = _pt.estimate_runtime
+_ORIGINAL_SIZE_OF = _pt._size_of
 
 
 def _aggressive() -> Any:
@@ -319,16 +420,14 @@ def _config_quantizes() -> bool:
     return torch._inductor.config.post_grad_fusion_options.get("activation_quantization_aten_pass") is not None
 
 
-def _extract(graph: fx.Graph, inputs: list[Node], outputs: list[Node], subgraph: str) -> Optional[list[Node]]:
+def _extract(q: Query, inputs: list[Node], outputs: list[Node], subgraph: str) -> Optional[list[Node]]:
     """The nodes _extract_graph_with_inputs_outputs keeps, in its order: those
     computable from `inputs` in `subgraph`, less what dead-code elimination
     removes. None where an output is not computable (PyTorch then repairs it)."""
     given, valid, order = set(inputs), set(inputs), []
-    for node in graph.nodes:
-        if node in given:
-            continue
-        if (_pt._must_be_in_backward(node) and subgraph != "backward") or \
-                (_pt._must_be_in_forward(node) and subgraph != "forward"):
+    excluded = q.excluded(subgraph)
+    for node in q.joint_graph.nodes:
+        if node in given or node in excluded:
             continue
         if node.op == "get_attr" or (node.op == "call_function" and all(a in valid for a in node.all_input_nodes)):
             valid.add(node)
@@ -393,23 +492,27 @@ def _partition_schedules(q: Query, saved: Sequence[Node]) -> Optional[tuple[Sche
     states = [n for n in placeholders if _pt._is_backward_state(n)]
     values = [n for n in saved if not _pt.is_sym_node(n)]
     syms = [n for n in saved if _pt.is_sym_node(n)]
-    first = _extract(graph, syms + values + tangents + bwd_seeds, bwd_outputs, "backward")
+    first = _extract(q, syms + values + tangents + bwd_seeds, bwd_outputs, "backward")
     if first is None:
         return None
-    used = Schedule.made(syms + values + tangents + bwd_seeds, first, bwd_outputs).users
+    inside = set(first)
     wait = torch.ops._c10d_functional.wait_tensor.default if torch.distributed.is_available() else None
+
+    def used(n: Node) -> list[Node]:  # its readers in that first backward
+        return [u for u in n.users if u in inside]
 
     def dropped(n: Node) -> bool:  # a saved value the backward does not read
         if n in bwd_outputs:
             return _pt._is_backward_state(n)
-        return not used[n] or (wait is not None and all(u.target is wait and not used[u] for u in used[n])) \
+        readers = used(n)
+        return not readers or (wait is not None and all(u.target is wait and not used(u) for u in readers)) \
             or _pt._is_backward_state(n)
     values = [n for n in values if not dropped(n)]
     syms = [n for n in syms if not dropped(n)]
     syms += _symbol_bindings(graph, syms, values, tangents)
     fw_inputs, bw_inputs = primals + fwd_seeds, syms + values + tangents + bwd_seeds + states
-    fw = _extract(graph, fw_inputs, fwd_outputs + values + syms, "forward")
-    bw = _extract(graph, bw_inputs, bwd_outputs, "backward")
+    fw = _extract(q, fw_inputs, fwd_outputs + values + syms, "forward")
+    bw = _extract(q, bw_inputs, bwd_outputs, "backward")
     if fw is None or bw is None:
         return None
     return (Schedule.made(fw_inputs, fw, fwd_outputs + values + syms),
