@@ -187,6 +187,14 @@ def _storage(t: torch.Tensor) -> tuple[int, int]:
     return s._cdata, s.nbytes()
 
 
+def _stored(module: Schedule, n: fx.Node) -> list[tuple[int, int]]:
+    """The storages of n's value, (key, bytes) each, looked up once per Query."""
+    out = module.storages.get(n)
+    if out is None:
+        out = module.storages[n] = [_storage(t) for t in _tensors(n.meta.get("val"))]
+    return out
+
+
 def _events(module: Schedule, carried: dict[int, int], fused: bool, relaid: frozenset = frozenset(),
             gone: Optional[dict] = None, back: Optional[dict] = None) -> tuple[list[list[int]], dict[int, int]]:
     """One module's memory events, the core's plain data (plan::compiled::Phase):
@@ -210,8 +218,8 @@ def _events(module: Schedule, carried: dict[int, int], fused: bool, relaid: froz
     gone, back = gone or {}, back or {}
     nodes, outputs = module.nodes, set(module.outputs)
     never = len(nodes)
-    kept = {k for n in outputs for k, _ in map(_storage, _tensors(n.meta.get("val")))}
-    given = set(carried) | {k for n in module.inputs for k, _ in map(_storage, _tensors(n.meta.get("val")))}
+    kept = {k for n in outputs for k, _ in _stored(module, n)}
+    given = set(carried) | {k for n in module.inputs for k, _ in _stored(module, n)}
     index: dict[int, int] = {}  # storage -> its row
     size, made, last = [], [], []
 
@@ -226,13 +234,13 @@ def _events(module: Schedule, carried: dict[int, int], fused: bool, relaid: froz
     workspace = []
     for i, n in enumerate(nodes):
         for a in n.all_input_nodes:
-            for k, nbytes in map(_storage, _tensors(a.meta.get("val"))):
+            for k, nbytes in _stored(module, a):
                 if a in relaid and k not in index:
                     add(k, nbytes, i)
                 if k in index:
                     last[index[k]] = i
         if n.op == "call_function" and not (fused and _unmaterialized(n, module, outputs)):
-            for k, nbytes in map(_storage, _tensors(n.meta.get("val"))):
+            for k, nbytes in _stored(module, n):
                 if k not in index and k not in given:
                     add(k, nbytes, i)
         workspace.append(_loss.workspace_bytes(n))

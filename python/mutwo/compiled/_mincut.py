@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -48,6 +48,8 @@ class Query:
         self._excluded: dict[str, set[Node]] = {}
         self._sizes: dict[Node, int] = {}
         self._graphs: dict[str, Optional[_CutGraph]] = {}  # by options: the graph with nothing allowed
+        self.reads = {n: n.all_input_nodes for n in joint_graph.nodes}  # each node's inputs, listed once
+        self.storages: dict[Node, list[tuple[int, int]]] = {}  # Schedule.storages, for every schedule made here
 
     # -- the sets
     def pytorch(self, budget: float) -> list[Node]:
@@ -397,6 +399,8 @@ class Schedule:
     nodes: list[Node]
     outputs: list[Node]
     users: dict[Node, list[Node]]
+    # per node, its value's storages (_frontier._stored): one dict for all of a Query's schedules
+    storages: dict[Node, list[tuple[int, int]]] = field(default_factory=dict, repr=False, compare=False)
 
     @staticmethod
     def of(gm: fx.GraphModule) -> "Schedule":
@@ -408,10 +412,10 @@ class Schedule:
         return Schedule(inputs, nodes, outputs, {n: [u for u in n.users if u.op != "output"] for n in graph})
 
     @staticmethod
-    def made(inputs: list[Node], nodes: list[Node], outputs: list[Node]) -> "Schedule":
+    def made(q: Query, inputs: list[Node], nodes: list[Node], outputs: list[Node]) -> "Schedule":
         inside = set(nodes)
         users = {n: [u for u in n.users if u in inside] for n in (*inputs, *nodes)}
-        return Schedule(inputs, nodes, outputs, users)
+        return Schedule(inputs, nodes, outputs, users, q.storages)
 
 
 def _config_quantizes() -> bool:
@@ -425,11 +429,11 @@ def _extract(q: Query, inputs: list[Node], outputs: list[Node], subgraph: str) -
     computable from `inputs` in `subgraph`, less what dead-code elimination
     removes. None where an output is not computable (PyTorch then repairs it)."""
     given, valid, order = set(inputs), set(inputs), []
-    excluded = q.excluded(subgraph)
+    excluded, reads = q.excluded(subgraph), q.reads
     for node in q.joint_graph.nodes:
         if node in given or node in excluded:
             continue
-        if node.op == "get_attr" or (node.op == "call_function" and all(a in valid for a in node.all_input_nodes)):
+        if node.op == "get_attr" or (node.op == "call_function" and all(a in valid for a in reads[node])):
             valid.add(node)
             order.append(node)
     if any(o not in valid for o in outputs):
@@ -439,12 +443,12 @@ def _extract(q: Query, inputs: list[Node], outputs: list[Node], subgraph: str) -
     for node in reversed(order):  # Graph.eliminate_dead_code
         if node in needed or node.is_impure(impure_random):
             kept.append(node)
-            needed.update(node.all_input_nodes)
+            needed.update(reads[node])
     kept.reverse()
     return kept
 
 
-def _autograd_order(inputs: list[Node], nodes: list[Node], outputs: list[Node]) -> list[Node]:
+def _autograd_order(q: Query, inputs: list[Node], nodes: list[Node], outputs: list[Node]) -> list[Node]:
     """`nodes` in reordering_to_mimic_autograd_engine's order: from the first
     node that reads a tangent on, each node placed with the ancestors it still
     lacks, in the module's order; before it, only copy_ nodes (and theirs)."""
@@ -463,7 +467,7 @@ def _autograd_order(inputs: list[Node], nodes: list[Node], outputs: list[Node]) 
             if n in found or n in placed:
                 continue
             found.add(n)
-            todo += n.all_input_nodes
+            todo += q.reads[n]
         for n in sorted(found, key=index.__getitem__):
             placed.add(n)
             ordered.append(n)
@@ -515,8 +519,8 @@ def _partition_schedules(q: Query, saved: Sequence[Node]) -> Optional[tuple[Sche
     bw = _extract(q, bw_inputs, bwd_outputs, "backward")
     if fw is None or bw is None:
         return None
-    return (Schedule.made(fw_inputs, fw, fwd_outputs + values + syms),
-            Schedule.made(bw_inputs, _autograd_order(bw_inputs, bw, bwd_outputs), bwd_outputs))
+    return (Schedule.made(q, fw_inputs, fw, fwd_outputs + values + syms),
+            Schedule.made(q, bw_inputs, _autograd_order(q, bw_inputs, bw, bwd_outputs), bwd_outputs))
 
 
 def _symbol_bindings(graph: fx.Graph, syms: list[Node], values: list[Node], tangents: list[Node]) -> list[Node]:
