@@ -106,6 +106,9 @@ class ModelArray(nn.Module):
         for g in self.groups:
             members = [self.models[i] for i in g]
             base = members[0]
+            if len(members) == 1:  # a model set apart runs as itself: its own loss, bit for bit
+                parts.append(self.loss(base, *(batch if shared else tuple(x[g[0]] for x in batch))).unsqueeze(0))
+                continue
             params = {n: torch.stack([m.get_parameter(n) for m in members]) for n, _ in base.named_parameters()}
             buffers = {n: torch.stack([m.get_buffer(n) for m in members]) for n, _ in base.named_buffers()}
             xs = batch if shared else tuple(x[g] for x in batch)
