@@ -45,6 +45,7 @@ class Settings:
     mutwo_flags: list[str] = field(default_factory=list)  # added to graph's mutwo optimize, shared-card's max-batch
     timeouts: dict[str, int] = field(default_factory=dict)  # seconds per step kind: peer=300, ...
     gpus: int = 1  # dist: ranks; others: one-card jobs spread over this many cards
+    warm_inductor: bool = False  # wrap: one Inductor cache for the call (rounds after the first compile warm)
 
     def timeout(self, name: str, default: int) -> int:
         return self.timeouts.get(name, default)
@@ -165,6 +166,12 @@ CONFIGS: dict[str, Config] = {
     "compile": _c("wrap", "mutwo plans, Inductor compiles, held to each compile point's and "
                   "checkpointing's peak", variants=FULL_COMPILE.split(","),
                   timeouts={"variant": 200}),
+    "ladder": _c("wrap", "issue 46's ladder: compile:X and mutwo's backend held to its measured peak at X in 1, 0.5, "
+                 "0.2, 0.05, 3 interleaved rounds; one Inductor cache for the call (round 1 compiles cold, mutwo "
+                 "plans fresh in every process) so one model fits one device call",
+                 models=["llama:8:bf16"], variants=[v for x in ("compile", "compile:0.5", "compile:0.2", "compile:0.05")
+                                                     for v in (x, f"inductor@{x}")],
+                 steps=10, rounds=ROUNDS, warm_inductor=True, timeouts={"variant": 200}),
     "frontier": _c("wrap", "torch.compile's activation_memory_budget at every ladder point, then mutwo's backend "
                    "held to each point's measured peak, and at its lowest (one model per device call; "
                    "`bench/run.py report frontier` draws it)", models=["llama:8:bf16"], variants=FRONTIER,

@@ -310,9 +310,11 @@ def earlier_peaks(model: str, batch: int, autocast: Optional[str], on_card: bool
 
 def cold_env() -> dict[str, str]:
     """A run's own Inductor and mutwo caches, in a fresh folder: it compiles cold and plans as a first run,
-    so compile times compare and no run is served what another compiled."""
+    so compile times compare and no run is served what another compiled. $BENCH_INDUCTOR_CACHE (the
+    setting warm_inductor) shares one Inductor cache across the call's processes; mutwo's stays fresh."""
     scratch = tempfile.mkdtemp(prefix="mutwo-peer-")
-    return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "inductor"), "MUTWO_CACHE_DIR": os.path.join(scratch, "mutwo")}
+    inductor = os.environ.get("BENCH_INDUCTOR_CACHE") or os.path.join(scratch, "inductor")  # settings.warm_inductor
+    return {"TORCHINDUCTOR_CACHE_DIR": inductor, "MUTWO_CACHE_DIR": os.path.join(scratch, "mutwo")}
 
 
 def rounds(ctx: Context, n: int) -> Iterator[int]:
@@ -330,14 +332,14 @@ def rounds(ctx: Context, n: int) -> Iterator[int]:
 
 
 def measure_peers(ctx: Context, what: str, model: str, batch: int, variants: list[str], steps: int,
-                  per_variant: float, flags: Sequence[str] = ()) -> list[dict]:
+                  per_variant: float, flags: Sequence[str] = (), env: Optional[dict[str, str]] = None) -> list[dict]:
     """bench/peers.py measure: each variant in its own process, one row each, of ctx.round; a variant left
     without a row (the whole call cut off) gets an error row."""
     if not variants:
         return []
     done = ctx.peers("measure", "--model", model, "--batch", str(batch), "--variants", ",".join(variants),
                      "--steps", str(steps), "--device", ctx.device, "--timeout", str(per_variant), "--round",
-                     str(ctx.round), *flags, timeout=per_variant * len(variants) + 60)
+                     str(ctx.round), *flags, timeout=per_variant * len(variants) + 60, env=env)
     rows = ctx.emit_all(done, what)
     got = {r.get("variant") for r in rows}
     # The call's time ran out (the variants before took it), or the runner itself failed: not the variant's doing.

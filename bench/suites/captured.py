@@ -111,9 +111,10 @@ def wrap(ctx: Context, s: Settings) -> None:
     for model, batch, extra in configs(s):
         ctx.say(f"== {model}:{batch}{':' + extra if extra else ''} ({ctx.elapsed()}s)")
         flags = ["--sdpa", s.sdpa] + (["--autocast", extra] if extra else []) + (["--small"] if s.small else [])
+        env = {"BENCH_INDUCTOR_CACHE": os.path.join(ctx.work, f"inductor-{model}-{batch}")} if s.warm_inductor else None
         for _ in rounds(ctx, s.rounds):
             measure_peers(ctx, "wrap", model, batch, s.variants, s.steps or TIMED_STEPS, s.timeout("variant", 150),
-                          flags)
+                          flags, env)
     ctx.say(table(ctx.rows()))
 
 
