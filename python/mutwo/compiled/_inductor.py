@@ -183,7 +183,7 @@ class _Partitioner(CustomPartitionerFn):
             peak = (f"the step's predicted added peak {_mib(step.joint.peak)}" if self.graph.target and step.joint
                     else f"predicted added peak {_mib(self.attempt.predicted())}")
             ticker.close(f"planned {chosen.name}: {peak}, +{chosen.extra_ms:.2f} ms modelled; candidates priced")
-            _mincut.offload(chosen.saved, chosen.offloaded, stream=self.graph.device == "cuda")
+            _mincut.offload(chosen.saved, chosen.offloaded, stream=self.graph.device == "cuda" and OFFLOAD_STREAM)
             return chosen.saved
         with _mincut.choosing(gm, kwargs["num_fwd_outputs"], chooser):
             fw, bw = _mincut.partition(gm, joint_inputs, kwargs)
@@ -604,13 +604,24 @@ def unplanned(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callab
     return compile_fx(gm, example_inputs)
 
 
+# Whether offload copies run on streams of their own (PyTorch's
+# activation_offload_separate_stream, with its sunk waits and prefetch) or on
+# the compute stream. On an H100 (torch 2.11, 2026-12-06) the separate streams
+# changed the loss: BERT-base's went NaN and the LLaMA decoder's drifted by
+# 0.012 in 12 steps (bench/results/ladder_h100_2026-12-06.jsonl), where the same
+# plans without offload matched plain compile. On the compute stream every copy
+# is ordered with every read, so copies are priced as exposed. MUTWO_OFFLOAD_STREAM=1
+# turns the streams back on, to test them (tests/python/test_offload_cuda.py).
+OFFLOAD_STREAM = os.environ.get("MUTWO_OFFLOAD_STREAM") == "1"
+
+
 def offloading(host_memory: int, device: str) -> _frontier.Offloading:
     """What a graph on `device` may offload: up to `host_memory` bytes, at
     the card's pinned copy rates, measured once per process. CUDA only: on
     the CPU host memory is the device's, and an offload frees nothing."""
     if host_memory <= 0 or device != "cuda":
         return _frontier.Offloading()
-    return _frontier.Offloading(host_memory, *_copy_rates(), overlap=True)
+    return _frontier.Offloading(host_memory, *_copy_rates(), overlap=OFFLOAD_STREAM)
 
 
 @functools.lru_cache(maxsize=None)
