@@ -5,6 +5,7 @@
 # seconds spent choosing the saved set (report()'s plan_seconds, summed over attempts).
 #   MUTWO_QUIET=1 OMP_NUM_THREADS=1 PYTHONPATH=python:bench .venv/bin/python scripts/plan-time.py mutwo 50% [decoder12]
 #   ... scripts/plan-time.py plain - [decoder12]     (plain torch.compile: its first call alone)
+#   ... scripts/plan-time.py plain 0.5 [decoder12]   (torch.compile at activation_memory_budget 0.5)
 from __future__ import annotations
 
 import json
@@ -31,13 +32,16 @@ def main() -> None:
     def step(*inputs: torch.Tensor) -> torch.Tensor:
         return made.loss_fn(made.model, *inputs)
     backend = "inductor" if kind == "plain" else mt.backend(budget=budget)
+    if kind == "plain" and budget != "-":
+        torch._functorch.config.activation_memory_budget = float(budget)
     compiled = torch.compile(step, backend=backend, dynamic=False)
     start = time.perf_counter()
     compiled(*made.inputs).backward()
     first = time.perf_counter() - start
     plan = None if kind == "plain" else \
         sum(a["plan_seconds"] for g in mt.report(backend)["graphs"] for a in g["attempts"])
-    print(json.dumps({"kind": kind, "model": name, "budget": None if kind == "plain" else budget,
+    chosen = None if kind == "plain" else mt.report(backend)["chosen"]
+    print(json.dumps({"kind": kind, "model": name, "budget": None if budget == "-" else budget, "chosen": chosen,
                       "first_call_s": round(first, 2), "plan_s": plan, "torch": torch.__version__}))
 
 
