@@ -50,6 +50,8 @@ class Query:
         self._graphs: dict[str, Optional[_CutGraph]] = {}  # by options: the graph with nothing allowed
         self.reads = {n: n.all_input_nodes for n in joint_graph.nodes}  # each node's inputs, listed once
         self.storages: dict[Node, list[tuple[int, int]]] = {}  # Schedule.storages, for every schedule made here
+        self._bindings: Optional[dict] = None  # symbol -> the node binding it (bindings())
+        self._symbols: dict[Node, Any] = {}
 
     # -- the sets
     def pytorch(self, budget: float) -> list[Node]:
@@ -105,6 +107,26 @@ class Query:
             other = _pt._must_be_in_forward if subgraph == "backward" else _pt._must_be_in_backward
             self._excluded[subgraph] = {n for n in self.joint_graph.nodes if other(n)}
         return self._excluded[subgraph]
+
+    def impure(self, random: bool) -> set[Node]:
+        """The joint graph's nodes dead-code elimination keeps though nothing
+        reads them (Node.is_impure), found once per Query."""
+        key = f"impure:{random}"
+        if key not in self._excluded:
+            self._excluded[key] = {n for n in self.joint_graph.nodes if n.is_impure(random)}
+        return self._excluded[key]
+
+    def bindings(self) -> dict:
+        """Each symbol and the node that binds it, looked up once (none under static shapes)."""
+        if self._bindings is None:
+            self._bindings = _pt.find_symbol_binding_fx_nodes(self.joint_graph)
+        return self._bindings
+
+    def symbols(self, node: Node) -> Any:
+        """The free symbols of a node's value, memoised."""
+        if node not in self._symbols:
+            self._symbols[node] = _pt.free_symbols(node.meta["val"])
+        return self._symbols[node]
 
     def is_forward(self, node: Node) -> bool:
         return bool(self.node_info.is_required_fw(node))
@@ -439,9 +461,9 @@ def _extract(q: Query, inputs: list[Node], outputs: list[Node], subgraph: str) -
     if any(o not in valid for o in outputs):
         return None
     impure_random = torch._inductor.config.fallback_random if torch._guards.TracingContext.try_get() else True
-    needed, kept = set(outputs), []
+    needed, kept, impure = set(outputs), [], q.impure(impure_random)
     for node in reversed(order):  # Graph.eliminate_dead_code
-        if node in needed or node.is_impure(impure_random):
+        if node in needed or node in impure:
             kept.append(node)
             needed.update(reads[node])
     kept.reverse()
@@ -513,7 +535,7 @@ def _partition_schedules(q: Query, saved: Sequence[Node]) -> Optional[tuple[Sche
             or _pt._is_backward_state(n)
     values = [n for n in values if not dropped(n)]
     syms = [n for n in syms if not dropped(n)]
-    syms += _symbol_bindings(graph, syms, values, tangents)
+    syms += _symbol_bindings(q, syms, values, tangents)
     fw_inputs, bw_inputs = primals + fwd_seeds, syms + values + tangents + bwd_seeds + states
     fw = _extract(q, fw_inputs, fwd_outputs + values + syms, "forward")
     bw = _extract(q, bw_inputs, bwd_outputs, "backward")
@@ -523,16 +545,18 @@ def _partition_schedules(q: Query, saved: Sequence[Node]) -> Optional[tuple[Sche
             Schedule.made(q, bw_inputs, _autograd_order(q, bw_inputs, bw, bwd_outputs), bwd_outputs))
 
 
-def _symbol_bindings(graph: fx.Graph, syms: list[Node], values: list[Node], tangents: list[Node]) -> list[Node]:
+def _symbol_bindings(q: Query, syms: list[Node], values: list[Node], tangents: list[Node]) -> list[Node]:
     """The symbol-binding nodes PyTorch adds to the saved sym nodes, so the
     backward can bind every size its inputs name (dynamic shapes only)."""
+    bindings = q.bindings()
+    if not bindings:
+        return []
     bound = {s for n in syms if (s := _pt.is_symbol_binding_fx_node(n))}
-    bindings = _pt.find_symbol_binding_fx_nodes(graph)
     added = []
     for n in (*[n for n in syms if not _pt.is_symbol_binding_fx_node(n)], *values, *tangents):
         if "val" not in n.meta:
             continue
-        new = _pt.free_symbols(n.meta["val"]) - bound
+        new = q.symbols(n) - bound
         added += [bindings[s] for s in sorted(new, key=lambda s: s.name) if s in bindings]
         bound |= new
     return [n for n in added if n not in syms]
