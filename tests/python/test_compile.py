@@ -497,6 +497,22 @@ def test_offloaded_values_come_back_bit_for_bit(monkeypatch, tmp_path) -> None:
     assert all(torch.equal(a, b) for a, b in zip(offloaded["grads"], plain["grads"]))
 
 
+def test_offload_on_a_card_copies_on_the_compute_stream(monkeypatch) -> None:
+    """On CUDA the offload pass's own streams changed the loss on an H100
+    (_inductor.OFFLOAD_STREAM): by default a card's copies are priced as
+    exposed and requested on the compute stream; MUTWO_OFFLOAD_STREAM=1 is
+    the one way back to the streams (tests/python/test_offload_cuda.py)."""
+    from mutwo.compiled import _inductor
+    monkeypatch.setattr(_inductor, "_copy_rates", lambda: (20.0, 20.0))
+    how = _inductor.offloading(1 << 30, "cuda")
+    assert how.host_limit == 1 << 30 and not how.overlap and not _inductor.OFFLOAD_STREAM
+    script = "import mutwo.compiled._inductor as i; print(i.OFFLOAD_STREAM)"
+    env = {**os.environ, "MUTWO_OFFLOAD_STREAM": "1"}
+    on = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+    assert on.stdout.strip() == "True", on.stderr
+    assert _inductor.offloading(1 << 30, "cpu").host_limit == 0  # the CPU never offloads
+
+
 def test_a_budget_between_the_floors_is_planned_with_offload(monkeypatch, tmp_path) -> None:
     """A byte budget below what recomputing alone reaches, but above the
     offload floor, is planned with offload, not refused (the CPU made to offload
