@@ -38,9 +38,9 @@ def main() -> None:
     start = time.perf_counter()
     compiled(*made.inputs).backward()
     first = time.perf_counter() - start
-    plan = None if kind == "plain" else \
-        sum(a["plan_seconds"] for g in mt.report(backend)["graphs"] for a in g["attempts"])
-    chosen = None if kind == "plain" else mt.report(backend)["chosen"]
+    report = None if kind == "plain" else mt.report(backend)
+    plan = report and sum(a["plan_seconds"] for g in report["graphs"] for a in g["attempts"])
+    chosen = report and report["chosen"]
     print(json.dumps({"kind": kind, "model": name, "budget": None if budget == "-" else budget, "chosen": chosen,
                       "first_call_s": round(first, 2), "plan_s": plan, "torch": torch.__version__}))
 

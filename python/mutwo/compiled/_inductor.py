@@ -183,7 +183,8 @@ class _Partitioner(CustomPartitionerFn):
             peak = (f"the step's predicted added peak {_mib(step.joint.peak)}" if self.graph.target and step.joint
                     else f"predicted added peak {_mib(self.attempt.predicted())}")
             ticker.close(f"planned {chosen.name}: {peak}, +{chosen.extra_ms:.2f} ms modelled; candidates priced")
-            _mincut.offload(chosen.saved, chosen.offloaded, stream=self.graph.device == "cuda" and OFFLOAD_STREAM)
+            _mincut.offload(chosen.saved, chosen.offloaded,
+                            stream=self.graph.device == "cuda" and self.graph.offloading.overlap)  # as priced
             return chosen.saved
         with _mincut.choosing(gm, kwargs["num_fwd_outputs"], chooser):
             fw, bw = _mincut.partition(gm, joint_inputs, kwargs)

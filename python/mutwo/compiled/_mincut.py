@@ -50,6 +50,7 @@ class Query:
         self._graphs: dict[str, Optional[_CutGraph]] = {}  # by options: the graph with nothing allowed
         self.reads = {n: n.all_input_nodes for n in joint_graph.nodes}  # each node's inputs, listed once
         self.storages: dict[Node, list[tuple[int, int]]] = {}  # Schedule.storages, for every schedule made here
+        self._impure: dict[bool, set[Node]] = {}  # impure(): by fallback_random
         self._bindings: Optional[dict] = None  # symbol -> the node binding it (bindings())
         self._symbols: dict[Node, Any] = {}
 
@@ -111,10 +112,9 @@ class Query:
     def impure(self, random: bool) -> set[Node]:
         """The joint graph's nodes dead-code elimination keeps though nothing
         reads them (Node.is_impure), found once per Query."""
-        key = f"impure:{random}"
-        if key not in self._excluded:
-            self._excluded[key] = {n for n in self.joint_graph.nodes if n.is_impure(random)}
-        return self._excluded[key]
+        if random not in self._impure:
+            self._impure[random] = {n for n in self.joint_graph.nodes if n.is_impure(random)}
+        return self._impure[random]
 
     def bindings(self) -> dict:
         """Each symbol and the node that binds it, looked up once (none under static shapes)."""
