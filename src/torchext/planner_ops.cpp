@@ -1,7 +1,7 @@
 // The one planner's decisions as operators, for mutwo.torch's compiled route
 // (python/mutwo/compiled/): the budget grammar (support/units.h), the device
 // rate table's roofline (profile/rates.h) and the compiled route's choices
-// (plan/compiled.h), with the block rule (plan/blocks.h) and PyTorch's min-cut
+// (plan/compiled.h, plan/compiled_step.h), with the block rule (plan/blocks.h) and PyTorch's min-cut
 // (plan/min_cut.h). Plain lists in, indices and numbers out; errors as
 // library.cpp's ("mutwo: ", one line).
 #include <torch/library.h>
@@ -11,6 +11,7 @@
 
 #include "plan/blocks.h"
 #include "plan/compiled.h"
+#include "plan/compiled_step.h"
 #include "plan/min_cut.h"
 #include "profile/rates.h"
 #include "support/error.h"
@@ -147,6 +148,39 @@ std::vector<std::string> blocks_of(std::vector<std::string> scopes) {
   return scopes;
 }
 
+// One candidate per graph of a step (plan/compiled_step.h): per graph its
+// candidate count, then every graph's ms and row-major deltas and its allowed
+// candidates, concatenated in graph order; method "greedy" skips the exhaustive search.
+std::tuple<std::vector<int64_t>, int64_t, double, bool, int64_t, std::vector<int64_t>, std::string> solve_step(
+    std::vector<int64_t> base, std::vector<int64_t> candidates, std::vector<double> ms, std::vector<int64_t> delta,
+    std::vector<int64_t> allowed_count, std::vector<int64_t> allowed, int64_t budget, const std::string& method) {
+  return translated([&] {
+    MUTWO_CHECK(allowed_count.size() == candidates.size(), "solve_step: {} graphs, {} allowed counts",
+                candidates.size(), allowed_count.size());
+    MUTWO_CHECK(method == "auto" || method == "greedy", "solve_step: method {}: auto or greedy", method);
+    plan::compiled::StepProblem p{base, {}, budget};
+    if (method == "greedy") p.exhaustive = 0;
+    size_t at_ms = 0, at_allowed = 0;
+    for (size_t g = 0; g < candidates.size(); ++g) {
+      const auto n = static_cast<size_t>(candidates[g]), a = static_cast<size_t>(allowed_count[g]);
+      MUTWO_CHECK(at_ms + n <= ms.size() && (at_ms + n) * base.size() <= delta.size() && at_allowed + a <= allowed.size(),
+                  "solve_step: graph {}'s {} candidates run past the lists", g, n);
+      plan::compiled::StepGraph graph;
+      graph.ms.assign(ms.begin() + at_ms, ms.begin() + at_ms + n);
+      graph.delta.assign(delta.begin() + at_ms * base.size(), delta.begin() + (at_ms + n) * base.size());
+      graph.allowed.assign(allowed.begin() + at_allowed, allowed.begin() + at_allowed + a);
+      p.graphs.push_back(std::move(graph));
+      at_ms += n, at_allowed += a;
+    }
+    MUTWO_CHECK(at_ms == ms.size() && at_ms * base.size() == delta.size() && at_allowed == allowed.size(),
+                "solve_step: the lists hold more than {} candidates", at_ms);
+    plan::compiled::StepChoice c = plan::compiled::solve_step(p);
+    return std::tuple<std::vector<int64_t>, int64_t, double, bool, int64_t, std::vector<int64_t>, std::string>{
+        {c.choice.begin(), c.choice.end()}, c.peak, c.extra_ms, c.feasible, c.floor,
+        {c.floor_choice.begin(), c.floor_choice.end()}, c.method};
+  });
+}
+
 bool surely_below(int64_t budget, int64_t lowest) { return plan::compiled::surely_below(budget, lowest); }
 
 std::string refusal_text(int64_t budget, int64_t lowest, int64_t unplanned, const std::string& what, int64_t fixed,
@@ -176,6 +210,8 @@ TORCH_LIBRARY_FRAGMENT(mutwo, m) {
   m.def("min_cut(int nodes, int[] tail, int[] head, int[] capacity, int source, int sink) -> (bool, int, int[])",
         &min_cut);
   m.def("blocks_of(str[] scopes) -> str[]", &blocks_of);
+  m.def("solve_step(int[] base, int[] candidates, float[] ms, int[] delta, int[] allowed_count, int[] allowed, "
+        "int budget, str method=\"auto\") -> (int[], int, float, bool, int, int[], str)", &solve_step);
   m.def("surely_below(int budget, int lowest) -> bool", &surely_below);
   m.def("refusal_text(int budget, int lowest, int unplanned, str what, int fixed, int activation, int compiles, "
         "int host=0, int host_limit=0, int roomier_lowest=0, int roomier_host=0) -> str",

@@ -1,6 +1,6 @@
 # One candidate per graph under one byte budget for the whole step
-# (docs/compiled.md, "Several graphs"). Plain data in: each graph's
-# candidates (bytes and modelled time) and the measured steps; no torch.
+# (docs/compiled.md, "Several graphs"): each graph's candidates (bytes and
+# modelled time) and the measured steps, read into plain arrays for the core.
 #
 # A measured step is a list of intervals: each compiled forward, each compiled
 # backward, and the code between them, with the most memory allocated in it
@@ -11,10 +11,9 @@
 #   alive_g × (retained_g(o) − retained_g(r))
 #   + (forward or backward peak of g under o − under r), where it is g's own,
 # so a plan that ran is predicted exactly as measured, and the others by the
-# model's differences. solve() keeps the least modelled extra time such that
-# every interval of every recorded step fits: all combinations where they are
-# few, else μ-TWO's greedy (the cheapest time per byte off the worst
-# interval, then back to faster candidates where they still fit).
+# model's differences. The core's solve (plan/compiled_step.h) keeps the least
+# modelled extra time such that every interval of every recorded step fits:
+# all combinations where they are few, else μ-TWO's greedy.
 #
 # A graph called several times per step (per-block compile: one graph for
 # every identical block) may also run two of its candidates (Split): its
@@ -24,13 +23,10 @@
 # then met at a cost between theirs, not the lower one's.
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-import numpy as np
-
-EXHAUSTIVE = 4096  # combinations tried one by one up to this many
+from mutwo._ext import call, ops
 
 
 @dataclass
@@ -191,27 +187,6 @@ class Joint:
     method: str
 
 
-def _matrices(menus: dict[int, list[Choice]], records: list[Record]) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    """The measured peaks of every interval of every record, and per graph
-    the change each option makes to each of them."""
-    base = np.array([i.peak for r in records for i in r.intervals], dtype=np.float64)
-    coef = {g: np.zeros((len(m), len(base))) for g, m in menus.items()}
-    col = 0
-    for r in records:
-        runs = {g: ran(menus[g], r.running.get(g)) for g in menus}
-        for iv in r.intervals:
-            for g, options in menus.items():
-                run = runs[g]
-                if run is None:  # the graph did not run in this step, or ran a plan not among its options
-                    continue
-                alive, own = iv.alive.get(g, 0), iv.kind if iv.graph == g else ""
-                ran_holds = run.holds(alive, own)
-                for k, o in enumerate(options):
-                    coef[g][k, col] = o.holds(alive, own) - ran_holds
-            col += 1
-    return base, coef
-
-
 def ran(options: list[Choice], key: Optional[str], instances: int = 0) -> Optional[Choice]:
     """The option that ran under `key`: one of `options`, or a Split of two of
     them over `instances` calls a step (at least its count and one more)."""
@@ -224,94 +199,48 @@ def ran(options: list[Choice], key: Optional[str], instances: int = 0) -> Option
     return Split(a, count, b, max(instances, count + 1)) if a and b else None
 
 
-def interval_peaks(menus: dict[int, list[Choice]], records: list[Record], choice: dict[int, int]) -> np.ndarray:
+def _matrices(menus: dict[int, list[Choice]], records: list[Record]) -> tuple[list[int], dict[int, list[list[int]]]]:
+    """The measured peaks of every interval of every record, and per graph
+    the change each option makes to each of them."""
+    base = [i.peak for r in records for i in r.intervals]
+    coef = {g: [[0] * len(base) for _ in m] for g, m in menus.items()}
+    col = 0
+    for r in records:
+        runs = {g: ran(menus[g], r.running.get(g)) for g in menus}
+        for iv in r.intervals:
+            for g, options in menus.items():
+                run = runs[g]
+                if run is None:  # the graph did not run in this step, or ran a plan not among its options
+                    continue
+                alive, own = iv.alive.get(g, 0), iv.kind if iv.graph == g else ""
+                ran_holds = run.holds(alive, own)
+                for k, o in enumerate(options):
+                    coef[g][k][col] = o.holds(alive, own) - ran_holds
+            col += 1
+    return base, coef
+
+
+def interval_peaks(menus: dict[int, list[Choice]], records: list[Record], choice: dict[int, int]) -> list[int]:
     """The predicted peak of every interval of `records` under `choice` (graph -> option index)."""
     base, coef = _matrices(menus, records)
-    return base + sum((coef[g][k] for g, k in choice.items()), np.zeros_like(base))
+    return [b + sum(coef[g][k][i] for g, k in choice.items()) for i, b in enumerate(base)]
 
 
 def solve(menus: dict[int, list[Choice]], records: list[Record], budget: int, weights: dict[int, int],
-          only: Optional[dict[int, list[int]]] = None) -> Joint:
+          only: Optional[dict[int, list[int]]] = None, method: str = "auto") -> Joint:
     """One option per graph of `menus` (graph -> options) such that every
     interval of every record fits `budget`, with the least extra time, each
     graph's weighted by how often it runs per step; the graphs of `only`
-    choose among the options it lists."""
+    choose among the options it lists. The core solves it
+    (plan::compiled::solve_step); method "greedy" skips its exhaustive search."""
     only = only or {}
     graphs = sorted(menus)
     base, coef = _matrices(menus, records)
-    allowed = {g: list(only[g]) if g in only else list(range(len(menus[g]))) for g in graphs}
-    times = {g: np.array([weights.get(g, 1) * o.extra_ms for o in menus[g]]) for g in graphs}
-    combos = 1
-    for g in graphs:
-        combos *= len(allowed[g])
-    if combos <= EXHAUSTIVE:
-        return _exhaustive(graphs, allowed, base, coef, times, budget)
-    return _greedy(graphs, allowed, base, coef, times, budget)
-
-
-def _exhaustive(graphs: list[int], allowed: dict[int, list[int]], base: np.ndarray, coef: dict[int, np.ndarray],
-                times: dict[int, np.ndarray], budget: int) -> Joint:
-    index = np.array(list(itertools.product(*(allowed[g] for g in graphs))), dtype=np.int64).reshape(-1, len(graphs))
-    total = np.tile(base, (len(index), 1))
-    cost = np.zeros(len(index))
-    for j, g in enumerate(graphs):
-        total += coef[g][index[:, j]]
-        cost += times[g][index[:, j]]
-    peaks = total.max(axis=1) if total.shape[1] else np.zeros(len(index))
-    low = int(np.lexsort((cost, peaks))[0])
-    fits = np.flatnonzero(peaks <= budget)
-    best = int(fits[np.lexsort((peaks[fits], cost[fits]))[0]]) if len(fits) else low
-
-    def pick(row: int) -> dict[int, int]:
-        return {g: int(index[row, j]) for j, g in enumerate(graphs)}
-    return Joint(pick(best), int(peaks[best]), float(cost[best]), bool(len(fits)), int(peaks[low]), pick(low),
-                 "exhaustive")
-
-
-def _greedy(graphs: list[int], allowed: dict[int, list[int]], base: np.ndarray, coef: dict[int, np.ndarray],
-            times: dict[int, np.ndarray], budget: float) -> Joint:
-    def peaks_of(choice: dict[int, int]) -> np.ndarray:
-        return base + sum((coef[g][choice[g]] for g in graphs), np.zeros_like(base))
-
-    def lower(choice: dict[int, int], limit: float, by_time: bool) -> dict[int, int]:
-        """Moves off the worst interval until every one fits `limit`: the least
-        time per byte taken off it (by_time), else the most bytes."""
-        choice = dict(choice)
-        for _ in range(sum(len(a) for a in allowed.values()) * 4):
-            peaks = peaks_of(choice)
-            worst = int(np.argmax(peaks)) if len(peaks) else 0
-            if not len(peaks) or peaks[worst] <= limit:
-                break
-            best, best_score = None, None
-            for g in graphs:
-                for k in allowed[g]:
-                    gain = coef[g][choice[g], worst] - coef[g][k, worst]
-                    if gain <= 0:
-                        continue
-                    moved = peaks - coef[g][choice[g]] + coef[g][k]
-                    if moved.max() >= peaks[worst]:
-                        continue  # moves the peak elsewhere, no lower
-                    score = (max(times[g][k] - times[g][choice[g]], 0.0) / gain, -gain) if by_time else (-gain,)
-                    if best_score is None or score < best_score:
-                        best, best_score = (g, k), score
-            if best is None:
-                break
-            choice[best[0]] = best[1]
-        return choice
-
-    fastest = {g: min(allowed[g], key=lambda k: (times[g][k], coef[g][k].max(initial=0))) for g in graphs}
-    choice = lower(fastest, budget, by_time=True)
-    feasible = bool(peaks_of(choice).max(initial=0) <= budget)
-    if feasible:  # back to faster options where they still fit, the most often run graphs first
-        for g in sorted(graphs, key=lambda g: -times[g].max(initial=0)):
-            for k in sorted(allowed[g], key=lambda k: times[g][k]):
-                if times[g][k] >= times[g][choice[g]]:
-                    break
-                trial = {**choice, g: k}
-                if peaks_of(trial).max(initial=0) <= budget:
-                    choice = trial
-                    break
-    floor_choice = lower(choice, float("-inf"), by_time=False)
-    cost = float(sum(times[g][choice[g]] for g in graphs))
-    return Joint(choice, int(peaks_of(choice).max(initial=0)), cost, feasible,
-                 int(peaks_of(floor_choice).max(initial=0)), floor_choice, "greedy")
+    allowed = [list(only[g]) if g in only else list(range(len(menus[g]))) for g in graphs]
+    choice, peak, extra_ms, feasible, floor, floor_choice, how = call(
+        ops().solve_step, base, [len(menus[g]) for g in graphs],
+        [float(weights.get(g, 1) * o.extra_ms) for g in graphs for o in menus[g]],
+        [int(v) for g in graphs for row in coef[g] for v in row], [len(a) for a in allowed],
+        [k for a in allowed for k in a], int(budget), method)
+    return Joint(dict(zip(graphs, map(int, choice))), int(peak), float(extra_ms), bool(feasible), int(floor),
+                 dict(zip(graphs, map(int, floor_choice))), how)

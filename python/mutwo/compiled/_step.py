@@ -441,7 +441,7 @@ class Step:
         menus, _, _ = self._menus()
         choice = {g: k for g, k in self.joint.choice.items() if g in menus}
         peaks = _joint.interval_peaks(menus, [self.last], choice)
-        iv = self.last.intervals[int(peaks.argmax())]
+        iv = self.last.intervals[max(range(len(peaks)), key=peaks.__getitem__)]
         out = {}
         for g, k in choice.items():
             out[g] = menus[g][k].holds(iv.alive.get(g, 0), iv.kind if iv.graph == g else "")
