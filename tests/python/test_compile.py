@@ -513,6 +513,33 @@ def test_offload_on_a_card_copies_on_the_compute_stream(monkeypatch) -> None:
     assert _inductor.offloading(1 << 30, "cpu").host_limit == 0  # the CPU never offloads
 
 
+def test_priced_as_a_card_the_cuda_tests_floor_offloads(monkeypatch, tmp_path) -> None:
+    """tests/python/test_offload_cuda.py's premise, on the CPU: its MLP's
+    lowest plan, priced as CUDA (fused pointwise, the cuda rate row), offloads
+    and lowers the floor; with dropout, the floor is a partition whose
+    backward peak offload does not lower (docs/compiled.md, "Where it lowers
+    nothing"), which is why that test trains no dropout."""
+    import test_offload_cuda
+    from mutwo.compiled import _frontier, _inductor
+    choose = _frontier.choose
+    monkeypatch.setattr(_frontier, "choose", lambda q, device, *a, **k: choose(q, "cuda", *a, **k))
+    monkeypatch.setattr(_inductor, "offloading", lambda host, device: _frontier.Offloading(host, 25.0, 25.0, False))
+    monkeypatch.setattr(test_offload_cuda, "DEVICE", "cpu")
+    model, inputs, loss_fn = test_offload_cuda._model()
+    for dropout in (False, True):
+        if dropout:
+            layers = [m for layer in model for m in ((layer, nn.Dropout(0.1)) if isinstance(layer, nn.GELU) else (layer,))]
+            model = nn.Sequential(*layers)
+        monkeypatch.setenv("MUTWO_CACHE_DIR", str(tmp_path / str(dropout)))
+        moved = mt.backend(budget="lowest", host_memory="1GiB")
+        _run(model, inputs, loss_fn, moved, 1)
+        priced = {c["name"]: c["predicted_peak_bytes"] for c in mt.report(moved)["candidates"]}
+        kept = min(p for name, p in priced.items() if "+offload:" not in name)
+        offloaded = min((p for name, p in priced.items() if "+offload:" in name), default=kept)
+        assert ("+offload:" in mt.report(moved)["chosen"]) is not dropout, (dropout, priced)
+        assert (offloaded < 0.8 * kept) is not dropout, (dropout, kept, offloaded)
+
+
 def test_a_budget_between_the_floors_is_planned_with_offload(monkeypatch, tmp_path) -> None:
     """A byte budget below what recomputing alone reaches, but above the
     offload floor, is planned with offload, not refused (the CPU made to offload
