@@ -58,22 +58,21 @@ class Step {
   }
 
   StepChoice exhaustive() const {
-    Choice at(graphs(), 0), c(graphs());
-    std::optional<std::tuple<double, int64_t, Choice>> best;  // (cost, peak) of the fastest that fits
-    std::optional<std::tuple<int64_t, double, Choice>> low;   // (peak, cost) of the lowest
+    Choice at(graphs(), 0), c(graphs()), best, low;
+    bool fits = false;
+    std::tuple<double, int64_t> best_key;                                // (cost, peak) of the fastest that fits
+    std::tuple<int64_t, double> low_key{std::numeric_limits<int64_t>::max(), 0};  // (peak, cost) of the lowest
     for (;;) {
       for (size_t g = 0; g < graphs(); ++g) c[g] = graph(g).allowed[at[g]];
       const int64_t pk = peak(c);
       const double ms = cost(c);
-      if (!low || std::tie(pk, ms) < std::tie(std::get<0>(*low), std::get<1>(*low))) low.emplace(pk, ms, c);
-      if (pk <= p_.budget && (!best || std::tie(ms, pk) < std::tie(std::get<0>(*best), std::get<1>(*best))))
-        best.emplace(ms, pk, c);
+      if (std::tie(pk, ms) < low_key) low_key = {pk, ms}, low = c;
+      if (pk <= p_.budget && (!fits || std::tie(ms, pk) < best_key)) fits = true, best_key = {ms, pk}, best = c;
       size_t g = graphs();  // the last graph varies fastest
       while (g > 0 && ++at[g - 1] == static_cast<int32_t>(graph(g - 1).allowed.size())) at[--g] = 0;
       if (g == 0) break;
     }
-    const Choice& floor = std::get<2>(*low);
-    return answer(best ? std::get<2>(*best) : floor, floor, "exhaustive");
+    return answer(fits ? best : low, low, "exhaustive");
   }
 
   // Moves off the worst interval until every one fits `limit` (none: down to

@@ -240,7 +240,6 @@ def solve(menus: dict[int, list[Choice]], records: list[Record], budget: int, we
     choice, peak, extra_ms, feasible, floor, floor_choice, how = call(
         ops().solve_step, base, [len(menus[g]) for g in graphs],
         [float(weights.get(g, 1) * o.extra_ms) for g in graphs for o in menus[g]],
-        [int(v) for g in graphs for row in coef[g] for v in row], [len(a) for a in allowed],
+        [v for g in graphs for row in coef[g] for v in row], [len(a) for a in allowed],
         [k for a in allowed for k in a], int(budget), method)
-    return Joint(dict(zip(graphs, map(int, choice))), int(peak), float(extra_ms), bool(feasible), int(floor),
-                 dict(zip(graphs, map(int, floor_choice))), how)
+    return Joint(dict(zip(graphs, choice)), peak, extra_ms, feasible, floor, dict(zip(graphs, floor_choice)), how)
