@@ -166,6 +166,13 @@ CONFIGS: dict[str, Config] = {
     "compile": _c("wrap", "mutwo plans, Inductor compiles, held to each compile point's and "
                   "checkpointing's peak", variants=FULL_COMPILE.split(","),
                   timeouts={"variant": 200}),
+    "long-context": _c("wrap", "issue 50: the bench's llama1b in bf16 at batch 1, sequences doubling from 4K, beside "
+                       "plain compile, per-block and offloaded checkpointing and compile at activation_memory_budget 0: "
+                       "mutwo at its lowest, with offload and without; one sequence per device call (--models); "
+                       "not yet: the blocker that leaves 24 or 80 GiB free, mutwo held to each peer's peak",
+                       models=[f"llama1b-{k}k:1:bf16" for k in (4, 8, 16, 32, 64)],
+                       variants=["compile", "checkpoint", "ckpt-offload", "compile:0", "inductor:lowest",
+                                 "inductor-kept:lowest"], steps=4, rounds=1, timeouts={"variant": 400}),
     "ladder": _c("wrap", "issue 46's ladder: compile:X and mutwo's backend held to its measured peak at X in 1, 0.5, "
                  "0.2, 0.05, 3 interleaved rounds; one Inductor cache for the call (round 1 compiles cold, mutwo "
                  "plans fresh in every process) so one model fits one device call",

@@ -1,7 +1,8 @@
 # What each variant of bench/peers.py does to a model or its loss, and what mutwo.torch says of it
 # afterwards. Variants: eager; ckpt or checkpoint (every block under torch.utils.checkpoint, or the
 # model's own per-layer checkpointing for Hugging Face models); sac (selective checkpointing: matmuls
-# and attention saved); offload (every block under save_on_cpu); sac-offload (matmuls offloaded, the
+# and attention saved); offload (every block under save_on_cpu); ckpt-offload (offloaded checkpointing:
+# checkpointed blocks under save_on_cpu, each saving its input to host memory); sac-offload (matmuls offloaded, the
 # rest recomputed); compile, compile:X (activation_memory_budget X); wrap:B, backend:B (mutwo.torch);
 # inductor:B, inductor-peak:P, inductor-unchunked:B, inductor-kept:B (mutwo plans, Inductor compiles; inductor@VARIANT,
 # measure.py's, runs inductor-peak at that variant's measured peak); vmap:N, many:N[:B] (N copies as one
@@ -77,6 +78,15 @@ def offload_blocks(blocks: list[torch.nn.Module]) -> None:
     wrap_forwards(blocks, wrap)
 
 
+def offload_checkpointed(blocks: list[torch.nn.Module]) -> None:
+    """Offloaded checkpointing: every block under reentrant torch.utils.checkpoint, which saves its inputs
+    with save_for_backward, within save_on_cpu, which moves them to pinned host memory (the non-reentrant
+    checkpoint holds its inputs by reference, out of save_on_cpu's reach)."""
+    from torch.utils.checkpoint import checkpoint
+    wrap_forwards(blocks, lambda f: functools.partial(checkpoint, f, use_reentrant=True))
+    offload_blocks(blocks)
+
+
 def partition_budget(variant: str) -> None:
     """Dynamo reset; "compile:X" (or "fsdp_compile:X", ...) sets the partitioner's activation_memory_budget to X."""
     import torch._dynamo as dynamo
@@ -131,6 +141,8 @@ def prepare(made: Made, variant: str, device: str, autocast: Optional[str] = Non
         selective_blocks(made.blocks, CheckpointPolicy.MUST_SAVE)
     elif variant == "offload":
         offload_blocks(made.blocks)
+    elif variant == "ckpt-offload":
+        offload_checkpointed(made.blocks)
     elif variant == "sac-offload":
         if offload_policy() is None:
             raise RuntimeError("this torch's CheckpointPolicy has no CPU offload value")
@@ -148,7 +160,7 @@ def prepare(made: Made, variant: str, device: str, autocast: Optional[str] = Non
         reported = inductor_backend(made, variant, device)
         loss_fn = torch.compile(loss_fn, backend=reported, dynamic=False)
     elif variant != "eager":
-        raise ValueError(f"unknown variant {variant!r}: eager, ckpt or checkpoint, sac, offload, sac-offload, "
+        raise ValueError(f"unknown variant {variant!r}: eager, ckpt or checkpoint, sac, offload, ckpt-offload, sac-offload, "
                          "compile, compile:X, wrap:B, backend:B, inductor:B, inductor-unchunked:B, inductor-kept:B, "
                          "inductor@VARIANT, vmap:N, many:N, many:N:B")
     return autocast_loss(loss_fn, autocast, device), reported

@@ -14,7 +14,8 @@
 #   prefix of that order whose partition fits, found by bisection; and, where
 #   the model repeats a layer, the layer planner's (_layers.py): per layer, a
 #   prefix of its own anchors, chosen across layers by one exact solve for the
-#   least added time that frees what the budget asks ("layers:3,3,2,0").
+#   least added time that frees what the budget asks ("layers:3,3,2,0"); and
+#   per-layer checkpointing ("checkpoint": each layer's inputs saved).
 # Each candidate is priced from the forward and backward modules min-cut
 # returns for it (`predict`): the added peak of each phase by the core's walk
 # over its memory events (plan::compiled::phase_peak; the events leave out
@@ -47,6 +48,7 @@ from mutwo.compiled._mincut import Query, Schedule
 LADDER = (0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)  # activation_memory_budget values, besides 1
 SPREAD = 8  # mutwo:K candidates priced for choosing across graphs (Frontier.spread)
 MIN_OFFLOAD = 64 << 10  # bytes: a smaller copy costs its launch and sync more than it frees (random seeds)
+CHECKPOINT = "checkpoint"  # the candidate that saves each repeated layer's inputs (Frontier.checkpointed)
 LAYER_OPTIONS = 6  # prefixes of a layer's anchors the layer planner prices (Frontier.layered)
 
 @dataclass
@@ -469,8 +471,8 @@ class Frontier:
             return c
         base, _, k = c.name.partition("+offload:")
         name, _, arg = base.partition(":")
-        saved = self.q.pytorch(float(arg)) if name == "compile" else \
-            self.q.with_recomputed(self._layer_anchors(arg) if name == "layers" else self.order()[:int(arg)])
+        saved = self.q.pytorch(float(arg)) if name == "compile" else self._checkpoint_saved() if name == CHECKPOINT \
+            else self.q.with_recomputed(self._layer_anchors(arg) if name == "layers" else self.order()[:int(arg)])
         made = predict(self.q, base, saved, self.device)
         made = offloaded(self.q, made, int(k), self.device, self._offload_plan(made)) if k else made
         assert made.key == c.key, f"{c.name} saves other values on this trace of the same graph"
@@ -484,10 +486,24 @@ class Frontier:
         # not among them (_mincut.pin_random); every anchor recomputed is mutwo's floor.
         order = self.order()
         self._prefix(order, len(order))
+        self.checkpointed()
+
+    def checkpointed(self) -> Optional[Candidate]:
+        """Per-layer checkpointing (CHECKPOINT; None where no layer repeats):
+        each layer's inputs saved, the layers recomputed from them. Its backward
+        reads an input only as it recomputes that layer, so offloading them
+        lowers its peak, where the floor's values come back at the backward's start."""
+        if CHECKPOINT not in self.by_name and (saved := self._checkpoint_saved()) is not None:
+            self.by_name[CHECKPOINT] = self._add(CHECKPOINT, saved)
+        return self.by_name.get(CHECKPOINT)
+
+    def _checkpoint_saved(self) -> Optional[list[fx.Node]]:
+        forward = [n for n in self.q.joint_graph.nodes if n.op == "call_function" and self.q.is_forward(n)]
+        inputs = _layers.inputs(forward, {_layers.layer_of(g[0]) for g in self._groups()}, _view)
+        return self.q.checkpointed(inputs) if inputs else None
 
     def greedy(self, budget: int, corrections: Corrections) -> None:
-        """The shortest prefix of order() that fits, by bisection (more
-        recomputed, less saved)."""
+        """The shortest prefix of order() that fits, by bisection (more recomputed, less saved)."""
         order = self.order()
         _shortest(len(order), lambda k: self._prefix(order, k).peak(corrections) <= budget)
 
@@ -574,6 +590,10 @@ class Frontier:
             return self.default if float(value) == 1 else self._add(name, self.q.pytorch(float(value)))
         if kind == "layers":
             return self._layers([int(k) for k in value.split(",")])
+        if name == CHECKPOINT:
+            made = self.checkpointed()
+            assert made is not None, f"{CHECKPOINT}: this graph repeats no layer"
+            return made
         return self._prefix(self.order(), int(value))
 
     def lowest(self, corrections: Corrections) -> Candidate:
@@ -595,9 +615,8 @@ class Frontier:
         return self._plans[base.name]
 
     def roomier(self, corrections: Corrections) -> Optional[Candidate]:
-        """The lowest plan's offload floor with no host limit, where the limit
-        cut its offload order short: what more host memory would reach (for
-        a refusal); None where the limit cut nothing."""
+        """The lowest plan's offload floor with no host limit, where the limit cut its offload
+        order short: what more host memory would reach (for a refusal); None where it cut nothing."""
         if self.how.host_limit <= 0:
             return None
         base = self.fresh(lowest([c for c in self.seen.values() if not c.offloaded], corrections))
@@ -610,14 +629,13 @@ class Frontier:
         return made if made.peak(corrections) < self.lowest(corrections).peak(corrections) else None
 
     def offloading(self, budget: Optional[int], corrections: Corrections) -> None:
-        """Offload where recomputing alone does not fit, or costs more: from the
-        lowest candidate that recomputes and the two fastest that miss
-        `budget`, the shortest prefix of each one's offload order that fits, by
-        bisection; with no budget ("lowest"), the lowest's whole order."""
+        """Offload where recomputing alone does not fit, or costs more: from the lowest candidate
+        that recomputes, checkpoint and the two fastest that miss `budget`, the shortest prefix of
+        each one's offload order that fits, by bisection; with no budget ("lowest"), the whole order."""
         if self.how.host_limit <= 0:
             return
         plain = [c for c in self.seen.values() if not c.offloaded]
-        bases = [lowest(plain, corrections)]
+        bases = [lowest(plain, corrections)] + [c for c in (self.checkpointed(),) if c is not None]
         if budget is not None:
             bases += sorted((c for c in plain if c.peak(corrections) > budget), key=lambda c: c.extra_ms)[:2]
         for base in {c.name: c for c in bases}.values():

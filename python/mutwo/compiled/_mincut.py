@@ -66,6 +66,21 @@ class Query:
         to be recomputed: PyTorch's knapsack step, for a set mutwo chose."""
         return self._solve(self.joint_graph, self.node_info, _aggressive(), _pt.OrderedSet(anchors))[0]
 
+    def checkpointed(self, kept: Sequence[Node]) -> Optional[list[Node]]:
+        """min-cut's saved set with every anchor allowed to be recomputed and
+        the values `kept` banned from it: per-layer checkpointing's cut, where
+        `kept` are each layer's inputs (the backward then recomputes a layer
+        from its input alone, its attention too where it draws no dropout,
+        as torch.utils.checkpoint would). None where the graph is not one the core cuts."""
+        options = _aggressive()
+        self._solve(self.joint_graph, self.node_info, options)
+        graph = self._graphs.get(repr(options))
+        if graph is None:
+            return None
+        _, banned = self._cuts[(repr(options), frozenset())]
+        allowed = _allowed(banned, set(self.anchors()) | {n for n in banned if _drawless(n)})
+        return graph.saved({graph.ban[n.name] for n in allowed}, kept)
+
     def anchors(self) -> list[Node]:
         """The expensive forward ops min-cut bans from recomputation (matmuls,
         convolutions, attention, reductions, random ops) that the backward needs
@@ -189,9 +204,7 @@ class Query:
         if graph is None:
             return None
         _, banned = self._cuts[(repr(options), frozenset())]
-        unsafe = _config.unsafe_allow_optimization_of_collectives
-        allowed = {n for n in banned if n in dont_ban and
-                   (unsafe or getattr(n.target, "namespace", None) != "_c10d_functional")}  # collectives stay banned
+        allowed = _allowed(banned, dont_ban)
         saved = graph.saved({graph.ban[n.name] for n in allowed})
         if saved is None:
             return None  # unbounded: PyTorch's own solve raises its error
@@ -206,6 +219,14 @@ class Query:
         if node not in self._runtimes:
             self._runtimes[node] = _ORIGINAL_ESTIMATE(node)
         return self._runtimes[node]
+
+
+def _allowed(banned: Any, dont_ban: Any) -> set[Node]:
+    """The banned nodes `dont_ban` frees, as solve_min_cut frees them
+    (collectives stay banned unless its config allows)."""
+    unsafe = _config.unsafe_allow_optimization_of_collectives
+    return {n for n in banned if n in dont_ban and
+            (unsafe or getattr(n.target, "namespace", None) != "_c10d_functional")}
 
 
 # PyTorch's min-cut with the core's maximum flow (plan::min_cut, Dinic's on
@@ -278,11 +299,17 @@ class _CutGraph:
                    if graph.has_edge(n.name + "_in", n.name + "_out")]
         return _CutGraph(len(names), tail, head, caps, source, index["sink"], ban, through)
 
-    def saved(self, unbanned: set[int]) -> Optional[list[Node]]:
-        """What a cut saves with the edges `unbanned` gone: the nodes whose in
-        -> out edge crosses it, in the joint graph's order; None where no cut is finite."""
+    def saved(self, unbanned: set[int], banned: Sequence[Node] = ()) -> Optional[list[Node]]:
+        """What a cut saves with the edges `unbanned` gone and the nodes
+        `banned` banned too (an infinite edge from the source, as
+        solve_min_cut bans): the nodes whose in -> out edge crosses it, in the
+        joint graph's order; None where no cut is finite."""
         caps = [0 if e in unbanned else c for e, c in enumerate(self.capacity)]
-        unbounded, _, sink_side = call(ops().min_cut, self.nodes, self.tail, self.head, caps, self.source, self.sink)
+        ins = {n: a for n, a, _ in self.through}
+        more = [ins[n] for n in banned if n in ins]
+        tail, head = self.tail + [self.source] * len(more), self.head + more
+        unbounded, _, sink_side = call(ops().min_cut, self.nodes, tail, head, caps + [-1] * len(more),
+                                       self.source, self.sink)
         if unbounded:
             return None
         far = set(sink_side)
@@ -370,6 +397,18 @@ def pin_random(joint_module: fx.GraphModule) -> int:
     are not the forward's. Returns how many were marked."""
     return pin(joint_module, lambda n: n.target is torch.ops.prims.inductor_seeds.default or
                torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()))
+
+
+def _drawless(n: Node) -> bool:
+    """Whether a call pin_random pinned draws no random numbers after all:
+    attention is tagged nondeterministic_seeded for its dropout, and at
+    dropout_p 0 it recomputes to the same bits."""
+    schema = getattr(n.target, "_schema", None)
+    at = [i for i, a in enumerate(schema.arguments) if a.name == "dropout_p"] if schema is not None else []
+    if not at or n.target is torch.ops.prims.inductor_seeds.default:
+        return False
+    p = n.kwargs.get("dropout_p", n.args[at[0]] if len(n.args) > at[0] else schema.arguments[at[0]].default_value)
+    return isinstance(p, (int, float)) and p == 0
 
 
 def pin(joint_module: fx.GraphModule, test: Callable[[Node], bool]) -> int:
