@@ -14,6 +14,43 @@
 
 namespace mutwo::plan::compiled {
 
+Knapsack dp_knapsack(const std::vector<double>& memory, const std::vector<double>& runtime, double max_memory) {
+  MUTWO_CHECK(memory.size() == runtime.size(), "dp_knapsack: {} memories for {} runtimes", memory.size(),
+              runtime.size());
+  constexpr double kScale = 10000;
+  const auto quantised = [](double x) { return static_cast<int64_t>(std::nearbyint(x * kScale)); };
+  const int64_t cap = quantised(max_memory);
+  MUTWO_CHECK(cap >= 0, "dp_knapsack: a negative memory limit {}", max_memory);
+  const size_t n = memory.size(), width = static_cast<size_t>(cap) + 1;
+  std::vector<int64_t> q(n);
+  for (size_t i = 0; i < n; ++i) {
+    q[i] = quantised(memory[i]);
+    MUTWO_CHECK(q[i] >= 0, "dp_knapsack: item {}'s memory {} is negative", i, memory[i]);
+  }
+  std::vector<float> dp((n + 1) * width, 0.0f);
+  for (size_t i = 1; i <= n; ++i) {
+    const float* prev = &dp[(i - 1) * width];
+    float* row = &dp[i * width];
+    const float rt = static_cast<float>(runtime[i - 1]);
+    const auto m = static_cast<size_t>(std::min<int64_t>(q[i - 1], cap + 1));
+    for (size_t j = 0; j < width; ++j)
+      row[j] = q[i - 1] == 0 ? prev[j] + rt : j >= m ? std::max(prev[j], prev[j - m] + rt) : prev[j];
+  }
+  Knapsack out;
+  out.max_runtime = dp[n * width + static_cast<size_t>(cap)];
+  int64_t j = cap;
+  for (size_t i = n; i >= 1; --i) {
+    if (dp[i * width + static_cast<size_t>(j)] != dp[(i - 1) * width + static_cast<size_t>(j)]) {
+      out.saved.push_back(static_cast<int32_t>(i - 1));
+      j -= q[i - 1];
+    } else {
+      out.recomputed.push_back(static_cast<int32_t>(i - 1));
+    }
+  }
+  std::reverse(out.saved.begin(), out.saved.end());
+  return out;
+}
+
 std::vector<int32_t> recompute_order(const std::vector<double>& ms, const std::vector<int64_t>& bytes) {
   MUTWO_CHECK(ms.size() == bytes.size(), "recompute_order: {} times for {} sizes", ms.size(), bytes.size());
   // Ranked as time per byte, lowest first: the same order as recompute_ratio's

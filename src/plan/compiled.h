@@ -35,6 +35,18 @@ struct LayerOption {
 // bytes quantised to 1/4096 of `need`, rounded so a solution frees at least need.
 std::optional<std::vector<int32_t>> solve_layers(const std::vector<LayerOption>& options, int32_t count, int64_t need);
 
+// PyTorch's own knapsack step (torch/_functorch/_activation_checkpointing/knapsack.py's dp_knapsack,
+// its default activation_memory_budget_solver), to the bit: memories quantised to 1/10000 (rounded half
+// to even, as Python's round), runtimes and the table in float32, the same backtrack. The most runtime
+// of the items saved within `max_memory`, the items saved (ascending) and those left to recompute
+// (descending, as PyTorch lists them). What PyTorch's own answer at a budget is does not change; it is
+// found in C++, where PyTorch fills the table a torch row at a time.
+struct Knapsack {
+  double max_runtime = 0;
+  std::vector<int32_t> saved, recomputed;
+};
+Knapsack dp_knapsack(const std::vector<double>& memory, const std::vector<double>& runtime, double max_memory);
+
 // A candidate partition as the adapter priced it: its predicted added peak
 // (already corrected by what was measured) and its modelled recompute time.
 struct Priced {

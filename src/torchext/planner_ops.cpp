@@ -78,6 +78,17 @@ std::vector<int64_t> solve_layers(std::vector<int64_t> k, std::vector<int64_t> f
   });
 }
 
+// PyTorch's dp_knapsack's answer: (max runtime, saved, recomputed).
+std::tuple<double, std::vector<int64_t>, std::vector<int64_t>> dp_knapsack(std::vector<double> memory,
+                                                                            std::vector<double> runtime,
+                                                                            double max_memory) {
+  return translated([&] {
+    plan::compiled::Knapsack k = plan::compiled::dp_knapsack(memory, runtime, max_memory);
+    return std::make_tuple(k.max_runtime, std::vector<int64_t>(k.saved.begin(), k.saved.end()),
+                           std::vector<int64_t>(k.recomputed.begin(), k.recomputed.end()));
+  });
+}
+
 std::vector<plan::compiled::Priced> priced(const std::vector<int64_t>& peaks, const std::vector<double>& ms) {
   MUTWO_CHECK(peaks.size() == ms.size(), "{} peaks for {} times", peaks.size(), ms.size());
   std::vector<plan::compiled::Priced> out;
@@ -201,6 +212,7 @@ TORCH_LIBRARY_FRAGMENT(mutwo, m) {
   m.def("roofline(str device, float[] flops, int[] read, int[] written, int[] element, int[] fused) -> float[]", &roofline);
   m.def("recompute_order(float[] ms, int[] bytes) -> int[]", &recompute_order);
   m.def("solve_layers(int[] k, int[] freed, float[] ms, int count, int need) -> int[]", &solve_layers);
+  m.def("dp_knapsack(float[] memory, float[] runtime, float max_memory) -> (float, int[], int[])", &dp_knapsack);
   m.def("fastest_within(int[] peaks, float[] ms, int budget) -> int", &fastest_within);
   m.def("lowest(int[] peaks, float[] ms) -> int", &lowest);
   m.def("phase_peak(int[] bytes, int[] made, int[] freed, int[] saved, int[] workspace) -> (int, int, int)", &phase_peak);

@@ -80,6 +80,18 @@ TEST(Compiled, QuantisedTheLayerSolveStillFreesTheNeed) {
   EXPECT_EQ(*d, (std::vector<int32_t>{1, 1}));
 }
 
+TEST(Compiled, TheKnapsackIsPyTorchsDp) {
+  // Within 0.5: items 1 and 2 (3.5) beat item 0 (3.0); item 3 weighs nothing and is always saved;
+  // item 4 weighs more than the limit. PyTorch lists the recomputed items from the last.
+  const auto k = plan::compiled::dp_knapsack({0.5, 0.3, 0.2, 0.0, 0.9}, {3.0, 2.0, 1.5, 0.5, 9.0}, 0.5);
+  EXPECT_EQ(k.saved, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(k.recomputed, (std::vector<int32_t>{4, 0}));
+  EXPECT_DOUBLE_EQ(k.max_runtime, 4.0);
+  const auto none = plan::compiled::dp_knapsack({}, {}, 0.3);
+  EXPECT_TRUE(none.saved.empty() && none.recomputed.empty());
+  EXPECT_THROW(plan::compiled::dp_knapsack({-0.1}, {1.0}, 0.3), UserError);
+}
+
 TEST(Compiled, TheOrderIsMuTwosRatioWithTiesInTheCallersOrder) {
   // bytes per ms: 100, 50, 200, 100.
   EXPECT_EQ(plan::compiled::recompute_order({1.0, 2.0, 0.5, 1.0}, {100, 100, 100, 100}),

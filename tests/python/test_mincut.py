@@ -5,7 +5,8 @@
 #   for prefixes of the anchors;
 # - Query.schedules, which mirrors the forward and backward modules without building
 #   them, runs the same nodes in the same order as the modules PyTorch builds
-#   (Query.modules), with the same inputs and outputs, for every one of those saved sets.
+#   (Query.modules), with the same inputs and outputs, for every one of those saved sets;
+# - the core's knapsack (plan::compiled::dp_knapsack) answers as PyTorch's dp_knapsack, to the bit.
 # When PyTorch changes its extraction or its backward's reordering, this fails.
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from typing import Any, Callable
 import pytest
 import torch
 from torch import nn
+from torch._functorch import partitioners as _pt
 
 from workloads import hf_models
 import models
@@ -104,8 +106,9 @@ def test_schedules_run_what_pytorchs_modules_run(name: str) -> None:
 @pytest.mark.parametrize("name", ["llama-dropout", "unet"])
 def test_the_cores_max_flow_cuts_where_networkx_does(name: str, monkeypatch) -> None:
     """Every saved set the frontier asks for (PyTorch's ladder, each anchor
-    set's cut) is the one networkx's own preflow-push gives on the graph
-    PyTorch builds for that set (mutwo cuts one graph again instead)."""
+    set's cut) is the one networkx's own preflow-push and PyTorch's own
+    knapsack give on the graph PyTorch builds for that set (mutwo cuts one
+    graph again, and solves the knapsack in the core, instead)."""
     cuts: list[list[str]] = []
 
     def check(q: _mincut.Query) -> None:
@@ -113,12 +116,28 @@ def test_the_cores_max_flow_cuts_where_networkx_does(name: str, monkeypatch) -> 
         with monkeypatch.context() as m:
             m.setattr(_mincut, "_minimum_cut", _mincut._ORIGINAL_MINIMUM_CUT)
             m.setattr(_mincut, "_reusable", lambda options: False)
+            m.setattr(_mincut, "_dp_knapsack", _pt.dp_knapsack)  # PyTorch's own, in Python
             fresh = _mincut.Query(q.joint_module, q.joint_graph, q.node_info, q.num_fwd_outputs)
             theirs = {k: _names(v) for k, v in _saved_sets(fresh).items()}
         assert mine == theirs
         cuts.append(list(mine))
     assert _partition(name, check) >= 1
     assert cuts and len(cuts[0]) >= 10
+
+
+def test_the_cores_knapsack_is_pytorchs_to_the_bit() -> None:
+    """plan::compiled::dp_knapsack against PyTorch's dp_knapsack on random
+    items: equal runtimes (ties), items of no memory, items over the limit,
+    memories that round half way."""
+    g = torch.Generator().manual_seed(0)
+    for trial in range(200):
+        n = int(torch.randint(0, 24, (1,), generator=g))
+        memory = [round(float(x), int(torch.randint(2, 6, (1,), generator=g))) for x in torch.rand(n, generator=g)]
+        memory = [0.0 if i % 7 == 3 else 0.00005 if i % 11 == 5 else m for i, m in enumerate(memory)]
+        runtime = [float(x) for x in torch.randint(1, 5, (n,), generator=g).float() / 3] if trial % 2 else \
+            [float(x) for x in torch.rand(n, generator=g)]
+        limit = float(torch.rand(1, generator=g)) * max(sum(memory), 0.1)
+        assert _mincut._dp_knapsack(memory, runtime, limit) == _pt.dp_knapsack(memory, runtime, limit), trial
 
 
 def test_a_log_softmax_its_gather_reads_is_not_written_on_cuda() -> None:

@@ -58,7 +58,8 @@ class Query:
     def pytorch(self, budget: float) -> list[Node]:
         """What torch.compile saves under activation_memory_budget=`budget`
         (its own choose_saved_values_set, with its configured solver)."""
-        with _patched(_pt, solve_min_cut=self._solve, estimate_runtime=self._estimate, _size_of=self._size_of):
+        with _patched(_pt, solve_min_cut=self._solve, estimate_runtime=self._estimate, _size_of=self._size_of,
+                      dp_knapsack=_dp_knapsack):
             return list(_ORIGINAL_CHOOSE(self.joint_graph, self.node_info, budget))
 
     def with_recomputed(self, anchors: Sequence[Node]) -> list[Node]:
@@ -219,6 +220,14 @@ class Query:
         if node not in self._runtimes:
             self._runtimes[node] = _ORIGINAL_ESTIMATE(node)
         return self._runtimes[node]
+
+
+def _dp_knapsack(memory: Sequence[float], runtime: Sequence[float], max_memory: float) -> tuple[float, list, list]:
+    """PyTorch's dp_knapsack (its default knapsack solver), to the bit, in the
+    core (plan::compiled::dp_knapsack): the same answer, found in C++."""
+    value, saved, recomputed = call(ops().dp_knapsack, [float(m) for m in memory], [float(r) for r in runtime],
+                                    float(max_memory))
+    return value, list(saved), list(recomputed)
 
 
 def _allowed(banned: Any, dont_ban: Any) -> set[Node]:
