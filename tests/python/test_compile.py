@@ -528,10 +528,7 @@ def test_priced_as_a_card_the_cuda_tests_floor_offloads(monkeypatch, tmp_path) -
     recompute floor's own values come back at the backward's start, so only
     checkpoint's offload lowers it (docs/compiled.md, "Where it lowers nothing")."""
     import test_offload_cuda
-    from mutwo.compiled import _frontier, _inductor
-    choose = _frontier.choose
-    monkeypatch.setattr(_frontier, "choose", lambda q, device, *a, **k: choose(q, "cuda", *a, **k))
-    monkeypatch.setattr(_inductor, "offloading", lambda host, device: _frontier.Offloading(host, 25.0, 25.0, False))
+    test_offload_cuda.priced_as_cuda(monkeypatch)
     monkeypatch.setattr(test_offload_cuda, "DEVICE", "cpu")
     for dropout in (0.0, 0.1):
         model, inputs, loss_fn = test_offload_cuda._model(dropout)
@@ -555,11 +552,9 @@ def test_priced_as_a_card_a_decoder_offloads_each_layers_input(monkeypatch, tmp_
     the backward reads only when it recomputes that layer. Priced as CUDA, its
     offloaded plan is the lowest, well below the recompute floor, and trains
     as the same partition kept (the loss bit for bit) and as plain compile, within TOLERANCE."""
-    from mutwo.compiled import _frontier, _inductor
+    from test_offload_cuda import priced_as_cuda
     from workloads.llama_decoder import Llama
-    choose = _frontier.choose
-    monkeypatch.setattr(_frontier, "choose", lambda q, device, *a, **k: choose(q, "cuda", *a, **k))
-    monkeypatch.setattr(_inductor, "offloading", lambda host, device: _frontier.Offloading(host, 25.0, 25.0, False))
+    priced_as_cuda(monkeypatch)
     torch.manual_seed(0)
     model = Llama(256, 64, 6, 4, 128, max_seq=512, sdpa=True, tied=False)  # narrow and deep: layer inputs matter
     inputs = (torch.randint(0, 256, (4, 512)), torch.randint(0, 256, (4, 512)))

@@ -39,6 +39,15 @@ def kept_as(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
                         choose(q, device, budget, corrections, f"candidate:{name}", *a, **k))
 
 
+def priced_as_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the CPU, every graph planned as on a card: fused pointwise, the cuda
+    rate row, offload copies on the compute stream at 25 GB/s each way."""
+    from mutwo.compiled import _frontier, _inductor
+    choose = _frontier.choose
+    monkeypatch.setattr(_frontier, "choose", lambda q, device, *a, **k: choose(q, "cuda", *a, **k))
+    monkeypatch.setattr(_inductor, "offloading", lambda host, device: _frontier.Offloading(host, 25.0, 25.0, False))
+
+
 def no_checkpoint(monkeypatch: pytest.MonkeyPatch) -> None:
     """The frontier without its checkpoint candidate: the recompute floor's own offload."""
     from mutwo.compiled import _frontier

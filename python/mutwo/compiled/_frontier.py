@@ -499,7 +499,7 @@ class Frontier:
 
     def _checkpoint_saved(self) -> Optional[list[fx.Node]]:
         forward = [n for n in self.q.joint_graph.nodes if n.op == "call_function" and self.q.is_forward(n)]
-        inputs = _layers.inputs(forward, {_layers.layer_of(g[0]) for g in self._groups()}, _view)
+        inputs = [n for n in _layers.inputs(forward, {_layers.layer_of(g[0]) for g in self._groups()}) if not _view(n)]
         return self.q.checkpointed(inputs) if inputs else None
 
     def greedy(self, budget: int, corrections: Corrections) -> None:

@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Optional, Sequence
 
 import torch.fx as fx
 
@@ -65,12 +65,12 @@ def layers(anchors: Sequence[fx.Node]) -> list[list[fx.Node]]:
     return sorted((by_layer[name] for name in common), key=lambda nodes: min(order[n] for n in nodes))
 
 
-def inputs(forward: Sequence[fx.Node], names: set[Optional[str]], view: Callable[[fx.Node], bool]) -> list[fx.Node]:
+def inputs(forward: Sequence[fx.Node], names: set[Optional[str]]) -> list[fx.Node]:
     """The values the layers `names` read that another layer or the rest of
-    the model makes, not views: what per-layer checkpointing saves."""
+    the model makes: what per-layer checkpointing saves."""
     layer = dict(zip(forward, layer_names(forward)))
     return list({a: None for n in forward if layer[n] in names for a in n.all_input_nodes
-                 if a in layer and layer[a] != layer[n] and not view(a)})
+                 if a in layer and layer[a] != layer[n]})
 
 
 def aligned(layer: Sequence[fx.Node], template: Sequence[fx.Node], name: str, template_name: str) -> list[fx.Node]:

@@ -73,14 +73,10 @@ class Query:
         `kept` are each layer's inputs (the backward then recomputes a layer
         from its input alone, its attention too where it draws no dropout,
         as torch.utils.checkpoint would). None where the graph is not one the core cuts."""
-        options = _aggressive()
-        self._solve(self.joint_graph, self.node_info, options)
-        graph = self._graphs.get(repr(options))
-        if graph is None:
-            return None
-        _, banned = self._cuts[(repr(options), frozenset())]
-        allowed = _allowed(banned, set(self.anchors()) | {n for n in banned if _drawless(n)})
-        return graph.saved({graph.ban[n.name] for n in allowed}, kept)
+        _, banned = self._solve(self.joint_graph, self.node_info, _aggressive())
+        freed = set(self.anchors()) | {n for n in banned if _drawless(n)}
+        made = self._unbanned(self.joint_graph, self.node_info, _aggressive(), freed, kept)
+        return None if made is None else made[0]
 
     def anchors(self) -> list[Node]:
         """The expensive forward ops min-cut bans from recomputation (matmuls,
@@ -197,16 +193,17 @@ class Query:
         saved, banned = self._cuts[key]
         return list(saved), banned
 
-    def _unbanned(self, joint_graph: fx.Graph, node_info: Any, options: Any, dont_ban: Any) -> Optional[tuple]:
-        """solve_min_cut's answer with `dont_ban` allowed, from its graph with
-        nothing allowed; None where that graph cannot be cut in the core."""
+    def _unbanned(self, joint_graph: fx.Graph, node_info: Any, options: Any, dont_ban: Any,
+                  kept: Sequence[Node] = ()) -> Optional[tuple]:
+        """solve_min_cut's answer with `dont_ban` allowed (and `kept` banned),
+        from its graph with nothing allowed; None where that graph cannot be cut in the core."""
         self._solve(joint_graph, node_info, options)
         graph = self._graphs.get(repr(options))
         if graph is None:
             return None
         _, banned = self._cuts[(repr(options), frozenset())]
         allowed = _allowed(banned, dont_ban)
-        saved = graph.saved({graph.ban[n.name] for n in allowed})
+        saved = graph.saved({graph.ban[n.name] for n in allowed}, kept)
         if saved is None:
             return None  # unbounded: PyTorch's own solve raises its error
         return saved, _pt.OrderedSet(n for n in banned if n not in allowed)
@@ -314,8 +311,8 @@ class _CutGraph:
         solve_min_cut bans): the nodes whose in -> out edge crosses it, in the
         joint graph's order; None where no cut is finite."""
         caps = [0 if e in unbanned else c for e, c in enumerate(self.capacity)]
-        ins = {n: a for n, a, _ in self.through}
-        more = [ins[n] for n in banned if n in ins]
+        wanted = set(banned)
+        more = [a for n, a, _ in self.through if n in wanted]
         tail, head = self.tail + [self.source] * len(more), self.head + more
         unbounded, _, sink_side = call(ops().min_cut, self.nodes, tail, head, caps + [-1] * len(more),
                                        self.source, self.sink)
